@@ -1,3 +1,4 @@
+import Foundation
 import VaultCrypto
 
 /// The canonical, length-prefixed binary encoding every signed or authenticated statement uses
@@ -45,6 +46,13 @@ public struct CanonicalWriter: Sendable {
     }
     /// Appends a fixed-size public value (key, nonce, signature) length-prefixed.
     public mutating func append<T: FixedSizeBytes>(_ value: T) { append(value.bytes) }
+    /// Appends a UUID as its 16 raw bytes, length-prefixed.
+    public mutating func append(_ value: UUID) {
+        let u = value.uuid
+        append([u.0, u.1, u.2, u.3, u.4, u.5, u.6, u.7, u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15])
+    }
+    /// Overwrites the bytes written so far, for statements that held key material.
+    public mutating func wipe() { Memory.zero(&bytes) }
 }
 
 /// Reads what `CanonicalWriter` wrote, rejecting truncation and trailing bytes.
@@ -96,6 +104,12 @@ public struct CanonicalReader: Sendable {
     /// Reads a fixed-size value, checking its length.
     public mutating func read<T: FixedSizeBytes>(_: T.Type) throws(EncodingError) -> T {
         do { return try T(bytes: try readBytes()) } catch let e as CryptoError { throw .invalidValue(e.description) } catch { throw error as! EncodingError }
+    }
+    /// Reads a UUID (exactly 16 bytes).
+    public mutating func readUUID() throws(EncodingError) -> UUID {
+        let b = try readBytes()
+        guard b.count == 16 else { throw .invalidValue("uuid") }
+        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
     }
     /// Throws unless every byte has been read: trailing bytes are an error, not ignored.
     public func finish() throws(EncodingError) {

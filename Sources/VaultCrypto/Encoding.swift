@@ -101,3 +101,12 @@ public enum ConstantTime {
         return x.withUnsafeBytes { p in y.withUnsafeBytes { q in sodium_memcmp(p.baseAddress, q.baseAddress, x.count) == 0 } }
     }
 }
+
+/// Wiping of ordinary arrays that briefly held secret bytes (e.g. a serialised key before sealing).
+public enum Memory {
+    /// Overwrites every byte of `bytes` with zero in a way the optimiser cannot remove.
+    public static func zero(_ bytes: inout [UInt8]) {
+        Sodium.ensureInitialized()
+        bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { sodium_memzero(base, $0.count) } }
+    }
+}

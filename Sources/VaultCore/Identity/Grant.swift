@@ -1,0 +1,106 @@
+import Foundation
+import VaultCrypto
+
+/// A patient's signed statement that gives one member (a doctor, or the patient's own key) the epoch
+/// keys of one tresor (Docs/envelope-v1.md §3). The keys are sealed to the member's certified box key;
+/// the sealed box says nothing about its sender, the patient's signature does.
+public struct Grant: Codable, Sendable, Hashable {
+    public var version: UInt8 = 1
+    public var patientID: UUID
+    public var memberID: UUID
+    public var tresorID: UUID
+    public var category: String
+    /// The epochs whose keys are sealed, ascending.
+    public var epochs: [UInt32]
+    /// `crypto_box_seal` of the key list to the member, base64url on the wire.
+    public var sealedKeys: String
+    public var createdAt: UnixMillis
+    public var expiresAt: UnixMillis?
+    /// The patient's Ed25519 signature over `statementBytes`.
+    public var signature: Signature
+
+    static let domain = "CareVault-grant-v1"
+    static let keysDomain = "CareVault-grant-keys-v1"
+
+    /// The canonical bytes the patient signs.
+    public var statementBytes: [UInt8] {
+        var w = CanonicalWriter(domain: Self.domain)
+        w.append(version); w.append(patientID); w.append(memberID); w.append(tresorID); w.append(category)
+        w.append(UInt32(epochs.count))
+        for e in epochs { w.append(e) }
+        w.append(try! BLAKE2b.hash((try? Base64URL.decode(sealedKeys)) ?? Array(sealedKeys.utf8)))
+        w.append(createdAt); w.append(expiresAt)
+        return w.bytes
+    }
+
+    /// BLAKE2b-256 of the statement: what a share approval covers.
+    public var statementHash: [UInt8] { try! BLAKE2b.hash(statementBytes) }
+
+    /// Seals `epochs` of `tresor` (all epochs when nil) to `member` and signs the statement as `patient`.
+    /// The member's certificate must verify under the pinned admin key first: that is what stops a server
+    /// from substituting its own box key.
+    public static func make(patient: Identity, member: Certificate, adminKey: SigningPublicKey, tresor: Tresor,
+                            epochs: [UInt32]? = nil, createdAt: UnixMillis, expiresAt: UnixMillis? = nil) throws(TrustError) -> Grant {
+        try member.verify(adminKey: adminKey)
+        guard tresor.ownerID == patient.userID else { throw .mismatch(what: "grant", field: "tresor owner") }
+        let chosen = (epochs ?? Array(tresor.keys.keys)).sorted()
+        var w = CanonicalWriter(domain: keysDomain)
+        w.append(tresor.id); w.append(tresor.category); w.append(UInt32(chosen.count))
+        for e in chosen {
+            guard let key = tresor.keys[e] else { throw .mismatch(what: "grant", field: "epoch \(e)") }
+            w.append(e)
+            var k = key.copyBytes()
+            w.append(k)
+            Memory.zero(&k)
+        }
+        let sealed = SealedBox.seal(w.bytes, to: member.boxKey)
+        w.wipe()
+        var g = Grant(patientID: patient.userID, memberID: member.userID, tresorID: tresor.id, category: tresor.category, epochs: chosen,
+                      sealedKeys: Base64URL.encode(sealed), createdAt: createdAt, expiresAt: expiresAt,
+                      signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64)))
+        g.signature = patient.signing.sign(g.statementBytes)
+        return g
+    }
+
+    /// Verifies the patient's signature under the patient's certificate (which must itself verify under
+    /// the admin key) and that the grant names that patient and the tresor of its category.
+    public func verify(patient: Certificate, adminKey: SigningPublicKey) throws(TrustError) {
+        guard version == 1 else { throw .unsupportedVersion(what: "grant", version: version) }
+        try patient.verify(adminKey: adminKey, userID: patientID, role: .patient)
+        guard patient.signingKey.isValidSignature(signature, for: statementBytes) else { throw .invalidSignature(what: "grant") }
+        guard tresorID == Tresor.id(ownerID: patientID, category: category) else { throw .mismatch(what: "grant", field: "tresor") }
+    }
+
+    /// Verifies the grant and opens the epoch keys with the member's identity. The opened list must name
+    /// the same tresor, category and epochs as the signed statement.
+    public func openKeys(member: Identity, patient: Certificate, adminKey: SigningPublicKey, now: UnixMillis? = nil) throws(TrustError) -> Tresor {
+        try verify(patient: patient, adminKey: adminKey)
+        guard memberID == member.userID else { throw .mismatch(what: "grant", field: "member") }
+        if let now, let expiresAt, now >= expiresAt { throw .expired(what: "grant") }
+        guard let sealed = try? Base64URL.decode(sealedKeys) else { throw .malformed(what: "grant", reason: "sealed keys are not base64url") }
+        let opened: SecureBytes
+        do { opened = try SealedBox.open(sealed, with: member.box) } catch { throw .malformed(what: "grant", reason: "sealed keys do not open for this member") }
+        var keys: [UInt32: SymmetricKey] = [:]
+        do {
+            var plain = opened.copyBytes()
+            defer { Memory.zero(&plain) }
+            var r = try CanonicalReader(plain, domain: Self.keysDomain)
+            guard try r.readUUID() == tresorID, try r.readString() == category else { throw TrustError.mismatch(what: "grant keys", field: "tresor") }
+            let n = try r.readUInt32()
+            guard n == epochs.count else { throw TrustError.mismatch(what: "grant keys", field: "epochs") }
+            for expected in epochs {
+                let e = try r.readUInt32()
+                guard e == expected else { throw TrustError.mismatch(what: "grant keys", field: "epochs") }
+                var raw = try r.readBytes()
+                defer { Memory.zero(&raw) }
+                keys[e] = try SymmetricKey(bytes: raw)
+            }
+            try r.finish()
+        } catch let e as TrustError {
+            throw e
+        } catch {
+            throw .malformed(what: "grant keys", reason: "\(error)")
+        }
+        return Tresor(ownerID: patientID, category: category, keys: keys)
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+
+/// What was done for one occurrence of an activity (after CareKit's `OCKOutcome`). Its natural key is
+/// (`activityID`, `occurrence`), so all devices write one record per occurrence, and concurrent copies are
+/// merged value by value (`Reconciliation.mergeOutcomes`) instead of one overwriting the other.
+public struct Outcome: Codable, Sendable, Hashable {
+    /// The id of the activity this outcome is for.
+    public var activityID: String
+    /// The occurrence index of the schedule event (`ScheduleEvent.occurrence`), 0 or more.
+    public var occurrence: Int
+    /// The recorded values, including any that are tombstoned; read `liveValues` for what to show.
+    public var values: [OutcomeValue]
+    /// Ids of values deleted on some device. Kept forever, so a merge with an older copy that still
+    /// carries such a value never brings it back.
+    public var removedValueIDs: Set<String>
+    /// A free-text note about the occurrence.
+    public var note: String?
+    /// When the outcome was first recorded.
+    public var createdAt: Date
+    /// When it was last changed; the note of the later copy wins a merge.
+    public var updatedAt: Date
+
+    /// Makes an outcome; `updatedAt` defaults to `createdAt`. Call `validate()` for user input.
+    public init(activityID: String, occurrence: Int, values: [OutcomeValue] = [], removedValueIDs: Set<String> = [],
+                note: String? = nil, createdAt: Date, updatedAt: Date? = nil) {
+        self.activityID = activityID
+        self.occurrence = occurrence
+        self.values = values
+        self.removedValueIDs = removedValueIDs
+        self.note = note
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt ?? createdAt
+    }
+
+    /// The values that are not tombstoned, in a deterministic order (by `createdAt`, then id).
+    public var liveValues: [OutcomeValue] {
+        values.filter { !removedValueIDs.contains($0.id) }.sorted(by: OutcomeValue.canonicallyPrecedes)
+    }
+
+    /// Deletes a value: drops it and records a tombstone so merges cannot resurrect it.
+    public mutating func removeValue(id: String, at date: Date) {
+        values.removeAll { $0.id == id }
+        removedValueIDs.insert(id)
+        updatedAt = max(updatedAt, date)
+    }
+
+    /// Checks the activity id, the occurrence, and every value (valid, no two with one id).
+    public func validate() throws(CareModelError) {
+        try Activity.validateID(activityID)
+        guard occurrence >= 0 else { throw .negativeOccurrence(occurrence) }
+        var seen = Set<String>()
+        for value in values {
+            try value.validate()
+            guard seen.insert(value.id).inserted else { throw .duplicateValueID }
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case activityID, occurrence, values, removedValueIDs, note, createdAt, updatedAt
+    }
+
+    /// Encodes with the tombstone set sorted: a `Set` has no stable order, and one outcome should have one
+    /// spelling. (Decoding is synthesized.)
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(activityID, forKey: .activityID)
+        try c.encode(occurrence, forKey: .occurrence)
+        try c.encode(values, forKey: .values)
+        try c.encode(removedValueIDs.sorted(), forKey: .removedValueIDs)
+        try c.encodeIfPresent(note, forKey: .note)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(updatedAt, forKey: .updatedAt)
+    }
+}

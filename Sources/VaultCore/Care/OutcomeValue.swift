@@ -1,0 +1,91 @@
+import Foundation
+
+/// One reading inside an outcome (after CareKit's `OCKOutcomeValue`): a number, a text or a yes/no,
+/// recorded by one device. Values are the unit of merging: two devices that record readings for the
+/// same occurrence offline each keep theirs, because every value has its own random id.
+public struct OutcomeValue: Codable, Sendable, Hashable {
+    /// The recorded quantity. Encoded as `{"type":"number","number":3.5}`, `{"type":"text","text":"…"}`
+    /// or `{"type":"boolean","boolean":true}`, so a reader never has to guess a JSON scalar's meaning.
+    public enum Value: Codable, Sendable, Hashable {
+        /// A measurement, e.g. a pain score or a glucose reading. Must be finite.
+        case number(Double)
+        /// Free text, e.g. a symptom description.
+        case text(String)
+        /// A yes/no answer, e.g. "dose taken".
+        case boolean(Bool)
+
+        private enum CodingKeys: String, CodingKey { case type, number, text, boolean }
+
+        /// Decodes the tagged form; an unknown tag is a data error rather than a silent default.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            switch try c.decode(String.self, forKey: .type) {
+            case "number": self = .number(try c.decode(Double.self, forKey: .number))
+            case "text": self = .text(try c.decode(String.self, forKey: .text))
+            case "boolean": self = .boolean(try c.decode(Bool.self, forKey: .boolean))
+            case let other:
+                throw DecodingError.dataCorruptedError(forKey: .type, in: c, debugDescription: "unknown outcome value type \"\(other)\"")
+            }
+        }
+
+        /// Encodes the tagged form.
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            switch self {
+            case let .number(n): try c.encode("number", forKey: .type); try c.encode(n, forKey: .number)
+            case let .text(t): try c.encode("text", forKey: .type); try c.encode(t, forKey: .text)
+            case let .boolean(b): try c.encode("boolean", forKey: .type); try c.encode(b, forKey: .boolean)
+            }
+        }
+    }
+
+    /// The value's identity across devices: random (a UUID string by default), made by the recording device.
+    public var id: String
+    /// What was recorded.
+    public var value: Value
+    /// The unit of a number, e.g. "mg/dL"; nil when it has none.
+    public var units: String?
+    /// What the value measures, e.g. "systolic"; lets one outcome carry several kinds of reading.
+    public var kind: String?
+    /// When the device recorded it; the later of two conflicting copies of one id wins a merge.
+    public var createdAt: Date
+
+    /// Makes a value. The clock is not read here: the caller passes `createdAt`, which keeps the domain pure.
+    public init(id: String = UUID().uuidString, value: Value, units: String? = nil, kind: String? = nil, createdAt: Date) {
+        self.id = id
+        self.value = value
+        self.units = units
+        self.kind = kind
+        self.createdAt = createdAt
+    }
+
+    /// Checks the id (1-128 characters, no control characters) and that a number is finite: NaN would
+    /// break equality and therefore merging, and JSON cannot carry it.
+    public func validate() throws(CareModelError) {
+        guard !id.isEmpty, id.count <= Activity.maxIDLength, !Activity.containsControlCharacter(id) else {
+            throw .invalidValueID
+        }
+        if case let .number(n) = value, !n.isFinite { throw .nonFiniteNumber }
+    }
+}
+
+extension OutcomeValue {
+    /// The deterministic total order used wherever values must be sorted or a conflict decided:
+    /// by `createdAt`, then `id`, then the canonical JSON bytes (so even two different copies of one id
+    /// recorded at the same instant are ordered the same way on every device).
+    static func canonicallyPrecedes(_ a: OutcomeValue, _ b: OutcomeValue) -> Bool {
+        if a.createdAt != b.createdAt { return a.createdAt < b.createdAt }
+        if a.id != b.id { return a.id < b.id }
+        return a.canonicalJSON.lexicographicallyPrecedes(b.canonicalJSON)
+    }
+
+    /// Sorted-key JSON with full-precision dates: one spelling per value, used only for tie-breaking.
+    var canonicalJSON: [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .deferredToDate
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "+inf", negativeInfinity: "-inf", nan: "nan")
+        // Encoding a plain struct of strings, numbers and dates cannot fail; the fallback only keeps this total.
+        return (try? Array(encoder.encode(self))) ?? Array(String(describing: self).utf8)
+    }
+}

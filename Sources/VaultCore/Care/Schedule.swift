@@ -1,0 +1,380 @@
+import Foundation
+
+/// How far apart an element's events are. Day and week steps are calendar steps in the element's time
+/// zone (a daily 08:00 dose stays at 08:00 local time across daylight-saving changes); hour steps are
+/// absolute (every 6 hours means 6 elapsed hours, whatever the wall clock does).
+/// Encoded as `{"unit":"days","count":3}`.
+public enum ScheduleInterval: Codable, Sendable, Hashable {
+    /// Every n elapsed hours.
+    case hours(Int)
+    /// Every n calendar days, at the same local wall time.
+    case days(Int)
+    /// Every n calendar weeks, at the same local wall time.
+    case weeks(Int)
+
+    /// The largest accepted count, whatever the unit: bounds the arithmetic, and no care plan needs more.
+    public static let maxCount = 10_000
+
+    /// The count, whatever the unit.
+    public var count: Int {
+        switch self {
+        case let .hours(n), let .days(n), let .weeks(n): return n
+        }
+    }
+
+    /// Checks 1 <= count <= `maxCount`; a zero step would repeat one instant forever.
+    public func validate() throws(CareModelError) {
+        guard count >= 1, count <= Self.maxCount else { throw .invalidInterval(self) }
+    }
+
+    private enum CodingKeys: String, CodingKey { case unit, count }
+
+    /// Decodes `{"unit":…,"count":…}` and rejects a count out of range.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let n = try c.decode(Int.self, forKey: .count)
+        switch try c.decode(String.self, forKey: .unit) {
+        case "hours": self = .hours(n)
+        case "days": self = .days(n)
+        case "weeks": self = .weeks(n)
+        case let other: throw DecodingError.dataCorruptedError(forKey: .unit, in: c, debugDescription: "unknown interval unit \"\(other)\"")
+        }
+        do { try validate() } catch {
+            throw DecodingError.dataCorruptedError(forKey: .count, in: c, debugDescription: "interval count \(n) out of range 1...\(Self.maxCount)")
+        }
+    }
+
+    /// Encodes `{"unit":…,"count":…}`.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .hours: try c.encode("hours", forKey: .unit)
+        case .days: try c.encode("days", forKey: .unit)
+        case .weeks: try c.encode("weeks", forKey: .unit)
+        }
+        try c.encode(count, forKey: .count)
+    }
+}
+
+/// One repeating rule of a schedule (after CareKit's `OCKScheduleElement`): events at `start`, then every
+/// `interval`, until before `end` (or forever).
+public struct ScheduleElement: Codable, Sendable, Hashable {
+    /// The first event's start. For an all-day element, the first event is the whole local day containing it.
+    public var start: Date
+    /// Events start strictly before this date; nil repeats forever.
+    public var end: Date?
+    /// The step between events.
+    public var interval: ScheduleInterval
+    /// True when each event is a whole local day (from local midnight to the next).
+    public var allDay: Bool
+    /// How long each event lasts, in seconds; ignored for all-day events.
+    public var duration: TimeInterval
+    /// Text to show with each event, e.g. "with food".
+    public var text: String?
+    /// What a complete outcome for an event looks like.
+    public var targetValues: [OutcomeValue]
+    /// The patient's time zone (e.g. "Europe/Berlin"): day and week steps are taken in its wall time.
+    public var timeZoneIdentifier: String
+
+    /// Makes a validated element.
+    public init(start: Date, end: Date? = nil, interval: ScheduleInterval, allDay: Bool = false, duration: TimeInterval = 0,
+                text: String? = nil, targetValues: [OutcomeValue] = [], timeZoneIdentifier: String) throws(CareModelError) {
+        self.start = start
+        self.end = end
+        self.interval = interval
+        self.allDay = allDay
+        self.duration = duration
+        self.text = text
+        self.targetValues = targetValues
+        self.timeZoneIdentifier = timeZoneIdentifier
+        try validate()
+    }
+
+    /// Checks the interval, the dates, the duration, the time zone and the target values.
+    public func validate() throws(CareModelError) {
+        try interval.validate()
+        if allDay, case .hours = interval { throw .allDayRequiresDayInterval }
+        guard Schedule.isSupported(start) else { throw .dateOutOfRange }
+        if let end {
+            guard Schedule.isSupported(end) else { throw .dateOutOfRange }
+            guard end >= start else { throw .endBeforeStart }
+        }
+        guard duration.isFinite, duration >= 0 else { throw .invalidDuration }
+        guard TimeZone(identifier: timeZoneIdentifier) != nil else { throw .unknownTimeZone(timeZoneIdentifier) }
+        for value in targetValues { try value.validate() }
+    }
+}
+
+/// One computed occurrence of a schedule.
+public struct ScheduleEvent: Codable, Sendable, Hashable {
+    /// The stable index of this event, counted from the schedule's first event in merged start order
+    /// (ties broken by element order). The same event has the same index whatever range was queried;
+    /// it is the `occurrence` of the outcome recorded for it.
+    public var occurrence: Int
+    /// When the event starts (local midnight for an all-day event).
+    public var start: Date
+    /// When it ends (`start + duration`, or the next local midnight for an all-day event).
+    public var end: Date
+    /// The index of the schedule element that produced it.
+    public var elementIndex: Int
+    /// True for a whole-day event.
+    public var allDay: Bool
+    /// The element's text.
+    public var text: String?
+    /// The element's target values.
+    public var targetValues: [OutcomeValue]
+}
+
+/// When an activity is due (after CareKit's `OCKSchedule`): a list of repeating elements whose events are
+/// merged into one sequence with stable occurrence indices.
+public struct Schedule: Codable, Sendable, Hashable {
+    /// The most events one `events(from:to:)` call returns. A larger query throws
+    /// `CareModelError.tooManyEvents` before any event is built, so an endless element and a huge range
+    /// cannot make a caller (or a server-side renderer) do unbounded work. Ask for smaller pages instead.
+    public static let maxEventsPerCall = 100_000
+
+    /// The repeating rules; their order breaks ties between events that start at the same instant.
+    public var elements: [ScheduleElement]
+
+    /// A schedule of the given elements.
+    public init(elements: [ScheduleElement]) {
+        self.elements = elements
+    }
+
+    /// One schedule holding the elements of all `schedules`, in order.
+    public init(composing schedules: [Schedule]) {
+        self.elements = schedules.flatMap(\.elements)
+    }
+
+    /// Composes two schedules: the elements of `lhs`, then those of `rhs`.
+    public static func + (lhs: Schedule, rhs: Schedule) -> Schedule {
+        Schedule(composing: [lhs, rhs])
+    }
+
+    /// Checks every element.
+    public func validate() throws(CareModelError) {
+        for element in elements { try element.validate() }
+    }
+
+    // MARK: Builders
+
+    /// Every day at each of `times` (hour and minute, optionally second) local time, from the first such
+    /// time at or after `start`. One element per time, in the order given.
+    public static func dailyAtTimes(start: Date, end: Date? = nil, times: [DateComponents], timeZone: TimeZone,
+                                    duration: TimeInterval = 0, text: String? = nil, targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
+        guard !times.isEmpty else { throw .emptySchedule }
+        var elements: [ScheduleElement] = []
+        for time in times {
+            let first = try firstWallTime(onOrAfter: start, time: time, weekday: nil, timeZone: timeZone)
+            elements.append(try ScheduleElement(start: first, end: end, interval: .days(1), duration: duration, text: text,
+                                                targetValues: targetValues, timeZoneIdentifier: timeZone.identifier))
+        }
+        return Schedule(elements: elements)
+    }
+
+    /// Every week on each of `weekdays` (1 = Sunday ... 7 = Saturday) at `time` local time, from the first
+    /// such time at or after `start`. One element per weekday, in weekday order (duplicates dropped).
+    public static func weekly(start: Date, end: Date? = nil, weekdays: [Int], at time: DateComponents, timeZone: TimeZone,
+                              duration: TimeInterval = 0, text: String? = nil, targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
+        guard !weekdays.isEmpty else { throw .emptySchedule }
+        for day in weekdays where !(1...7).contains(day) { throw .invalidWeekday(day) }
+        var elements: [ScheduleElement] = []
+        for day in Set(weekdays).sorted() {
+            let first = try firstWallTime(onOrAfter: start, time: time, weekday: day, timeZone: timeZone)
+            elements.append(try ScheduleElement(start: first, end: end, interval: .weeks(1), duration: duration, text: text,
+                                                targetValues: targetValues, timeZoneIdentifier: timeZone.identifier))
+        }
+        return Schedule(elements: elements)
+    }
+
+    /// Every `n` days at `time` local time, from the first such time at or after `start`.
+    public static func everyNDays(_ n: Int, start: Date, end: Date? = nil, at time: DateComponents, timeZone: TimeZone,
+                                  duration: TimeInterval = 0, text: String? = nil, targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
+        try ScheduleInterval.days(n).validate()
+        let first = try firstWallTime(onOrAfter: start, time: time, weekday: nil, timeZone: timeZone)
+        return Schedule(elements: [try ScheduleElement(start: first, end: end, interval: .days(n), duration: duration, text: text,
+                                                       targetValues: targetValues, timeZoneIdentifier: timeZone.identifier)])
+    }
+
+    /// One all-day event per local day, starting with the day that contains `start`.
+    public static func allDay(start: Date, end: Date? = nil, timeZone: TimeZone, text: String? = nil,
+                              targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
+        Schedule(elements: [try ScheduleElement(start: start, end: end, interval: .days(1), allDay: true, text: text,
+                                                targetValues: targetValues, timeZoneIdentifier: timeZone.identifier)])
+    }
+
+    // MARK: Occurrences
+
+    /// The events whose start lies in `from ..< to`, in merged order (by start, ties by element index),
+    /// each with its stable occurrence index. Dates beyond `Date.distantPast ... Date.distantFuture` are
+    /// clamped to it. Throws `tooManyEvents` when the range holds more than `maxEventsPerCall` events
+    /// (nothing is built in that case), `invalidRange` when `from > to`, or the first failed element check.
+    public func events(from: Date, to: Date) throws(CareModelError) -> [ScheduleEvent] {
+        guard !from.timeIntervalSinceReferenceDate.isNaN, !to.timeIntervalSinceReferenceDate.isNaN, from <= to else { throw .invalidRange }
+        let lower = Schedule.clamp(from), upper = Schedule.clamp(to)
+        let timelines = try elements.map { e throws(CareModelError) in try Timeline(e) }
+        // Counting first is arithmetic plus a few calendar steps per element, so the guard costs nothing.
+        var bounds: [(lo: Int, hi: Int)] = []
+        var total = 0, firstOccurrence = 0
+        for t in timelines {
+            let lo = t.count(before: lower), hi = t.count(before: upper)
+            bounds.append((lo, hi))
+            total += hi - lo
+            firstOccurrence += lo
+        }
+        guard total <= Schedule.maxEventsPerCall else { throw .tooManyEvents(count: total, limit: Schedule.maxEventsPerCall) }
+
+        var events: [ScheduleEvent] = []
+        events.reserveCapacity(total)
+        for (i, t) in timelines.enumerated() where bounds[i].hi > bounds[i].lo {
+            for k in bounds[i].lo..<bounds[i].hi { events.append(t.event(k, elementIndex: i, occurrence: 0)) }
+        }
+        events.sort { $0.start != $1.start ? $0.start < $1.start : $0.elementIndex < $1.elementIndex }
+        // Events starting in [from, to) are a contiguous run of the global order, and exactly the events
+        // before `from` precede it, so the run's first index is the number of those.
+        for i in events.indices { events[i].occurrence = firstOccurrence + i }
+        return events
+    }
+
+    /// The event with occurrence index `occurrence`, or nil when there is none (a negative index, past the
+    /// last event of a bounded schedule, or an invalid schedule). Costs O(elements x log(occurrence)).
+    public func event(occurrence: Int) -> ScheduleEvent? {
+        guard occurrence >= 0, let timelines = try? elements.map({ e throws(CareModelError) in try Timeline(e) }) else { return nil }
+        // The global index of element i's j-th event grows strictly with j, so binary-search each element.
+        func globalIndex(_ i: Int, _ j: Int) -> Int {
+            let s = timelines[i].start(j)
+            var index = j
+            for (m, t) in timelines.enumerated() where m != i {
+                index += m < i ? t.count(atOrBefore: s) : t.count(before: s)
+            }
+            return index
+        }
+        for (i, t) in timelines.enumerated() {
+            var lo = 0, hi = min(occurrence, t.endCount - 1)
+            while lo <= hi {
+                let mid = lo + (hi - lo) / 2
+                let g = globalIndex(i, mid)
+                if g == occurrence { return t.event(mid, elementIndex: i, occurrence: occurrence) }
+                if g < occurrence { lo = mid + 1 } else { hi = mid - 1 }
+            }
+        }
+        return nil
+    }
+
+    // MARK: Helpers
+
+    /// True for a finite date within `Date.distantPast ... Date.distantFuture`, the range calendars handle.
+    static func isSupported(_ d: Date) -> Bool {
+        d.timeIntervalSinceReferenceDate.isFinite && d >= .distantPast && d <= .distantFuture
+    }
+
+    static func clamp(_ d: Date) -> Date { min(max(d, .distantPast), .distantFuture) }
+
+    /// The first instant at or after `start` whose local wall time is `time` (and whose weekday is
+    /// `weekday`, if given), in `timeZone`.
+    static func firstWallTime(onOrAfter start: Date, time: DateComponents, weekday: Int?, timeZone: TimeZone) throws(CareModelError) -> Date {
+        guard let hour = time.hour, (0...23).contains(hour) else { throw .invalidTimeOfDay }
+        let minute = time.minute ?? 0, second = time.second ?? 0
+        guard (0...59).contains(minute), (0...59).contains(second) else { throw .invalidTimeOfDay }
+        guard isSupported(start) else { throw .dateOutOfRange }
+        let calendar = Calendar.gregorian(in: timeZone)
+        var day = calendar.startOfDay(for: start)
+        // Today may be too late and the weekday may be up to six days away: eight days always suffice.
+        for _ in 0..<8 {
+            if weekday == nil || calendar.component(.weekday, from: day) == weekday,
+               let candidate = calendar.date(bySettingHour: hour, minute: minute, second: second, of: day), candidate >= start {
+                return candidate
+            }
+            guard let next = calendar.date(byAdding: .day, value: 1, to: day) else { throw .dateOutOfRange }
+            day = calendar.startOfDay(for: next)
+        }
+        throw .dateOutOfRange
+    }
+}
+
+fileprivate extension Calendar {
+    /// A Gregorian calendar in `timeZone`: schedules always step in the patient's zone, never the host's.
+    static func gregorian(in timeZone: TimeZone) -> Calendar {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        return calendar
+    }
+}
+
+/// One validated element prepared for occurrence arithmetic. Event k's start is computed from the
+/// element's first start directly (never by repeated stepping), so it is the same for every query.
+struct Timeline {
+    let element: ScheduleElement
+    let calendar: Calendar
+    /// Event 0's start (local midnight of the start day for an all-day element).
+    let base: Date
+    /// The nominal length of one step, used only to estimate an index before exact correction.
+    let nominalStep: TimeInterval
+    /// Number of events before `element.end`; `Int.max` without an end.
+    private(set) var endCount = Int.max
+
+    init(_ element: ScheduleElement) throws(CareModelError) {
+        try element.validate()
+        self.element = element
+        // validate() has just checked the identifier.
+        calendar = Calendar.gregorian(in: TimeZone(identifier: element.timeZoneIdentifier)!)
+        base = element.allDay ? calendar.startOfDay(for: element.start) : element.start
+        switch element.interval {
+        case let .hours(n): nominalStep = Double(n) * 3600
+        case let .days(n): nominalStep = Double(n) * 86_400
+        case let .weeks(n): nominalStep = Double(n) * 7 * 86_400
+        }
+        if let end = element.end { endCount = firstIndex(atOrAfter: end) }
+    }
+
+    /// Event k's start. Strictly increasing in k.
+    func start(_ k: Int) -> Date {
+        let stepped: Date?
+        switch element.interval {
+        case let .hours(n): return base.addingTimeInterval(Double(k) * Double(n) * 3600)
+        case let .days(n): stepped = calendar.date(byAdding: .day, value: k * n, to: base)
+        case let .weeks(n): stepped = calendar.date(byAdding: .day, value: k * n * 7, to: base)
+        }
+        // Indices stay within the supported date range (queries are clamped), where calendars answer;
+        // the fallback only keeps this total.
+        guard let stepped else { return .distantFuture }
+        // An all-day event starts at local midnight even where a DST change skips or repeats midnight.
+        return element.allDay ? calendar.startOfDay(for: stepped) : stepped
+    }
+
+    /// The smallest k >= 0 whose start is at or after `d` (not limited by the end).
+    func firstIndex(atOrAfter d: Date) -> Int {
+        guard d > base else { return 0 }
+        // Calendar steps differ from the nominal step by at most the zone's offset changes, so the
+        // estimate is off by a step or two; the loops make it exact.
+        let estimate = (d.timeIntervalSince(base) / nominalStep).rounded(.down)
+        var k = Int(min(max(estimate, 0), 1e12))
+        while k > 0 && start(k - 1) >= d { k -= 1 }
+        while start(k) < d { k += 1 }
+        return k
+    }
+
+    /// Number of events (within the end) starting strictly before `d`.
+    func count(before d: Date) -> Int { min(firstIndex(atOrAfter: d), endCount) }
+
+    /// Number of events (within the end) starting at or before `d`.
+    func count(atOrBefore d: Date) -> Int {
+        var k = firstIndex(atOrAfter: d)
+        if k < endCount && start(k) == d { k += 1 }
+        return min(k, endCount)
+    }
+
+    /// Event k of this element, with the given indices.
+    func event(_ k: Int, elementIndex: Int, occurrence: Int) -> ScheduleEvent {
+        let s = start(k)
+        let e: Date
+        if element.allDay {
+            let next = calendar.date(byAdding: .day, value: 1, to: s).map { calendar.startOfDay(for: $0) }
+            e = next ?? s.addingTimeInterval(86_400)
+        } else {
+            e = s.addingTimeInterval(element.duration)
+        }
+        return ScheduleEvent(occurrence: occurrence, start: s, end: e, elementIndex: elementIndex, allDay: element.allDay,
+                             text: element.text, targetValues: element.targetValues)
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// One version of a record as sync sees it: its HLC timestamp, whether it is a delete, and its body.
+public struct Versioned<Payload> {
+    /// The version's hybrid logical clock timestamp (includes the device id).
+    public var timestamp: HLCTimestamp
+    /// True for a tombstone.
+    public var deleted: Bool
+    /// The record; nil exactly when `deleted`.
+    public var payload: Payload?
+
+    /// A version from its parts; a deleted version never keeps a payload, so its payload is dropped.
+    public init(timestamp: HLCTimestamp, deleted: Bool, payload: Payload?) {
+        self.timestamp = timestamp
+        self.deleted = deleted
+        self.payload = deleted ? nil : payload
+    }
+
+    /// A live version carrying `payload`.
+    public init(timestamp: HLCTimestamp, payload: Payload) {
+        self.init(timestamp: timestamp, deleted: false, payload: payload)
+    }
+
+    /// A tombstone at `timestamp`.
+    public static func tombstone(at timestamp: HLCTimestamp) -> Versioned {
+        Versioned(timestamp: timestamp, deleted: true, payload: nil)
+    }
+}
+
+extension Versioned: Sendable where Payload: Sendable {}
+extension Versioned: Equatable where Payload: Equatable {}
+extension Versioned: Hashable where Payload: Hashable {}
+extension Versioned: Codable where Payload: Codable {}
+
+/// The conflict rules of sync (DESIGN.md §5). Pure functions, so every device and the server reach the
+/// same state from the same versions, in whatever order they arrive.
+public enum Reconciliation {
+    /// Last writer wins: the version with the greater timestamp (whose order already breaks ties by
+    /// device id). On an exact timestamp tie a tombstone wins, so a replayed live copy cannot undo a
+    /// delete; this matches the server's head rule. A device never issues one timestamp twice, so two
+    /// versions equal in timestamp and `deleted` are the same version, and `a` is returned.
+    public static func winner<T>(_ a: Versioned<T>, _ b: Versioned<T>) -> Versioned<T> {
+        if a.timestamp != b.timestamp { return a.timestamp > b.timestamp ? a : b }
+        if a.deleted != b.deleted { return a.deleted ? a : b }
+        return a
+    }
+
+    /// Merges two concurrent copies of one outcome so no device's readings are lost:
+    /// - values: the union by value id; when one id has different content, the copy with the later
+    ///   `createdAt` wins, ties by the canonical JSON bytes; ids in either tombstone set are dropped;
+    /// - removedValueIDs: the union (tombstones are never forgotten);
+    /// - note: the note of the copy with the later `updatedAt`, ties by the note itself (nil lowest);
+    /// - createdAt: the earlier; updatedAt: the later.
+    ///
+    /// Every field is a maximum, minimum or union under a total order, so the merge is commutative,
+    /// associative and idempotent, and the result's values come out sorted by (createdAt, id).
+    /// Both copies should share `activityID` and `occurrence`; if they do not, the smaller key is kept so
+    /// the result still does not depend on argument order.
+    public static func mergeOutcomes(_ a: Outcome, _ b: Outcome) -> Outcome {
+        let removed = a.removedValueIDs.union(b.removedValueIDs)
+
+        var byID: [String: OutcomeValue] = [:]
+        for value in a.values + b.values where !removed.contains(value.id) {
+            if let held = byID[value.id], !OutcomeValue.conflictLoses(held, to: value) { continue }
+            byID[value.id] = value
+        }
+        let values = byID.values.sorted(by: OutcomeValue.canonicallyPrecedes)
+
+        let noteSource = noteOrder(a, b) ? b : a
+        let keySource = (a.activityID, a.occurrence) <= (b.activityID, b.occurrence) ? a : b
+        return Outcome(activityID: keySource.activityID, occurrence: keySource.occurrence, values: values, removedValueIDs: removed,
+                       note: noteSource.note, createdAt: min(a.createdAt, b.createdAt), updatedAt: max(a.updatedAt, b.updatedAt))
+    }
+
+    /// True when `a`'s note ranks below `b`'s: by updatedAt, then by the note (nil lowest).
+    private static func noteOrder(_ a: Outcome, _ b: Outcome) -> Bool {
+        if a.updatedAt != b.updatedAt { return a.updatedAt < b.updatedAt }
+        switch (a.note, b.note) {
+        case let (x?, y?): return x < y
+        case (nil, _?): return true
+        default: return false
+        }
+    }
+}
+
+extension OutcomeValue {
+    /// True when `held` loses to `other`, a copy of the same id: the later `createdAt` wins, then the
+    /// greater canonical JSON. Identical copies do not lose to each other. (Deliberately not `==` first:
+    /// 0.0 and -0.0, or two spellings of one Unicode string, are `==` yet encode differently, and the
+    /// bytes must decide or the result would depend on argument order.)
+    static func conflictLoses(_ held: OutcomeValue, to other: OutcomeValue) -> Bool {
+        if held.createdAt != other.createdAt { return held.createdAt < other.createdAt }
+        return held.canonicalJSON.lexicographicallyPrecedes(other.canonicalJSON)
+    }
+}

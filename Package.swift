@@ -1,6 +1,6 @@
 // swift-tools-version: 6.0
-// CareVault: end-to-end encrypted sharing of care-plan data. See Docs/ and ../shared/DESIGN.md §1 for the
-// module map; dependencies only point down: CLIs -> VaultCLI -> VaultClient -> VaultAPI/VaultCore -> VaultCrypto.
+// CareVault: end-to-end encrypted sharing of care-plan data. See ../shared/DESIGN.md §1 for the module
+// map; dependencies only point down: CLIs -> VaultCLI -> VaultClient -> VaultAPI/VaultCore -> VaultCrypto.
 import PackageDescription
 
 let package = Package(
@@ -9,6 +9,18 @@ let package = Package(
     products: [
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
         .library(name: "VaultCore", targets: ["VaultCore"]),
+        .library(name: "VaultAPI", targets: ["VaultAPI"]),
+        .library(name: "VaultServer", targets: ["VaultServer"]),
+        .executable(name: "carevault-server", targets: ["carevault-server"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -18,8 +30,30 @@ let package = Package(
         ),
         .target(name: "VaultCrypto", dependencies: ["CSodium"]),
         .target(name: "VaultCore", dependencies: ["VaultCrypto"]),
+        .target(name: "VaultAPI", dependencies: ["VaultCore", "VaultCrypto"]),
+        .target(name: "VaultServer", dependencies: [
+            "VaultAPI", "VaultCore", "VaultCrypto",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        .executableTarget(name: "carevault-server", dependencies: [
+            "VaultServer", "VaultCrypto",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultCrypto"]),
+        .testTarget(name: "VaultServerTests", dependencies: [
+            "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto",
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,37 @@
+/// The stable error codes of the API. Clients map them, not message texts, to behaviour.
+public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
+    case badRequest = "bad_request"
+    case invalidJSON = "invalid_json"
+    case unsupportedMediaType = "unsupported_media_type"
+    case payloadTooLarge = "payload_too_large"
+    case unauthorized = "unauthorized"
+    case invalidCredentials = "invalid_credentials"
+    case pendingApproval = "pending_approval"
+    case accountRejected = "account_rejected"
+    case forbidden = "forbidden"
+    case notFound = "not_found"
+    case conflict = "conflict"
+    case invalidSignature = "invalid_signature"
+    case invalidApproval = "invalid_approval"
+    case shareNotActive = "share_not_active"
+    case clockSkew = "clock_skew"
+    case rateLimited = "rate_limited"
+    case unavailable = "unavailable"
+    case internalError = "internal"
+}
+
+/// The body of every error response: `{"error": {"code": …, "message": …}}`.
+public struct APIErrorBody: Codable, Sendable, Equatable {
+    public struct Detail: Codable, Sendable, Equatable {
+        public var code: APIErrorCode
+        public var message: String
+        public init(code: APIErrorCode, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public var error: Detail
+
+    public init(code: APIErrorCode, message: String) { error = Detail(code: code, message: message) }
+}

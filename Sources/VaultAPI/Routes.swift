@@ -1,0 +1,49 @@
+/// Every HTTP route of the CareVault API (openapi.yaml at the repository root describes them).
+/// Paths with a `{name}` part are built with the functions below.
+public enum Routes {
+    public static let health = "/health"
+    public static let register = "/v1/accounts/register"
+    public static let loginParameters = "/v1/auth/params"
+    public static let login = "/v1/auth/login"
+    public static let logout = "/v1/auth/logout"
+    public static let me = "/v1/accounts/me"
+    public static func userByName(_ username: String) -> String { "/v1/directory/users/\(username)" }
+    public static func userByID(_ id: String) -> String { "/v1/directory/ids/\(id)" }
+
+    public static let tresors = "/v1/tresors"
+    public static let shares = "/v1/shares"
+    public static func shareRevoke(_ id: String) -> String { "/v1/shares/\(id)/revoke" }
+    public static func shareGrant(_ id: String) -> String { "/v1/shares/\(id)/grant" }
+    public static let doctorPatients = "/v1/doctor/patients"
+    public static let records = "/v1/records"
+    public static let accessLog = "/v1/access-log"
+
+    public static let adminPending = "/v1/admin/pending"
+    public static func adminApproveRegistration(_ id: String) -> String { "/v1/admin/registrations/\(id)/approve" }
+    public static func adminRejectRegistration(_ id: String) -> String { "/v1/admin/registrations/\(id)/reject" }
+    public static func adminApproveShare(_ id: String) -> String { "/v1/admin/shares/\(id)/approve" }
+    public static func adminRejectShare(_ id: String) -> String { "/v1/admin/shares/\(id)/reject" }
+    public static let adminUsers = "/v1/admin/users"
+    public static let adminAudit = "/v1/admin/audit"
+    public static let adminAuditVerify = "/v1/admin/audit/verify"
+}
+
+/// Limits the server enforces and clients respect.
+public enum APILimits {
+    /// The largest request body accepted, in bytes.
+    public static let maxBodyBytes = 32 * 1024 * 1024
+    /// The largest admin request body (approvals and rejections are small).
+    public static let maxAdminBodyBytes = 1024 * 1024
+    /// The most envelopes in one push.
+    public static let maxPushBatch = 2_000
+    /// The largest ciphertext of one envelope, in bytes.
+    public static let maxCiphertextBytes = 1 * 1024 * 1024
+    /// The default and the largest page of a pull.
+    public static let defaultPullLimit = 1_000
+    public static let maxPullLimit = 5_000
+    /// How far in the future a version's HLC may be, against the server's clock (12 hours): a device
+    /// clock hours ahead still syncs, a clock years ahead is refused.
+    public static let maxForwardDriftMs: UInt64 = 12 * 3_600 * 1_000
+    /// How long a session token lives.
+    public static let sessionLifetimeMs: Int64 = 12 * 3_600 * 1_000
+}

@@ -1,0 +1,74 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// Everything `carevault-server` is configured with (DESIGN.md §7).
+public struct ServerConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// `sqlite:PATH` or `postgres://user:password@host:port/database`.
+    public var databaseURL: String
+    /// The pinned admin public key.
+    public var adminKey: SigningPublicKey
+    public var logLevel: Logger.Level
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, databaseURL: String = "sqlite:data/carevault.sqlite", adminKey: SigningPublicKey,
+                logLevel: Logger.Level = .info) {
+        self.host = host
+        self.port = port
+        self.databaseURL = databaseURL
+        self.adminKey = adminKey
+        self.logLevel = logLevel
+    }
+}
+
+/// A repository for a database URL, and the service (the PostgreSQL pool) the application must run.
+public func makeRepository(databaseURL: String, logger: Logger) throws -> (any VaultRepository, (any Service)?) {
+    if databaseURL.hasPrefix("sqlite:") {
+        let path = String(databaseURL.dropFirst("sqlite:".count))
+        guard !path.isEmpty else { throw ConfigurationError.invalid("sqlite: needs a path, e.g. sqlite:data/carevault.sqlite") }
+        return (try SQLiteRepository(path: path), nil)
+    }
+    if databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://") {
+        let client = PostgresClient(configuration: try PostgresRepository.configuration(url: databaseURL), backgroundLogger: logger)
+        return (PostgresRepository(client: client, logger: logger), client)
+    }
+    throw ConfigurationError.invalid("unsupported database URL: use sqlite:PATH or postgres://user:password@host:port/database")
+}
+
+/// Builds the application for `configuration`: repository, migrations before the server starts, router.
+public func buildApplication(_ configuration: ServerConfiguration) async throws -> some ApplicationProtocol {
+    let logger = { var l = Logger(label: "carevault-server"); l.logLevel = configuration.logLevel; return l }()
+    let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
+    let router = buildRouter(repository: repository, adminKey: configuration.adminKey)
+    var app = Application(router: router, configuration: .init(address: .hostname(configuration.host, port: configuration.port),
+                                                               serverName: "carevault"),
+                          onServerRunning: { channel in
+                              // Scripts and tests read this line to learn the port (useful with --port 0).
+                              let line = "carevault-server: listening on http://\(configuration.host):\(channel.localAddress?.port ?? configuration.port)\n"
+                              FileHandle.standardOutput.write(Data(line.utf8))
+                          },
+                          logger: logger)
+    if let service { app.addServices(service) }
+    app.beforeServerStarts {
+        try await repository.migrate()
+        logger.info("storage ready", metadata: ["backend": "\(repository.backendName)"])
+    }
+    return app
+}
+
+/// The router with every route of the API over `repository` (tests build it with any repository).
+public func buildRouter(repository: any VaultRepository, adminKey: SigningPublicKey,
+                        clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis }) -> Router<VaultRequestContext> {
+    let service = VaultService(repository: repository, adminKey: adminKey, clock: clock)
+    let router = Router(context: VaultRequestContext.self)
+    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: LogRequestsMiddleware(.debug))
+    VaultRoutes(service: service).register(on: router)
+    return router
+}

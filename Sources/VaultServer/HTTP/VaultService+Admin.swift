@@ -1,0 +1,135 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+extension VaultService {
+    /// Checks an admin request: a timestamp inside the window and an Ed25519 signature by the pinned
+    /// admin key over method, path with query, body hash and timestamp, each signature accepted once.
+    /// Returns the body bytes that were signed.
+    func authenticateAdmin(_ request: inout Request) async throws -> [UInt8] {
+        // Headers and the time window first, so an unauthenticated caller cannot make the server buffer a body.
+        guard let tsText = request.headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!], let ts = Int64(tsText),
+              let sigText = request.headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!],
+              let signature = try? Signature(base64URL: sigText),
+              let nonce = request.headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!], (try? Base64URL.decode(nonce))?.count == 16
+        else { throw APIError(.unauthorized, .unauthorized, "admin requests must be signed with the admin key") }
+        let now = clock()
+        // Compare without arithmetic on the untrusted value: no overflow whatever the header says.
+        guard ts >= now - AdminRequestSignature.windowMs, ts <= now + AdminRequestSignature.windowMs else {
+            throw APIError(.unauthorized, .unauthorized, "admin request timestamp is outside the allowed window; check the clock")
+        }
+        let body: [UInt8]
+        do {
+            body = Array(try await request.collectBody(upTo: APILimits.maxAdminBodyBytes).readableBytesView)
+        } catch {
+            throw APIError(.contentTooLarge, .payloadTooLarge, "admin request bodies are at most \(APILimits.maxAdminBodyBytes) bytes")
+        }
+        if !body.isEmpty, !(request.headers[.contentType]?.lowercased().hasPrefix("application/json") ?? false) {
+            throw APIError(.unsupportedMediaType, .unsupportedMediaType, "request body must be application/json")
+        }
+        let pathAndQuery = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
+        let statement = AdminRequestSignature.statement(method: request.method.rawValue, pathAndQuery: pathAndQuery, body: body, timestamp: ts, nonce: nonce)
+        guard adminKey.isValidSignature(signature, for: statement) else {
+            throw APIError(.unauthorized, .invalidSignature, "admin signature does not verify under the configured admin key")
+        }
+        guard try await repository.rememberAdminSignature(signature.base64URL, at: now, purgeBefore: now - 2 * AdminRequestSignature.windowMs) else {
+            throw APIError(.unauthorized, .unauthorized, "admin request was already used (replay)")
+        }
+        return body
+    }
+
+    func pending() async throws -> PendingResponse {
+        _ = try await repository.expireShares(now: clock())
+        let registrations = try await repository.users().filter { $0.status == .pending }
+            .map { PendingRegistration(request: $0.registration, receivedAt: $0.createdAt) }
+        var shares: [PendingShare] = []
+        for s in try await repository.shares(state: .pending) {
+            guard let p = try await repository.user(id: s.patientID)?.certificate, let d = try await repository.user(id: s.doctorID)?.certificate else { continue }
+            shares.append(PendingShare(share: try await shareInfo(s), patient: p, doctor: d))
+        }
+        return PendingResponse(registrations: registrations, shares: shares, nextSequence: try await repository.maxApprovalSequence() + 1)
+    }
+
+    private func requireFreshSequence(_ approval: Approval) async throws {
+        let highest = try await repository.maxApprovalSequence()
+        guard approval.sequence > highest else {
+            throw APIError(.conflict, .invalidApproval, "approval sequence \(approval.sequence) is not above \(highest): stale or replayed approval")
+        }
+    }
+
+    func approveRegistration(_ id: UUID, _ r: ApproveRegistrationRequest) async throws -> UserSummary {
+        guard let user = try await repository.user(id: id) else { throw APIError.notFound("no such registration") }
+        guard user.status == .pending else { throw APIError.conflict("registration is \(user.status.rawValue), not pending") }
+        do {
+            try r.certificate.verify(adminKey: adminKey, userID: id, role: user.role)
+            try r.approval.verify(adminKey: adminKey, kind: .registration, subjectID: id, statementHash: r.certificate.statementHash)
+        } catch {
+            throw APIError(.badRequest, .invalidApproval, "approval rejected: \(error)")
+        }
+        guard user.registration.matches(r.certificate) else {
+            throw APIError(.badRequest, .invalidApproval, "certificate does not match the registered username, role or keys")
+        }
+        try await requireFreshSequence(r.approval)
+        let row = try await repository.decideUser(id: id, status: .active, certificate: r.certificate, approval: r.approval, reason: nil, now: clock(),
+                                                  audit: AuditEvent(actor: "admin", action: "account.approved", patientID: user.role == .patient ? id : nil,
+                                                                    details: ["username": user.username, "role": user.role.rawValue,
+                                                                              "sequence": String(r.approval.sequence)]))
+        return summary(row)
+    }
+
+    func rejectRegistration(_ id: UUID, _ r: RejectRequest) async throws -> UserSummary {
+        let reason = try validReason(r.reason)
+        guard let user = try await repository.user(id: id) else { throw APIError.notFound("no such registration") }
+        let row = try await repository.decideUser(id: id, status: .rejected, certificate: nil, approval: nil, reason: reason, now: clock(),
+                                                  audit: AuditEvent(actor: "admin", action: "account.rejected", patientID: user.role == .patient ? id : nil,
+                                                                    details: ["username": user.username, "reason": reason]))
+        return summary(row)
+    }
+
+    func approveShare(_ id: UUID, _ r: ApproveShareRequest) async throws -> ShareInfo {
+        guard let share = try await repository.share(id: id) else { throw APIError.notFound("no such share") }
+        guard share.state == .pending else { throw APIError.conflict("share is \(share.state.rawValue), not pending") }
+        do { try r.approval.verifyShare(adminKey: adminKey, shareID: id, grant: share.grant) } catch {
+            throw APIError(.badRequest, .invalidApproval, "approval rejected: \(error)")
+        }
+        if let e = share.expiresAt, e <= clock() { throw APIError.conflict("the share's expiry date has passed; the patient must share again") }
+        try await requireFreshSequence(r.approval)
+        let row = try await repository.transitionShare(id: id, from: [.pending], to: .active, approval: r.approval, reason: nil, now: clock(),
+                                                       audit: AuditEvent(actor: "admin", action: "share.approved", patientID: share.patientID,
+                                                                         details: ["share": Self.idText(id), "category": share.category,
+                                                                                   "doctor": Self.idText(share.doctorID), "sequence": String(r.approval.sequence)]))
+        return try await shareInfo(row)
+    }
+
+    func rejectShare(_ id: UUID, _ r: RejectRequest) async throws -> ShareInfo {
+        let reason = try validReason(r.reason)
+        guard let share = try await repository.share(id: id) else { throw APIError.notFound("no such share") }
+        let row = try await repository.transitionShare(id: id, from: [.pending], to: .rejected, approval: nil, reason: reason, now: clock(),
+                                                       audit: AuditEvent(actor: "admin", action: "share.rejected", patientID: share.patientID,
+                                                                         details: ["share": Self.idText(id), "category": share.category, "reason": reason]))
+        return try await shareInfo(row)
+    }
+
+    func users() async throws -> UserList {
+        UserList(users: try await repository.users().map(summary))
+    }
+
+    func summary(_ u: UserRow) -> UserSummary {
+        UserSummary(userID: u.id, username: u.username, role: u.role, status: u.status, createdAt: u.createdAt, fingerprint: u.certificate?.fingerprint)
+    }
+
+    func auditPage(after: UInt64, limit: Int) async throws -> AuditPage {
+        let clamped = max(1, min(limit, 1_000))
+        let entries = try await repository.auditEntries(after: after, limit: clamped, patientID: nil)
+        return AuditPage(entries: entries, nextCursor: entries.last?.sequence ?? after, done: entries.count < clamped)
+    }
+
+    private func validReason(_ reason: String) throws -> String {
+        let r = reason.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...500).contains(r.count) else { throw APIError.badRequest("a reason of 1 to 500 characters is required") }
+        return r
+    }
+}

@@ -1,0 +1,253 @@
+import Foundation
+import VaultAPI
+import VaultCore
+
+/// A user account as stored.
+public struct UserRow: Sendable, Equatable {
+    public var id: UUID
+    /// Normalised (lower-case): unique.
+    public var username: String
+    public var role: Role
+    public var status: AccountStatus
+    /// The signed registration (keys, KDF parameters, salt, login verifier, key bundle).
+    public var registration: RegistrationRequest
+    public var certificate: Certificate?
+    public var approval: Approval?
+    public var rejectReason: String?
+    public var createdAt: UnixMillis
+    public var updatedAt: UnixMillis
+}
+
+/// A session token, stored only as its hash.
+public struct SessionRow: Sendable, Equatable {
+    public var tokenHash: String
+    public var userID: UUID
+    public var createdAt: UnixMillis
+    public var expiresAt: UnixMillis
+}
+
+/// A tresor as stored: which owner and category, the newest epoch, the owner's self-grant.
+public struct TresorRow: Sendable, Equatable {
+    public var id: UUID
+    public var ownerID: UUID
+    public var category: String
+    public var currentEpoch: UInt32
+    public var selfGrant: Grant
+    public var updatedAt: UnixMillis
+}
+
+/// A share: one row, one state machine (DESIGN.md §3).
+public struct ShareRow: Sendable, Equatable {
+    public var id: UUID
+    public var patientID: UUID
+    public var doctorID: UUID
+    public var tresorID: UUID
+    public var category: String
+    public var state: ShareState
+    /// The grant the admin approved; it never changes.
+    public var grant: Grant
+    public var approval: Approval?
+    /// The patient's newest grant after key rotations (same parties, tresor and expiry, more epochs).
+    public var latestGrant: Grant? = nil
+    public var reason: String?
+    public var createdAt: UnixMillis
+    public var updatedAt: UnixMillis
+    public var expiresAt: UnixMillis?
+}
+
+/// One envelope version ready to store: its header fields as columns and the envelope as JSON.
+public struct VersionRow: Sendable {
+    public var versionID: String
+    public var ownerID: UUID
+    public var recordID: String
+    public var tresorID: UUID
+    public var epoch: UInt32
+    public var hlcPhysical: Int64
+    public var hlcCounter: Int64
+    public var hlcDevice: String
+    public var deleted: Bool
+    public var envelopeJSON: [UInt8]
+
+    /// Last-writer-wins order (DESIGN.md §5): by HLC (physical, counter, device); on an exact tie a
+    /// tombstone wins. Every server and client uses this same order.
+    public func wins(over head: HeadKey) -> Bool {
+        if hlcPhysical != head.hlcPhysical { return hlcPhysical > head.hlcPhysical }
+        if hlcCounter != head.hlcCounter { return hlcCounter > head.hlcCounter }
+        if hlcDevice != head.hlcDevice { return hlcDevice > head.hlcDevice }
+        return deleted && !head.deleted
+    }
+}
+
+/// The ordering fields of a record's current head.
+public struct HeadKey: Sendable, Equatable {
+    public var hlcPhysical: Int64
+    public var hlcCounter: Int64
+    public var hlcDevice: String
+    public var deleted: Bool
+}
+
+/// What storing one version did.
+public enum StoreOutcome: Sendable, Equatable {
+    /// New version; `sequence` is set when it became the record's head.
+    case stored(sequence: UInt64?)
+    /// The version id was already stored.
+    case duplicate
+}
+
+/// A change: the sequence at which a head was written, with the envelope JSON.
+public struct ChangeRow: Sendable {
+    public var sequence: UInt64
+    public var envelopeJSON: [UInt8]
+}
+
+/// Something to write to the audit log, in the same transaction as the change it records.
+public struct AuditEvent: Sendable, Equatable {
+    public var actor: String
+    public var action: String
+    public var patientID: UUID?
+    public var details: [String: String]
+
+    public init(actor: String, action: String, patientID: UUID? = nil, details: [String: String] = [:]) {
+        self.actor = actor
+        self.action = action
+        self.patientID = patientID
+        self.details = details
+    }
+}
+
+/// Errors a repository reports that the API turns into specific answers.
+public enum RepositoryError: Error, Equatable, Sendable {
+    /// A unique constraint would be broken (username taken, an open share exists, …).
+    case conflict(String)
+    /// The row to change does not exist, or is not in a state that allows the change.
+    case notFound(String)
+    /// A state transition was not allowed from the row's current state.
+    case invalidTransition(from: String, to: String)
+    /// The database could not be reached or answered with an error worth retrying.
+    case unavailable(String)
+}
+
+/// Storage behind the server: one protocol, two implementations (SQLite through GRDB, PostgreSQL through
+/// postgres-nio) passing one shared test suite. Every method that changes state takes the audit events
+/// that describe the change and writes them in the same transaction.
+public protocol VaultRepository: Sendable {
+    /// A short name for logs and `/health` ("sqlite", "postgres").
+    var backendName: String { get }
+
+    /// Creates or upgrades the schema. Idempotent; safe with several server instances starting at once.
+    func migrate() async throws
+
+    /// A random secret made once per database (used for stable fake login parameters).
+    func serverSecret() async throws -> [UInt8]
+
+    /// Checks the database answers.
+    func ping() async throws
+
+    // MARK: Users and sessions
+
+    /// Inserts a pending user. A username or id already taken throws `.conflict`.
+    func insertUser(_ user: UserRow, audit: AuditEvent) async throws
+    func user(id: UUID) async throws -> UserRow?
+    func user(username: String) async throws -> UserRow?
+    func users() async throws -> [UserRow]
+    /// Sets a pending user's status with its certificate and approval (or rejection reason); throws
+    /// `.invalidTransition` unless the user is pending.
+    func decideUser(id: UUID, status: AccountStatus, certificate: Certificate?, approval: Approval?, reason: String?,
+                    now: UnixMillis, audit: AuditEvent) async throws -> UserRow
+
+    func insertSession(_ session: SessionRow) async throws
+    func session(tokenHash: String) async throws -> SessionRow?
+    func deleteSession(tokenHash: String) async throws
+
+    // MARK: Tresors and shares
+
+    /// Creates a tresor or moves it to a newer epoch with a new self-grant. A lower epoch than the
+    /// stored one throws `.conflict`.
+    func upsertTresor(_ tresor: TresorRow, audit: AuditEvent) async throws -> TresorRow
+    func tresor(id: UUID) async throws -> TresorRow?
+    func tresors(ownerID: UUID) async throws -> [TresorRow]
+
+    /// Inserts a pending share; throws `.conflict` if a pending or active share of the same
+    /// patient, doctor and tresor exists.
+    func insertShare(_ share: ShareRow, audit: AuditEvent) async throws
+    func share(id: UUID) async throws -> ShareRow?
+    func shares(patientID: UUID) async throws -> [ShareRow]
+    func shares(doctorID: UUID) async throws -> [ShareRow]
+    func shares(state: ShareState) async throws -> [ShareRow]
+    /// Moves a share from one of `from` to `to` atomically (compare-and-set), setting approval or
+    /// reason; throws `.invalidTransition` if its state is not in `from`.
+    func transitionShare(id: UUID, from: Set<ShareState>, to: ShareState, approval: Approval?, reason: String?,
+                         now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
+    /// Stores a newer grant of an active share (new key epochs) beside the approved one;
+    /// `.invalidTransition` if the share is not active.
+    func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
+    /// Moves every active share whose expiry has passed to `expired`, auditing each. Returns them.
+    func expireShares(now: UnixMillis) async throws -> [ShareRow]
+    /// The highest approval sequence number stored so far (0 if none).
+    func maxApprovalSequence() async throws -> UInt64
+
+    // MARK: Records
+
+    /// Stores versions of one owner's records in one transaction: append-only and idempotent by
+    /// version id, updating each record's head by last-writer-wins and giving every new head the next
+    /// number of the owner's change sequence. Writers of one owner are serialised so that a reader's
+    /// cursor can never pass a sequence number that is not yet committed.
+    func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome]
+
+    /// Heads changed after `since`, in sequence order, at most `limit`; only `tresorID`'s when given.
+    func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow]
+
+    /// The latest change time per tresor of an owner, for "My Patients".
+    func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis?
+
+    // MARK: Audit log
+
+    /// Appends events outside any other change (logins, reads).
+    func appendAudit(_ events: [AuditEvent], now: UnixMillis) async throws
+    /// Entries after `after`, at most `limit`; only those about `patientID` when given.
+    func auditEntries(after: UInt64, limit: Int, patientID: UUID?) async throws -> [AuditEntry]
+    /// The sequence and hash of the newest entry, as recorded separately from the entries.
+    func auditHead() async throws -> (sequence: UInt64, hash: String)
+
+    // MARK: Admin request replay protection
+
+    /// Records an admin request signature; false if it was seen before. Forgets those older than `purgeBefore`.
+    func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool
+}
+
+extension VaultRepository {
+    /// Walks the whole audit log and checks the chain: consecutive sequence numbers, each previous hash
+    /// equal to the hash before it, each hash recomputed from the entry, and the last entry equal to the
+    /// separately recorded head (so a deleted newest row is caught too).
+    public func verifyAudit() async throws -> AuditVerification {
+        var previous = AuditChain.genesis
+        var expected: UInt64 = 1
+        var checked: UInt64 = 0
+        while true {
+            let page = try await auditEntries(after: expected - 1, limit: 1_000, patientID: nil)
+            if page.isEmpty { break }
+            for e in page {
+                guard e.sequence == expected else {
+                    return AuditVerification(ok: false, entriesChecked: checked, brokenAt: expected, problem: "entry \(expected) is missing")
+                }
+                guard e.previousHash == previous else {
+                    return AuditVerification(ok: false, entriesChecked: checked, brokenAt: e.sequence, problem: "previous-hash link is broken")
+                }
+                let h = AuditChain.hash(sequence: e.sequence, at: e.at, actor: e.actor, action: e.action, patientID: e.patientID,
+                                        details: e.details, previousHash: e.previousHash)
+                guard h == e.hash else {
+                    return AuditVerification(ok: false, entriesChecked: checked, brokenAt: e.sequence, problem: "entry was modified")
+                }
+                previous = e.hash
+                expected += 1
+                checked += 1
+            }
+        }
+        let head = try await auditHead()
+        guard head.sequence == checked, head.hash == (checked == 0 ? AuditChain.genesis : previous) else {
+            return AuditVerification(ok: false, entriesChecked: checked, brokenAt: checked + 1,
+                                     problem: "log ends at \(checked) but its head says \(head.sequence)")
+        }
+        return AuditVerification(ok: true, entriesChecked: checked, brokenAt: nil, problem: nil)
+    }
+}

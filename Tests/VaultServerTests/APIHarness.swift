@@ -1,0 +1,164 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import VaultAPI
+import VaultCrypto
+@testable import VaultCore
+@testable import VaultServer
+
+/// The real router over a fresh repository, with an admin key, a movable clock and helpers that speak
+/// the API as the clients do.
+struct APIHarness: Sendable {
+    let repository: any VaultRepository
+    let admin = SigningKeyPair.generate()
+    let clock = TestClock()
+
+    /// Runs `body` against the router of a fresh database of `backend`.
+    static func run(_ backend: Backend, _ body: @escaping @Sendable (APIClient) async throws -> Void) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let h = APIHarness(repository: repo)
+            let app = Application(router: buildRouter(repository: repo, adminKey: h.admin.publicKey, clock: h.clock.function))
+            try await app.test(.router) { client in
+                try await body(APIClient(client: client, harness: h))
+            }
+        }
+    }
+}
+
+/// A registered and approved user as a test sees it.
+struct TestUser: Sendable {
+    let identity: Identity
+    let certificate: Certificate
+    let token: String
+    let password: String
+    var id: UUID { identity.userID }
+}
+
+struct APIClient: Sendable {
+    let client: any TestClientProtocol
+    let harness: APIHarness
+    var admin: SigningKeyPair { harness.admin }
+    var repository: any VaultRepository { harness.repository }
+
+    static let encoder: JSONEncoder = { let e = JSONEncoder(); e.outputFormatting = .sortedKeys; return e }()
+
+    func send(_ method: HTTPRequest.Method, _ path: String, json: (any Encodable)? = nil, token: String? = nil, rawBody: [UInt8]? = nil,
+              contentType: String? = "application/json") async throws -> TestResponse {
+        var headers: HTTPFields = [:]
+        if let contentType { headers[.contentType] = contentType }
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        let body = try rawBody ?? json.map { Array(try Self.encoder.encode($0)) }
+        return try await client.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) })
+    }
+
+    /// A request signed with `key` (the admin's unless given) at `timestamp` (now unless given).
+    func adminSend(_ method: HTTPRequest.Method, _ path: String, json: (any Encodable)? = nil, key: SigningKeyPair? = nil,
+                   timestamp: UnixMillis? = nil, reuse: AdminRequestSignature.Headers? = nil) async throws -> (TestResponse, AdminRequestSignature.Headers) {
+        let body = try json.map { Array(try Self.encoder.encode($0)) } ?? []
+        let signed = reuse ?? AdminRequestSignature.sign(method: method.rawValue, pathAndQuery: path, body: body,
+                                                         timestamp: timestamp ?? harness.clock.millis, adminKey: key ?? admin)
+        var headers: HTTPFields = [.contentType: "application/json"]
+        headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!] = signed.timestamp
+        headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!] = signed.nonce
+        headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!] = signed.signature
+        let r = try await client.execute(uri: path, method: method, headers: headers, body: body.isEmpty ? nil : ByteBuffer(bytes: body))
+        return (r, signed)
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, _ r: TestResponse) throws -> T {
+        try JSONDecoder().decode(T.self, from: Data(r.body.readableBytesView))
+    }
+
+    func errorCode(_ r: TestResponse) -> APIErrorCode? {
+        (try? JSONDecoder().decode(APIErrorBody.self, from: Data(r.body.readableBytesView)))?.error.code
+    }
+
+    // MARK: Flows
+
+    func register(_ username: String, role: Role, password: String = "correct horse") async throws -> (Identity, RegistrationRequest, TestResponse) {
+        let identity = Identity.generate()
+        let salt = Salt.random()
+        let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
+        let r = try RegistrationRequest.make(identity: identity, username: username, role: role, passwordKeys: keys, kdf: .interactive,
+                                             salt: salt, requestedAt: harness.clock.millis)
+        return (identity, r, try await send(.post, Routes.register, json: r))
+    }
+
+    func nextSequence() async throws -> UInt64 {
+        let (r, _) = try await adminSend(.get, Routes.adminPending)
+        return try decode(PendingResponse.self, r).nextSequence
+    }
+
+    func approve(_ r: RegistrationRequest) async throws -> (Certificate, TestResponse) {
+        let cert = try Certificate.issue(userID: r.userID, username: r.username, role: r.role, signingKey: r.signingKey, boxKey: r.boxKey,
+                                         issuedAt: harness.clock.millis, adminKey: admin)
+        let approval = Approval.registration(cert, issuedAt: harness.clock.millis, sequence: try await nextSequence(), adminKey: admin)
+        let (resp, _) = try await adminSend(.post, Routes.adminApproveRegistration(r.userID.uuidString),
+                                            json: ApproveRegistrationRequest(certificate: cert, approval: approval))
+        return (cert, resp)
+    }
+
+    func login(_ username: String, password: String) async throws -> TestResponse {
+        let params = try decode(LoginParametersResponse.self, try await send(.post, Routes.loginParameters, json: LoginParametersRequest(username: username)))
+        let keys = try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf)
+        return try await send(.post, Routes.login, json: LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes())))
+    }
+
+    /// Registers, approves and logs in.
+    func user(_ username: String, role: Role, password: String = "correct horse") async throws -> TestUser {
+        let (identity, r, resp) = try await register(username, role: role, password: password)
+        #expect(resp.status == .accepted)
+        let (cert, approved) = try await approve(r)
+        #expect(approved.status == .ok)
+        let login = try await login(username, password: password)
+        #expect(login.status == .ok)
+        return TestUser(identity: identity, certificate: cert, token: try decode(LoginResponse.self, login).token, password: password)
+    }
+
+    /// Declares the patient's tresor of `category` (with the self-grant) and returns it.
+    func declareTresor(_ patient: TestUser, _ tresor: Tresor) async throws -> TestResponse {
+        let selfGrant = try Grant.make(patient: patient.identity, member: patient.certificate, adminKey: admin.publicKey, tresor: tresor,
+                                       createdAt: harness.clock.millis)
+        return try await send(.put, Routes.tresors, json: PutTresorRequest(selfGrant: selfGrant), token: patient.token)
+    }
+
+    /// Creates a share of `tresor` with `doctor` and returns its info.
+    func requestShare(_ patient: TestUser, _ doctor: TestUser, _ tresor: Tresor, expiresAt: UnixMillis? = nil) async throws -> ShareInfo {
+        let grant = try Grant.make(patient: patient.identity, member: doctor.certificate, adminKey: admin.publicKey, tresor: tresor,
+                                   createdAt: harness.clock.millis, expiresAt: expiresAt)
+        let r = try await send(.post, Routes.shares, json: CreateShareRequest(grant: grant), token: patient.token)
+        #expect(r.status == .created)
+        return try decode(ShareInfo.self, r)
+    }
+
+    func approveShare(_ share: ShareInfo) async throws -> TestResponse {
+        let approval = Approval.share(id: share.shareID, grant: share.grant, issuedAt: harness.clock.millis, sequence: try await nextSequence(), adminKey: admin)
+        return try await adminSend(.post, Routes.adminApproveShare(share.shareID.uuidString), json: ApproveShareRequest(approval: approval)).0
+    }
+
+    /// A sealed envelope of `payload` for `patient`'s `tresor`.
+    func envelope(_ patient: TestUser, _ tresor: Tresor, record: String, payload: String, physicalMs: UInt64? = nil, counter: UInt32 = 0,
+                  signer: SigningKeyPair? = nil, owner: UUID? = nil) throws -> Envelope {
+        let header = RecordHeader(ownerID: owner ?? patient.id, tresorID: tresor.id, category: tresor.category, epoch: tresor.currentEpoch,
+                                  recordType: .activity, recordID: RecordID.make(type: .activity, activityID: record, occurrence: nil, key: patient.identity.recordIDKey),
+                                  timestamp: HLCTimestamp(physicalMs: physicalMs ?? UInt64(harness.clock.millis), counter: counter, deviceID: "device-1"),
+                                  deleted: false, authorID: owner ?? patient.id)
+        return try Envelope.seal(payload: Array(payload.utf8), header: header, key: tresor.currentKey, author: signer ?? patient.identity.signing)
+    }
+
+    func push(_ patient: TestUser, _ envelopes: [Envelope]) async throws -> (TestResponse, PushResponse?) {
+        let r = try await send(.post, Routes.records, json: PushRequest(envelopes: envelopes), token: patient.token)
+        return (r, try? decode(PushResponse.self, r))
+    }
+
+    func pull(_ token: String, owner: UUID? = nil, tresor: UUID? = nil, since: UInt64 = 0, limit: Int? = nil) async throws -> TestResponse {
+        var q: [String] = []
+        if let owner { q.append("owner=\(owner.uuidString)") }
+        if let tresor { q.append("tresor=\(tresor.uuidString)") }
+        q.append("since=\(since)")
+        if let limit { q.append("limit=\(limit)") }
+        return try await send(.get, Routes.records + "?" + q.joined(separator: "&"), token: token)
+    }
+}

@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "VaultCore", targets: ["VaultCore"]),
         .library(name: "VaultAPI", targets: ["VaultAPI"]),
         .library(name: "VaultServer", targets: ["VaultServer"]),
+        .library(name: "VaultClient", targets: ["VaultClient"]),
         .executable(name: "carevault-server", targets: ["carevault-server"]),
     ],
     dependencies: [
@@ -21,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .systemLibrary(
@@ -40,6 +42,11 @@ let package = Package(
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        .target(name: "VaultClient", dependencies: [
+            "VaultAPI", "VaultCore", "VaultCrypto",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .executableTarget(name: "carevault-server", dependencies: [
             "VaultServer", "VaultCrypto",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -48,11 +55,21 @@ let package = Package(
         ]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultCrypto"]),
+        // Test-only helpers shared by the suites: fresh SQLite/PostgreSQL databases, a movable clock.
+        .target(name: "VaultTestSupport", dependencies: [
+            "VaultServer", "VaultCore",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/Support"),
         .testTarget(name: "VaultServerTests", dependencies: [
-            "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto",
+            "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
+        ]),
+        .testTarget(name: "VaultClientTests", dependencies: [
+            "VaultClient", "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
     ],
     swiftLanguageModes: [.v6]

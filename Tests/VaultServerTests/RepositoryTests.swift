@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultTestSupport
 import VaultAPI
 import VaultCrypto
 @testable import VaultCore

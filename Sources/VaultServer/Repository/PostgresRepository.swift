@@ -164,8 +164,9 @@ public final class PostgresRepository: VaultRepository {
         try await client.query("SELECT 1", logger: logger)
     }
 
-    /// Runs raw SQL: for tests that play an attacker with write access to the database.
-    func unsafeExecute(_ sql: String) async throws {
+    /// Runs raw SQL outside the repository's rules: for maintenance, and for tests that play an attacker
+    /// with write access to the database.
+    public func executeRawSQL(_ sql: String) async throws {
         for statement in sql.components(separatedBy: ";").map({ $0.trimmingCharacters(in: .whitespacesAndNewlines) }) where !statement.isEmpty {
             try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger)
         }

@@ -141,8 +141,9 @@ public final class SQLiteRepository: VaultRepository {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
-    /// Runs raw SQL: for tests that play an attacker with write access to the database file.
-    func unsafeExecute(_ sql: String) async throws {
+    /// Runs raw SQL outside the repository's rules: for maintenance, and for tests that play an attacker
+    /// with write access to the database.
+    public func executeRawSQL(_ sql: String) async throws {
         try await pool.write { db in try db.execute(sql: sql) }
     }
 

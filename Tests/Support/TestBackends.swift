@@ -4,29 +4,29 @@ import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 import VaultCore
-@testable import VaultServer
+import VaultServer
 
 /// The storage backends every repository and API test runs on.
-enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
+public enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case sqlite, postgres
-    var testDescription: String { rawValue }
+    public var testDescription: String { rawValue }
 }
 
 /// Where the PostgreSQL tests find a server: `CAREVAULT_TEST_POSTGRES_URL`, which Scripts/test sets after
 /// starting a throwaway cluster. Without it the PostgreSQL cases fail under CI (`CI` set) and are
 /// reported as not run elsewhere.
-enum PostgresTestServer {
-    static var url: String? { ProcessInfo.processInfo.environment["CAREVAULT_TEST_POSTGRES_URL"] }
-    static var required: Bool { ProcessInfo.processInfo.environment["CI"] != nil }
+public enum PostgresTestServer {
+    public static var url: String? { ProcessInfo.processInfo.environment["CAREVAULT_TEST_POSTGRES_URL"] }
+    public static var required: Bool { ProcessInfo.processInfo.environment["CI"] != nil }
 }
 
-struct BackendUnavailable: Error, CustomStringConvertible {
-    var description: String
+public struct BackendUnavailable: Error, CustomStringConvertible {
+    public var description: String
 }
 
 /// A fresh, migrated repository for one test, and how to throw it away.
-final class TestDatabase: Sendable {
-    let repository: any VaultRepository
+public final class TestDatabase: Sendable {
+    public let repository: any VaultRepository
     private let cleanup: @Sendable () async -> Void
 
     private init(repository: any VaultRepository, cleanup: @escaping @Sendable () async -> Void) {
@@ -37,7 +37,7 @@ final class TestDatabase: Sendable {
     /// Runs `body` with a new database of `backend`; the PostgreSQL case creates and drops its own database.
     /// Returns false (after recording why) when PostgreSQL is not configured and not required.
     @discardableResult
-    static func with(_ backend: Backend, _ body: (any VaultRepository) async throws -> Void) async throws -> Bool {
+    public static func with(_ backend: Backend, _ body: (any VaultRepository) async throws -> Void) async throws -> Bool {
         guard let db = try await make(backend) else { return false }
         do {
             try await body(db.repository)
@@ -49,7 +49,7 @@ final class TestDatabase: Sendable {
         return true
     }
 
-    static func make(_ backend: Backend) async throws -> TestDatabase? {
+    public static func make(_ backend: Backend) async throws -> TestDatabase? {
         switch backend {
         case .sqlite:
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-test-\(UUID().uuidString)")
@@ -88,16 +88,17 @@ final class TestDatabase: Sendable {
 }
 
 /// A clock tests can move.
-final class TestClock: Sendable {
+public final class TestClock: Sendable {
+    public init() {}
     private let now = NIOLockedValueBox<UnixMillis>(Date().unixMillis)
-    var millis: UnixMillis { now.withLockedValue { $0 } }
-    func advance(by ms: UnixMillis) { now.withLockedValue { $0 += ms } }
-    var function: @Sendable () -> UnixMillis { { [self] in self.millis } }
+    public var millis: UnixMillis { now.withLockedValue { $0 } }
+    public func advance(by ms: UnixMillis) { now.withLockedValue { $0 += ms } }
+    public var function: @Sendable () -> UnixMillis { { [self] in self.millis } }
 }
 
 extension VaultRepository {
     /// Raw SQL as an attacker with database access would run it (tests only).
-    func attackerExecutes(_ sql: String) async throws {
-        if let r = self as? SQLiteRepository { try await r.unsafeExecute(sql) } else if let r = self as? PostgresRepository { try await r.unsafeExecute(sql) }
+    public func attackerExecutes(_ sql: String) async throws {
+        if let r = self as? SQLiteRepository { try await r.executeRawSQL(sql) } else if let r = self as? PostgresRepository { try await r.executeRawSQL(sql) }
     }
 }

@@ -1,0 +1,94 @@
+import Foundation
+import GRDB
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+extension PatientVault {
+    /// Looks a user up in the server's directory and trusts the answer only if its certificate verifies
+    /// under the pinned admin key with the expected name and role: a substituted key is caught here.
+    func certifiedUser(username: String, role: Role) async throws -> Certificate {
+        let entry: DirectoryEntry
+        do { entry = try await transport.send(.GET, Routes.userByName(username), auth: try auth) } catch ClientError.notFound {
+            throw ClientError.notFound("no approved \(role.rawValue) named '\(username)'")
+        }
+        do { try entry.certificate.verify(adminKey: adminKey, username: username, role: role) } catch let e as TrustError {
+            if case .wrongRole = e { throw ClientError.invalidRequest("'\(username)' is not a \(role.rawValue)") }
+            throw ClientError.integrity("the server's certificate for '\(username)' does not verify under the pinned admin key: \(e)")
+        }
+        return entry.certificate
+    }
+
+    /// Shares `category` with a doctor: seals every epoch key to the doctor's certified box key, signs the
+    /// grant and submits it. The share is pending until the admin approves it.
+    public func grant(doctor username: String, category: String, expiresAt: Date? = nil) async throws -> ShareInfo {
+        let doctor = try await certifiedUser(username: username, role: .doctor)
+        _ = try tresor(category)
+        try await reconcileTresors()
+        guard let t = keyring[category] else { throw ClientError.localState("no keys for \(category)") }
+        let grant: Grant
+        do {
+            grant = try Grant.make(patient: account.identity, member: doctor, adminKey: adminKey, tresor: t, createdAt: Date().unixMillis,
+                                   expiresAt: expiresAt?.unixMillis)
+        } catch { throw ClientError.from(error) }
+        return try await transport.send(.POST, Routes.shares, body: CreateShareRequest(grant: grant), auth: try auth)
+    }
+
+    /// This patient's shares, newest last.
+    public func shares() async throws -> [ShareInfo] {
+        let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
+        return list.shares
+    }
+
+    /// Revokes the open share of `category` with a doctor at once, then starts a new key epoch, grants it
+    /// to this patient's devices and to the doctors who still have active shares of that category, and
+    /// (with `reencrypt`) rewrites the category's records under the new epoch.
+    public func revoke(doctor username: String, category: String, reencrypt: Bool = false) async throws -> ShareInfo {
+        let open = try await shares().filter { $0.doctorUsername == username.lowercased() && $0.category == category && ($0.state == .active || $0.state == .pending) }
+        guard let share = open.last else { throw ClientError.notFound("no active or pending share of \(category) with \(username)") }
+        let revoked: ShareInfo = try await transport.send(.POST, Routes.shareRevoke(share.shareID.uuidString), auth: try auth)
+        try await rotate(category: category, reencrypt: reencrypt)
+        return revoked
+    }
+
+    /// Starts a new epoch of `category`: declares it (self-grant), re-grants the remaining active shares,
+    /// and optionally re-seals every record of the category under it.
+    public func rotate(category: String, reencrypt: Bool) async throws {
+        try await reconcileTresors()
+        guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
+        t.rotate()
+        keyring.merge(t)
+        try saveKeyring()
+        do {
+            let _: TresorInfo = try await transport.send(.PUT, Routes.tresors, body: PutTresorRequest(selfGrant: try selfGrant(t)), auth: try auth)
+        } catch ClientError.conflict {
+            try await reconcileTresors()
+        }
+        guard let current = keyring[category] else { return }
+        for share in try await shares() where share.category == category && share.state == .active {
+            let doctor = try await certifiedUser(username: share.doctorUsername, role: .doctor)
+            let g = try Grant.make(patient: account.identity, member: doctor, adminKey: adminKey, tresor: current, createdAt: Date().unixMillis,
+                                   expiresAt: share.grant.expiresAt)
+            let _: ShareInfo = try await transport.send(.PUT, Routes.shareGrant(share.shareID.uuidString), body: UpdateShareGrantRequest(grant: g), auth: try auth)
+        }
+        if reencrypt {
+            for row in try store.records(category: category) where row.envelope.header.epoch < current.currentEpoch {
+                let record = row.deleted ? nil : try open(row)
+                try write(record, type: row.recordType, recordID: row.envelope.header.recordID, category: category)
+            }
+        }
+        _ = try await sync()
+    }
+
+    /// The patient's own access log: who read what, logins, share changes.
+    public func accessLog(after: UInt64 = 0) async throws -> [AuditEntry] {
+        var entries: [AuditEntry] = []
+        var cursor = after
+        while true {
+            let page: AuditPage = try await transport.send(.GET, Routes.accessLog + "?after=\(cursor)&limit=500", auth: try auth)
+            entries += page.entries
+            cursor = page.nextCursor
+            if page.done || page.entries.isEmpty { return entries }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// What a device remembers about one account on one server (DESIGN.md §7): one folder per server and
+/// user under the home, holding the profile, the session, the optional remembered device key, the
+/// encrypted keyring and the local store. Nothing in it is plaintext health data or an unwrapped key.
+public struct Profile: Codable, Sendable, Equatable {
+    public var server: String
+    public var username: String
+    public var userID: UUID
+    public var role: Role
+    /// This device's id: the HLC device component of everything it writes.
+    public var deviceID: String
+    /// The account's certificate, verified against the pinned admin key when it was stored. Nil while pending.
+    public var certificate: Certificate?
+    /// The wrapped key bundle (the same the server keeps), so the device can unlock without the server.
+    public var keyBundle: KeyBundle
+
+    /// The folder of `username` on `server` under `home`.
+    public static func folder(home: URL, server: String, username: String) -> URL {
+        let serverKey = server.replacingOccurrences(of: "://", with: "_").map { $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" ? $0 : "_" }
+        return home.appendingPathComponent("profiles").appendingPathComponent(String(serverKey)).appendingPathComponent(username)
+    }
+}
+
+/// A bearer session.
+public struct StoredSession: Codable, Sendable {
+    public var token: String
+    public var expiresAt: UnixMillis
+}
+
+/// The files of one profile folder.
+public struct ProfileStore: Sendable {
+    public let folder: URL
+    public var profileURL: URL { folder.appendingPathComponent("profile.json") }
+    public var sessionURL: URL { folder.appendingPathComponent("session.json") }
+    public var deviceKeyURL: URL { folder.appendingPathComponent("device.key") }
+    public var keyringURL: URL { folder.appendingPathComponent("keyring.json") }
+    public var storeURL: URL { folder.appendingPathComponent("store.sqlite") }
+
+    public init(folder: URL) { self.folder = folder }
+
+    static let encoder: JSONEncoder = { let e = JSONEncoder(); e.outputFormatting = [.sortedKeys, .prettyPrinted]; return e }()
+
+    public func loadProfile() throws -> Profile? {
+        guard let data = try SecureFiles.read(profileURL) else { return nil }
+        do { return try JSONDecoder().decode(Profile.self, from: data) } catch {
+            throw ClientError.localState("profile at \(profileURL.path) is unreadable; log in again")
+        }
+    }
+
+    public func save(_ profile: Profile) throws { try SecureFiles.write(try Self.encoder.encode(profile), to: profileURL) }
+
+    public func loadSession() throws -> StoredSession? {
+        guard let data = try SecureFiles.read(sessionURL) else { return nil }
+        return try? JSONDecoder().decode(StoredSession.self, from: data)
+    }
+
+    public func save(_ session: StoredSession) throws { try SecureFiles.write(try Self.encoder.encode(session), to: sessionURL) }
+
+    /// The remembered wrapping key, if the user opted in.
+    public func loadDeviceKey() throws -> SymmetricKey? {
+        guard let data = try SecureFiles.read(deviceKeyURL) else { return nil }
+        guard let text = String(data: data, encoding: .utf8), let bytes = try? Base64URL.decode(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+              let key = try? SymmetricKey(bytes: bytes)
+        else { throw ClientError.localState("remembered device key is corrupt; log in again") }
+        return key
+    }
+
+    public func saveDeviceKey(_ key: SymmetricKey) throws {
+        var bytes = key.copyBytes()
+        defer { Memory.zero(&bytes) }
+        try SecureFiles.write(Data(Base64URL.encode(bytes).utf8), to: deviceKeyURL)
+    }
+
+    /// Logout: forget the session and the remembered key. The profile and the (encrypted) store stay.
+    public func forgetSecrets() {
+        SecureFiles.erase(sessionURL)
+        SecureFiles.erase(deviceKeyURL)
+    }
+}
+
+/// The home folder: profiles, and which one is current.
+public struct Home: Sendable {
+    public let url: URL
+
+    public init(url: URL) { self.url = url }
+
+    /// `--home`, else `CAREVAULT_HOME`, else `~/.carevault`.
+    public static func resolve(_ explicit: String?) -> Home {
+        if let explicit { return Home(url: URL(fileURLWithPath: explicit)) }
+        if let env = ProcessInfo.processInfo.environment["CAREVAULT_HOME"], !env.isEmpty { return Home(url: URL(fileURLWithPath: env)) }
+        return Home(url: FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".carevault"))
+    }
+
+    var currentURL: URL { url.appendingPathComponent("current.json") }
+
+    struct Current: Codable { var server: String; var username: String }
+
+    /// The profile folder of the current account on `server`, if any.
+    public func current(server: String) throws -> ProfileStore? {
+        guard let data = try SecureFiles.read(currentURL), let c = try? JSONDecoder().decode([String: String].self, from: data),
+              let username = c[server] else { return nil }
+        return ProfileStore(folder: Profile.folder(home: url, server: server, username: username))
+    }
+
+    /// Makes `username` the current account on `server`.
+    public func setCurrent(server: String, username: String) throws {
+        var map = (try? SecureFiles.read(currentURL)).flatMap { $0 }.flatMap { try? JSONDecoder().decode([String: String].self, from: $0) } ?? [:]
+        map[server] = username
+        try SecureFiles.write(try JSONEncoder().encode(map), to: currentURL)
+    }
+
+    public func store(server: String, username: String) -> ProfileStore {
+        ProfileStore(folder: Profile.folder(home: url, server: server, username: username))
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// Files and folders under the CareVault home: folders 0700, files 0600, written atomically (temporary
+/// file in the same folder, then rename) so a crash never leaves half a profile or key file.
+public enum SecureFiles {
+    /// Creates `url` and its parents with mode 0700 where missing (and tightens an existing folder).
+    public static func ensureDirectory(_ url: URL) throws {
+        let fm = FileManager.default
+        if !fm.fileExists(atPath: url.path) {
+            try fm.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        try fm.setAttributes([.posixPermissions: 0o700], ofItemAtPath: url.path)
+    }
+
+    /// Writes `data` to `url` with mode 0600, atomically.
+    public static func write(_ data: Data, to url: URL) throws {
+        try ensureDirectory(url.deletingLastPathComponent())
+        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
+        let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard fd >= 0 else { throw ClientError.localState("cannot write \(url.path): \(String(cString: strerror(errno)))") }
+        let ok = data.withUnsafeBytes { buf -> Bool in
+            var offset = 0
+            while offset < buf.count {
+                let n = Foundation.write(fd, buf.baseAddress! + offset, buf.count - offset)
+                if n <= 0 { return false }
+                offset += n
+            }
+            return fsync(fd) == 0
+        }
+        close(fd)
+        guard ok, rename(temp.path, url.path) == 0 else {
+            unlink(temp.path)
+            throw ClientError.localState("cannot write \(url.path)")
+        }
+    }
+
+    /// Reads a file, or nil when it does not exist.
+    public static func read(_ url: URL) throws -> Data? {
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        return try Data(contentsOf: url)
+    }
+
+    /// Overwrites a secret file with zeros before removing it.
+    public static func erase(_ url: URL) {
+        if let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int, size > 0,
+           let handle = FileHandle(forWritingAtPath: url.path) {
+            handle.write(Data(count: size))
+            try? handle.synchronize()
+            try? handle.close()
+        }
+        try? FileManager.default.removeItem(at: url)
+    }
+
+    /// The POSIX permission bits of a file (for tests and checks).
+    public static func permissions(_ url: URL) -> Int? {
+        (try? FileManager.default.attributesOfItem(atPath: url.path))?[.posixPermissions] as? Int
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import VaultAPI
+import VaultClient
+import VaultCore
+import VaultCrypto
+import VaultServer
+import VaultTestSupport
+
+/// A real server on a free loopback port over a fresh database, and devices (separate home folders)
+/// that talk to it through the real client SDK.
+struct ClientWorld: Sendable {
+    let repository: any VaultRepository
+    let baseURL: String
+    let admin: SigningKeyPair
+    let root: URL
+
+    static func run(_ backend: Backend, _ body: @escaping @Sendable (ClientWorld) async throws -> Void) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let admin = SigningKeyPair.generate()
+            let app = Application(router: buildRouter(repository: repo, adminKey: admin.publicKey),
+                                  configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await app.test(.live) { client in
+                let root = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-client-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: root) }
+                let world = ClientWorld(repository: repo, baseURL: "http://127.0.0.1:\(client.port!)", admin: admin, root: root)
+                try await body(world)
+            }
+        }
+    }
+
+    /// A device: its own home folder and transport.
+    func device(_ name: String) throws -> Device {
+        let config = ClientConfiguration(server: baseURL, home: Home(url: root.appendingPathComponent(name)), adminKey: admin.publicKey, kdf: .interactive)
+        let transport = try Transport(baseURL: baseURL, maxAttempts: 2, baseDelayMs: 10)
+        return Device(accounts: AccountManager(configuration: config, transport: transport), transport: transport, admin: admin.publicKey)
+    }
+
+    var adminTransport: Transport { get throws { try Transport(baseURL: baseURL) } }
+
+    /// Approves every pending registration and share, as the admin would.
+    func approveAll() async throws {
+        let t = try adminTransport
+        defer { Task { await t.shutdown() } }
+        let pending: PendingResponse = try await t.send(.GET, Routes.adminPending, auth: .admin(admin))
+        var seq = pending.nextSequence
+        for r in pending.registrations {
+            let cert = try Certificate.issue(userID: r.request.userID, username: r.request.username, role: r.request.role, signingKey: r.request.signingKey,
+                                             boxKey: r.request.boxKey, issuedAt: Date().unixMillis, adminKey: admin)
+            let approval = Approval.registration(cert, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
+            seq += 1
+            let _: UserSummary = try await t.send(.POST, Routes.adminApproveRegistration(r.request.userID.uuidString),
+                                                  body: ApproveRegistrationRequest(certificate: cert, approval: approval), auth: .admin(admin))
+        }
+        for s in pending.shares {
+            let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
+            seq += 1
+            let _: ShareInfo = try await t.send(.POST, Routes.adminApproveShare(s.share.shareID.uuidString), body: ApproveShareRequest(approval: approval),
+                                                auth: .admin(admin))
+        }
+    }
+
+    /// Registers `username` on `device`, approves it, logs in and returns the patient vault.
+    func patient(_ username: String, on device: Device, password: String = "password-\(UUID().uuidString.prefix(4))") async throws -> (PatientVault, String) {
+        _ = try await device.accounts.register(username: username, password: password, role: .patient)
+        try await approveAll()
+        let account = try await device.accounts.login(username: username, password: password)
+        return (try PatientVault(account: account, transport: device.transport, adminKey: admin.publicKey), password)
+    }
+
+    func doctor(_ username: String, on device: Device, password: String = "doctor-password") async throws -> DoctorReader {
+        _ = try await device.accounts.register(username: username, password: password, role: .doctor)
+        try await approveAll()
+        let account = try await device.accounts.login(username: username, password: password)
+        return try DoctorReader(account: account, transport: device.transport, adminKey: admin.publicKey)
+    }
+}
+
+struct Device: Sendable {
+    let accounts: AccountManager
+    let transport: Transport
+    let admin: SigningPublicKey
+
+    /// Logs in (as on a new device) and opens the patient vault.
+    func loginPatient(_ username: String, password: String) async throws -> PatientVault {
+        let account = try await accounts.login(username: username, password: password)
+        return try PatientVault(account: account, transport: transport, adminKey: admin)
+    }
+}
+
+enum Sample {
+    static let start = Date(unixMillis: 1_767_254_400_000) // 2026-01-01T08:00:00Z
+    static let utc = TimeZone(identifier: "UTC")!
+
+    static func activity(_ id: String, title: String = "Walk", category: String = "interventions") throws -> Activity {
+        try Activity(id: id, title: title, category: category,
+                     schedule: Schedule.dailyAtTimes(start: start, end: nil, times: [DateComponents(hour: 8, minute: 0)], timeZone: utc),
+                     createdAt: start)
+    }
+
+    static func value(_ n: Double, at ms: Int64 = 1_767_254_400_000) -> OutcomeValue {
+        OutcomeValue(value: .number(n), units: "steps", createdAt: Date(unixMillis: ms))
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Testing
+import VaultAPI
+import VaultCore
+import VaultCrypto
+import VaultServer
+import VaultTestSupport
+@testable import VaultClient
+
+/// The server (or whoever controls its database) turns hostile. Every attack must end in an integrity
+/// error with nothing applied, or a refusal: never in wrong data shown to a user.
+@Suite("Client: a hostile server is caught")
+struct MaliciousServerTests {
+    static func allowTampering(_ repo: any VaultRepository, _ backend: Backend) async throws {
+        try await repo.attackerExecutes(backend == .sqlite ? "DROP TRIGGER versions_append_only_u" : "ALTER TABLE versions DISABLE TRIGGER versions_append_only")
+    }
+
+    /// SQL that rewrites the envelope JSON of one version with `replace(from, to)`.
+    static func rewrite(_ backend: Backend, versionID: String, from: String, to: String) -> String {
+        backend == .sqlite
+            ? "UPDATE versions SET envelope = CAST(replace(CAST(envelope AS TEXT), '\(from)', '\(to)') AS BLOB) WHERE version_id = '\(versionID)'"
+            : "UPDATE versions SET envelope = convert_to(replace(convert_from(envelope, 'UTF8'), '\(from)', '\(to)'), 'UTF8') WHERE version_id = '\(versionID)'"
+    }
+
+    /// Makes a stored head be delivered again at a new sequence number.
+    static func redeliver(_ repo: any VaultRepository, owner: UUID, recordID: String, versionID: String) async throws {
+        let next = try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100_000).map(\.sequence).max()! + 1
+        try await repo.attackerExecutes("UPDATE heads SET version_id = '\(versionID)', sequence = \(next) WHERE record_id = '\(recordID)'")
+    }
+
+    /// Two synced devices of one patient with one activity.
+    static func twoDevices(_ world: ClientWorld, _ name: String) async throws -> (PatientVault, PatientVault) {
+        let a = try world.device("a"), b = try world.device("b")
+        let (vaultA, password) = try await world.patient(name, on: a)
+        try await vaultA.addActivity(try Sample.activity("walk", title: "v1"))
+        _ = try await vaultA.sync()
+        let vaultB = try await b.loginPatient(name, password: password)
+        _ = try await vaultB.sync()
+        return (vaultA, vaultB)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aSubstitutedDoctorKeyIsCaughtBeforeAnythingIsSealed(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (vault, _) = try await world.patient("pat", on: try world.device("p"))
+            _ = try await world.doctor("doc", on: try world.device("d"))
+            try await vault.addActivity(try Sample.activity("walk"))
+            _ = try await vault.sync()
+            // The server hands out a certificate for "doc" carrying its own box key, signed by its own key.
+            let stored = try #require(try await world.repository.user(username: "doc")?.certificate)
+            let rogue = SigningKeyPair.generate()
+            let fake = try Certificate.issue(userID: stored.userID, username: "doc", role: .doctor, signingKey: stored.signingKey,
+                                             boxKey: BoxKeyPair.generate().publicKey, issuedAt: stored.issuedAt, adminKey: rogue)
+            let json = String(decoding: try JSONEncoder().encode(fake), as: UTF8.self).replacingOccurrences(of: "'", with: "''")
+            try await world.repository.attackerExecutes("UPDATE users SET certificate = '\(json)' WHERE username = 'doc'")
+            await #expect(throws: ClientError.self) { _ = try await vault.grant(doctor: "doc", category: "interventions") }
+            do { _ = try await vault.grant(doctor: "doc", category: "interventions") } catch let e as ClientError {
+                guard case .integrity = e else { Issue.record("expected an integrity error, got \(e)"); return }
+            }
+            #expect(try await world.repository.shares(patientID: vault.account.profile.userID).isEmpty, "no grant was submitted")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func swappedCiphertextFlippedDeleteAndReplayedVersionsAreCaught(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (vaultA, vaultB) = try await Self.twoDevices(world, "pat")
+            let owner = vaultA.account.profile.userID
+            let recordID = RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: vaultA.account.identity.recordIDKey).hex
+            let v1 = try #require(try await vaultB.store.records(type: .activity).first?.envelope)
+            try await vaultA.updateActivity(try Sample.activity("walk", title: "v2"))
+            try await vaultA.addActivity(try Sample.activity("stretch", title: "other"))
+            _ = try await vaultA.sync()
+            _ = try await vaultB.sync()
+            #expect(try await vaultB.activity(id: "walk")?.title == "v2")
+            let cursor = try await vaultB.store.cursor()
+            try await Self.allowTampering(world.repository, backend)
+
+            func expectCaught(_ what: String) async throws {
+                await #expect(throws: ClientError.self, "\(what)") { _ = try await vaultB.sync() }
+                do { _ = try await vaultB.sync() } catch let e as ClientError {
+                    if case .integrity = e {} else { Issue.record("\(what): expected an integrity error, got \(e)") }
+                }
+                #expect(try await vaultB.store.cursor() == cursor, "\(what): the cursor did not move")
+                #expect(try await vaultB.activity(id: "walk")?.title == "v2", "\(what): nothing was applied")
+                #expect(try await vaultB.activities().count == 2)
+            }
+
+            // 1. A replayed older version, delivered as a new change.
+            try await Self.redeliver(world.repository, owner: owner, recordID: recordID, versionID: v1.versionID)
+            try await expectCaught("replayed version")
+
+            // 2. The current version with its delete flag flipped.
+            let v2 = try #require(try await vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex == recordID }?.envelope)
+            try await Self.redeliver(world.repository, owner: owner, recordID: recordID, versionID: v2.versionID)
+            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":false"#, to: #""deleted":true"#))
+            try await expectCaught("flipped delete")
+
+            // 3. Another record's ciphertext swapped in under this record's header.
+            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":true"#, to: #""deleted":false"#))
+            let other = try #require(try await vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex != recordID }?.envelope)
+            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: Base64URL.encode(v2.ciphertext),
+                                                                     to: Base64URL.encode(other.ciphertext)))
+            try await expectCaught("swapped ciphertext")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aRevokedDoctorIsRefusedAndOldKeysOpenNothingNew(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (vault, _) = try await world.patient("pat", on: try world.device("p"))
+            let doctor = try await world.doctor("doc", on: try world.device("d"))
+            try await vault.addActivity(try Sample.activity("walk", title: "before revocation"))
+            try await vault.addActivity(try Sample.activity("mood", title: "private", category: "assessments"))
+            _ = try await vault.sync()
+            _ = try await vault.grant(doctor: "doc", category: "interventions")
+            // Not approved yet: refused.
+            await #expect(throws: ClientError.self) { _ = try await doctor.view(patient: "pat") }
+            try await world.approveAll()
+
+            let seen = try await doctor.view(patient: "pat")
+            #expect(seen.activities.map(\.title) == ["before revocation"], "interventions only; assessments stay closed")
+            #expect(try await doctor.patients().map(\.username) == ["pat"])
+            await #expect(throws: ClientError.self) { _ = try await doctor.view(patient: "pat", category: "assessments") }
+            let (_, shares) = try await doctor.verifiedShares(patient: "pat")
+            let oldKeys = try #require(shares.first?.tresor.keys)
+
+            _ = try await vault.revoke(doctor: "doc", category: "interventions")
+            try await vault.addActivity(try Sample.activity("run", title: "after revocation"))
+            _ = try await vault.sync()
+
+            do {
+                _ = try await doctor.view(patient: "pat")
+                Issue.record("a revoked doctor could still view")
+            } catch let e as ClientError {
+                if case .notPermitted = e {} else { Issue.record("expected not permitted, got \(e)") }
+            }
+            #expect(try await doctor.patients().isEmpty)
+            // Even with the ciphertext (say, from a leaked backup) the old keys do not open what came later.
+            let owner = vault.account.profile.userID
+            let tresorID = Tresor.id(ownerID: owner, category: "interventions")
+            let rows = try await world.repository.changes(ownerID: owner, tresorID: tresorID, since: 0, limit: 100)
+            let later = try rows.map { try JSONDecoder().decode(Envelope.self, from: Data($0.envelopeJSON)) }.filter { $0.header.epoch >= 2 }
+            #expect(!later.isEmpty)
+            for env in later {
+                #expect(throws: EnvelopeError.missingEpochKey(env.header.epoch)) {
+                    try env.open(keys: oldKeys, authorKey: vault.account.certificate.signingKey, expecting: EnvelopeContext(ownerID: owner))
+                }
+            }
+        }
+    }
+}

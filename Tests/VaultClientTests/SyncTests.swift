@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+import VaultAPI
+import VaultCore
+import VaultCrypto
+import VaultServer
+import VaultTestSupport
+@testable import VaultClient
+
+@Suite("Client: accounts and sync against a live server")
+struct SyncTests {
+    @Test(arguments: Backend.allCases)
+    func secondDeviceGetsTheSameKeysAndData(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a"), b = try world.device("b")
+            let (vaultA, password) = try await world.patient("alice", on: a)
+            try await vaultA.addActivity(try Sample.activity("walk"))
+            try await vaultA.recordOutcome(activityID: "walk", occurrence: 0, value: Sample.value(4200))
+            let first = try await vaultA.sync()
+            #expect(first.pushed == 2 && first.rejected.isEmpty)
+
+            let vaultB = try await b.loginPatient("alice", password: password)
+            #expect(vaultB.account.identity.signing.publicKey == vaultA.account.identity.signing.publicKey)
+            #expect(vaultB.account.identity.recordIDKey == vaultA.account.identity.recordIDKey)
+            #expect(vaultB.account.profile.deviceID != vaultA.account.profile.deviceID)
+            let pulled = try await vaultB.sync()
+            #expect(pulled.pulled == 2)
+            #expect(try await vaultB.activities() == (try await vaultA.activities()))
+            #expect(try await vaultB.outcomes().first?.values.map(\.value) == [.number(4200)])
+            // Wrong password on a new device: a clear "not permitted", nothing stored.
+            let c = try world.device("c")
+            await #expect(throws: ClientError.self) { _ = try await c.loginPatient("alice", password: "wrong password") }
+            #expect(throws: ClientError.self) { _ = try c.accounts.unlock(password: nil) }
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func twoDevicesEditingOneActivityOfflineConverge(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a"), b = try world.device("b")
+            let (vaultA, password) = try await world.patient("bob", on: a)
+            try await vaultA.addActivity(try Sample.activity("walk"))
+            _ = try await vaultA.sync()
+            let vaultB = try await b.loginPatient("bob", password: password)
+            _ = try await vaultB.sync()
+            // Offline on both devices.
+            try await vaultA.updateActivity(try Sample.activity("walk", title: "Walk 20 minutes"))
+            try await vaultB.updateActivity(try Sample.activity("walk", title: "Walk 45 minutes"))
+            _ = try await vaultA.sync()
+            _ = try await vaultB.sync()
+            _ = try await vaultA.sync()
+            let titleA = try await vaultA.activity(id: "walk")?.title, titleB = try await vaultB.activity(id: "walk")?.title
+            #expect(titleA == titleB, "both devices converge on one winner")
+            #expect(titleA == "Walk 45 minutes", "the later write (B's, by HLC) wins")
+            let pendingA = try await vaultA.pendingCount(), pendingB = try await vaultB.pendingCount()
+            #expect(pendingA == 0 && pendingB == 0)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func offlineValuesForOneOccurrenceMergeIntoOneOutcome(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a"), b = try world.device("b")
+            let (vaultA, password) = try await world.patient("carol", on: a)
+            try await vaultA.addActivity(try Sample.activity("walk"))
+            _ = try await vaultA.sync()
+            let vaultB = try await b.loginPatient("carol", password: password)
+            _ = try await vaultB.sync()
+            try await vaultA.recordOutcome(activityID: "walk", occurrence: 2, value: Sample.value(1000, at: 1_767_300_000_000))
+            try await vaultB.recordOutcome(activityID: "walk", occurrence: 2, value: Sample.value(2500, at: 1_767_300_000_500))
+            _ = try await vaultA.sync()
+            let merge = try await vaultB.sync()
+            #expect(merge.conflictsResolved == 1)
+            _ = try await vaultA.sync()
+            for vault in [vaultA, vaultB] {
+                let outcomes = try await vault.outcomes(activityID: "walk")
+                #expect(outcomes.count == 1)
+                #expect(Set(outcomes.first?.liveValues.map(\.value) ?? []) == [.number(1000), .number(2500)], "no device's reading is lost")
+            }
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func sameActivityCreatedOfflineOnTwoDevicesIsOneRecord(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a"), b = try world.device("b")
+            let (vaultA, password) = try await world.patient("dave", on: a)
+            let vaultB = try await b.loginPatient("dave", password: password)
+            // Both devices make the tresor and the activity offline: two different epoch-1 keys.
+            try await vaultA.addActivity(try Sample.activity("walk", title: "from A"))
+            try await vaultB.addActivity(try Sample.activity("walk", title: "from B"))
+            _ = try await vaultA.sync()
+            _ = try await vaultB.sync()
+            _ = try await vaultA.sync()
+            #expect(try await vaultA.activities().count == 1)
+            #expect(try await vaultB.activities().count == 1)
+            #expect(try await vaultA.activities() == (try await vaultB.activities()))
+            let owner = vaultA.account.profile.userID
+            let heads = try await world.repository.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100)
+            #expect(heads.count == 1, "one record on the server, not two")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aClockHoursAheadDoesNotFreezeARecordAndAFarFutureOneIsRefused(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a"), b = try world.device("b")
+            let (_, password) = try await world.patient("erin", on: a)
+            let ahead = try await a.accounts.login(username: "erin", password: password)
+            let skewed = try PatientVault(account: ahead, transport: a.transport, adminKey: world.admin.publicKey, now: { Date().addingTimeInterval(2 * 3600) })
+            try await skewed.addActivity(try Sample.activity("walk", title: "written by a fast clock"))
+            _ = try await skewed.sync()
+            let vaultB = try await b.loginPatient("erin", password: password)
+            _ = try await vaultB.sync()
+            try await vaultB.updateActivity(try Sample.activity("walk", title: "edited later by a correct clock"))
+            _ = try await vaultB.sync()
+            _ = try await skewed.sync()
+            #expect(try await skewed.activity(id: "walk")?.title == "edited later by a correct clock", "the HLC carried B past A's clock")
+
+            let far = try PatientVault(account: ahead, transport: a.transport, adminKey: world.admin.publicKey,
+                                       now: { Date().addingTimeInterval(400 * 86_400) })
+            try await far.addActivity(try Sample.activity("future"))
+            let summary = try await far.sync()
+            #expect(summary.rejected.count == 1)
+            #expect(summary.rejected.first?.contains("clock_skew") == true)
+            #expect(summary.rejected.first?.contains("ahead of the server") == true)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func syncInterruptedAfterTheServerCommittedLosesAndDuplicatesNothing(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a")
+            let (vault, _) = try await world.patient("frank", on: a)
+            try await vault.addActivities(try (0..<30).map { try Sample.activity("act-\($0)") })
+            try await vault.reconcileTresors()
+            // The push reaches the server and is committed, but the answer never arrives.
+            let outbox = try await vault.store.outbox(limit: 100)
+            let token = try #require(vault.account.session?.token)
+            let _: PushResponse = try await a.transport.send(.POST, Routes.records, body: PushRequest(envelopes: outbox.map(\.envelope)), auth: .session(token))
+            #expect(try await vault.pendingCount() == 30, "the device still thinks nothing was sent")
+            let resumed = try await vault.sync()
+            #expect(resumed.duplicates == 30 && resumed.pushed == 0, "the server recognises every version")
+            #expect(try await vault.pendingCount() == 0)
+            #expect(try await vault.activities().count == 30)
+            let heads = try await world.repository.changes(ownerID: vault.account.profile.userID, tresorID: nil, since: 0, limit: 100)
+            #expect(heads.count == 30, "nothing duplicated on the server")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aPullOf10001ChangesPagesCompletely(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a"), b = try world.device("b")
+            let (vault, password) = try await world.patient("grace", on: a)
+            try await vault.addActivities(try (0..<10_001).map { try Sample.activity(String(format: "a%05d", $0)) })
+            let pushed = try await vault.sync()
+            #expect(pushed.pushed == 10_001)
+            let other = try await b.loginPatient("grace", password: password)
+            let pulled = try await other.sync()
+            #expect(pulled.pulled == 10_001)
+            let ids = try await other.activities().map(\.id)
+            #expect(ids.count == 10_001 && Set(ids).count == 10_001)
+            #expect(try await other.store.cursor() == 10_001)
+        }
+    }
+}

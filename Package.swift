@@ -13,6 +13,9 @@ let package = Package(
         .library(name: "VaultServer", targets: ["VaultServer"]),
         .library(name: "VaultClient", targets: ["VaultClient"]),
         .executable(name: "carevault-server", targets: ["carevault-server"]),
+        .executable(name: "carevault-patient", targets: ["carevault-patient"]),
+        .executable(name: "carevault-doctor", targets: ["carevault-doctor"]),
+        .executable(name: "carevault-admin", targets: ["carevault-admin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -53,6 +56,16 @@ let package = Package(
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .target(name: "VaultCLI", dependencies: [
+            "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "carevault-patient", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                                                                    .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .executableTarget(name: "carevault-doctor", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .executableTarget(name: "carevault-admin", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                                                                  .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultCrypto"]),
         // Test-only helpers shared by the suites: fresh SQLite/PostgreSQL databases, a movable clock.
@@ -67,6 +80,8 @@ let package = Package(
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
         ]),
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                                                          .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "VaultClientTests", dependencies: [
             "VaultClient", "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
             .product(name: "HummingbirdTesting", package: "hummingbird"),

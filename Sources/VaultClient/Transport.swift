@@ -12,8 +12,16 @@ import VaultCrypto
 public final class Transport: Sendable {
     public let baseURL: String
     /// The process-wide client: its connection pool lives as long as the process, so no transport can
-    /// forget to shut one down.
-    var http: HTTPClient { HTTPClient.shared }
+    /// forget to shut one down. A refused connection fails at once (the retry policy here decides what
+    /// to retry), instead of the pool retrying until the request deadline.
+    var http: HTTPClient { Self.client }
+    static let client: HTTPClient = {
+        var config = HTTPClient.Configuration()
+        config.timeout = .init(connect: .seconds(5), read: .seconds(60))
+        config.redirectConfiguration = .disallow
+        config.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
+    }()
     let maxAttempts: Int
     let baseDelayMs: UInt64
     static let decoder = JSONDecoder()

@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultCore
+import VaultCrypto
+
+/// Exit statuses of every CareVault tool (DESIGN.md §7).
+public enum ExitStatus: Int32, Sendable {
+    case success = 0
+    case other = 1
+    case usage = 64
+    case integrity = 65
+    case unreachable = 69
+    case temporary = 75
+    case notPermitted = 77
+}
+
+/// An error a tool reports itself, with its exit status and an optional hint.
+public struct CLIError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public var hint: String?
+    public var status: ExitStatus
+
+    public init(_ message: String, hint: String? = nil, status: ExitStatus = .other) {
+        self.message = message
+        self.hint = hint
+        self.status = status
+    }
+
+    public static func usage(_ message: String, hint: String? = nil) -> CLIError { CLIError(message, hint: hint, status: .usage) }
+    public var description: String { message }
+}
+
+/// Runs a tool: parses, runs, and turns every error into `tool: error: …`, a `hint:` line where one
+/// helps, and the documented exit status. Health data and key material never appear in these messages.
+public enum ToolRunner {
+    public static func main<Root: ParsableCommand>(_ root: Root.Type, tool: String, server: @escaping () -> String = { "the server" }) async {
+        do {
+            var command = try Root.parseAsRoot()
+            if var async = command as? any AsyncParsableCommand {
+                try await async.run()
+            } else {
+                try command.run()
+            }
+            exit(0)
+        } catch {
+            let (message, hint, status) = describe(error, tool: tool, root: root)
+            if status == .success {
+                print(message)
+                exit(0)
+            }
+            // ArgumentParser's own usage text starts with "Error: "; the tools' format replaces it.
+            let text = message.hasPrefix("Error: ") ? String(message.dropFirst("Error: ".count)) : message
+            var lines = "\(tool): error: \(text)\n"
+            if let hint { lines += "hint: \(hint)\n" }
+            FileHandle.standardError.write(Data(lines.utf8))
+            exit(status.rawValue)
+        }
+    }
+
+    static func describe<Root: ParsableCommand>(_ error: any Error, tool: String, root: Root.Type) -> (String, String?, ExitStatus) {
+        switch error {
+        case let e as CLIError:
+            return (e.message, e.hint, e.status)
+        case let e as ClientError:
+            return describe(e)
+        case let e as TrustError:
+            return describe(ClientError.from(e))
+        case let e as EnvelopeError:
+            return describe(ClientError.from(e))
+        case let e as CryptoError:
+            return describe(ClientError.from(e))
+        default:
+            let code = Root.exitCode(for: error)
+            let text = Root.fullMessage(for: error)
+            if code == .success { return (text, nil, .success) }
+            if code == .validationFailure { return (text, nil, .usage) }
+            return (text.isEmpty ? "\(error)" : text, nil, .other)
+        }
+    }
+
+    static func describe(_ e: ClientError) -> (String, String?, ExitStatus) {
+        switch e {
+        case let .serverUnreachable(m):
+            return ("cannot reach the server (\(m))", "is carevault-server running? set --server URL or CAREVAULT_SERVER", .unreachable)
+        case let .temporary(m):
+            return (m, "try again in a moment", .temporary)
+        case let .notPermitted(code, m):
+            switch code {
+            case .pendingApproval?: return (m, "ask the admin to approve the account (Scripts/approve)", .notPermitted)
+            case .invalidCredentials?: return (m, "check the username and password", .notPermitted)
+            case .shareNotActive?: return (m, "the patient must share the category and the admin approve it", .notPermitted)
+            case .unauthorized?: return (m, "run 'login' again", .notPermitted)
+            default: return (m, nil, .notPermitted)
+            }
+        case let .integrity(m):
+            return ("integrity check failed: \(m)", "the data or a key was tampered with or forged; nothing was applied", .integrity)
+        case let .invalidRequest(m):
+            return (m, nil, .usage)
+        case let .notFound(m):
+            return (m, nil, .other)
+        case let .conflict(m):
+            return (m, nil, .other)
+        case let .localState(m):
+            return (m, m.contains("not logged in") ? "run 'register' or 'login' first" : nil, .other)
+        case let .server(_, m):
+            return (m, nil, .other)
+        }
+    }
+}

@@ -1,0 +1,218 @@
+import ArgumentParser
+import Foundation
+import VaultAPI
+import VaultCLI
+import VaultClient
+import VaultCore
+
+/// `carevault-doctor`: list the patients who share with you and read what they shared (DESIGN.md §7).
+@main
+struct CareVaultDoctor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "carevault-doctor",
+        abstract: "See your patients and read the categories they shared with you.",
+        discussion: """
+        Data is verified (patient certificate, admin approval, patient-signed grant) and decrypted on this device only.
+
+        Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+
+        Example:
+          carevault-doctor register --username drbob
+          carevault-doctor login --username drbob
+          carevault-doctor patients
+          carevault-doctor show alice --category interventions
+          carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
+          carevault-doctor export alice --format fhir --output alice.json
+        """,
+        subcommands: [Register.self, Login.self, Logout.self, WhoAmI.self, Patients.self, Show.self, Adherence.self, Export.self]
+    )
+
+    static func main() async { await ToolRunner.main(Self.self, tool: "carevault-doctor") }
+}
+
+func openReader(_ options: GlobalOptions) throws -> DoctorReader {
+    let account = try options.unlock()
+    guard account.profile.role == .doctor else {
+        throw CLIError("the account '\(account.profile.username)' is a patient", hint: "use carevault-patient", status: .notPermitted)
+    }
+    return try DoctorReader(account: account, transport: try options.transport(), adminKey: try options.adminPublicKey())
+}
+
+struct Range: ParsableArguments {
+    @Option(help: "From this day (YYYY-MM-DD; default 30 days ago).") var from: String?
+    @Option(help: "Up to this day, inclusive (YYYY-MM-DD; default today).") var to: String?
+
+    func resolve() throws -> (Date, Date) {
+        let end = try CareInput.day(to ?? "today").addingTimeInterval(86_400)
+        let start = try from.map { try CareInput.day($0) } ?? end.addingTimeInterval(-30 * 86_400)
+        guard start < end else { throw CLIError.usage("--from is after --to") }
+        return (start, end)
+    }
+}
+
+struct Register: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create a doctor account; pending until the admin approves it.",
+                                                    discussion: "Example: carevault-doctor register --username drbob")
+    @Option(help: "Your username.") var username: String
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        let r = try await options.accounts().register(username: username, password: try options.password(prompt: "Choose a password (8+ characters): "), role: .doctor)
+        if options.json { try Output.json(r) } else { print("registered \(username.lowercased()) (\(r.status.rawValue)); the admin must approve the account") }
+    }
+}
+
+struct Login: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Log in on this device.", discussion: "Example: carevault-doctor login --username drbob")
+    @Option(help: "Your username.") var username: String
+    @Flag(help: "Remember this device's key (0600 file); logout erases it.") var remember = false
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        let account = try await options.accounts().login(username: username, password: try options.password(), remember: remember)
+        guard account.profile.role == .doctor else { throw CLIError("'\(username)' is a patient's account", hint: "use carevault-patient", status: .notPermitted) }
+        if options.json { try Output.json(["username": account.profile.username, "userID": account.profile.userID.uuidString, "role": "doctor"]) } else {
+            print("logged in as \(account.profile.username) (doctor) at \(options.serverURL)")
+        }
+    }
+}
+
+struct Logout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "End the session and erase the remembered device key.")
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        try await options.logout()
+        if options.json { try Output.json(["status": "logged out"]) } else { print("logged out") }
+    }
+}
+
+struct WhoAmI: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "whoami", abstract: "Show the current account on this device.")
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        guard let p = try options.currentStore().loadProfile() else { throw ClientError.localState("not logged in") }
+        let info = ["username": p.username, "role": p.role.rawValue, "userID": p.userID.uuidString, "server": p.server,
+                    "fingerprint": p.certificate?.fingerprint ?? "pending approval"]
+        if options.json { try Output.json(info) } else { for k in ["username", "role", "userID", "server", "fingerprint"] { print("\(k.padding(toLength: 12, withPad: " ", startingAt: 0)) \(info[k]!)") } }
+    }
+}
+
+struct Patients: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "My Patients: everyone with an active share naming you.")
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        let list = try await openReader(options).patients()
+        if options.json { try Output.json(list) } else {
+            Output.table(["PATIENT", "CATEGORIES", "LAST CHANGE"], list.map { [$0.username, $0.categories.joined(separator: ", "), Output.date(millis: $0.lastChange)] },
+                         empty: "no patients share data with you yet")
+        }
+    }
+}
+
+struct Show: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show a patient's shared activities and outcomes.",
+                                                    discussion: "Example: carevault-doctor show alice --category interventions --from 2026-11-01")
+    @Argument(help: "The patient's username.") var patient: String
+    @Option(help: "Only this category.") var category: String?
+    @OptionGroup var range: Range
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        let progress = ProgressLine()
+        let view = try await openReader(options).view(patient: patient, category: category, progress: { progress.update("pulled \($0) records") })
+        progress.finish()
+        let (from, to) = try range.resolve()
+        let byID = Dictionary(view.activities.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        let outcomes = view.outcomes.filter { o in
+            guard let start = byID[o.activityID]?.schedule.event(occurrence: o.occurrence)?.start else { return true }
+            return start >= from && start < to
+        }
+        if options.json {
+            try Output.json(ShownPatient(patient: patient, categories: view.categories, activities: view.activities, outcomes: outcomes, unreadable: view.unreadable))
+            return
+        }
+        print("\(patient) — shared with you: \(view.categories.joined(separator: ", "))\n")
+        Output.table(["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"], view.activities.map {
+            [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.instructions ?? ""]
+        }, empty: "no activities")
+        print("")
+        Output.table(["ACTIVITY", "WHEN", "VALUES", "NOTE"], outcomes.map { o in
+            [o.activityID, byID[o.activityID]?.schedule.event(occurrence: o.occurrence).map { Output.date($0.start) } ?? "#\(o.occurrence)",
+             o.liveValues.map(CareInput.text).joined(separator: ", "), o.note ?? ""]
+        }, empty: "no outcomes in this period")
+        if view.unreadable > 0 { Output.note("\(view.unreadable) records use a key not granted to you and were not shown") }
+    }
+}
+
+struct ShownPatient: Encodable {
+    var patient: String
+    var categories: [String]
+    var activities: [Activity]
+    var outcomes: [Outcome]
+    var unreadable: Int
+}
+
+struct Adherence: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Completion per activity: scheduled occurrences against recorded outcomes.",
+                                                    discussion: "Example: carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-14")
+    @Argument(help: "The patient's username.") var patient: String
+    @Option(help: "Only this category.") var category: String?
+    @OptionGroup var range: Range
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        let view = try await openReader(options).view(patient: patient, category: category)
+        let (from, to) = try range.resolve()
+        let rows = try DoctorReader.adherence(activities: view.activities, outcomes: view.outcomes, from: from, to: to)
+        if options.json { try Output.json(rows); return }
+        print("\(patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))\n")
+        Output.table(["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"], rows.map { r in
+            let chart = r.days.map { $0.completed == 0 ? "." : ($0.completed >= $0.expected ? "#" : "+") }.joined()
+            let bar = String(repeating: "█", count: Int((r.ratio * 10).rounded())) + String(repeating: "░", count: 10 - Int((r.ratio * 10).rounded()))
+            return [r.activityID, "\(r.completed)/\(r.expected)", "\(bar) \(Int((r.ratio * 100).rounded()))%", chart]
+        }, empty: "no activities shared")
+    }
+}
+
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Export a patient's shared data as JSON, CSV or a FHIR R4 Bundle.",
+                                                    discussion: "Example: carevault-doctor export alice --format fhir --output alice-fhir.json")
+    enum Format: String, ExpressibleByArgument, CaseIterable { case json, csv, fhir }
+    @Argument(help: "The patient's username.") var patient: String
+    @Option(help: "json, csv or fhir.") var format: Format = .json
+    @Option(help: "Write to this file (0600) instead of stdout.") var output: String?
+    @OptionGroup var options: GlobalOptions
+    func run() async throws {
+        let view = try await openReader(options).view(patient: patient)
+        let data: Data
+        switch format {
+        case .json:
+            let e = JSONEncoder()
+            e.outputFormatting = [.prettyPrinted, .sortedKeys]
+            e.dateEncodingStrategy = .iso8601
+            data = try e.encode(ShownPatient(patient: patient, categories: view.categories, activities: view.activities, outcomes: view.outcomes, unreadable: view.unreadable))
+        case .csv:
+            var lines = ["activity_id,activity_title,category,occurrence,scheduled,value,units,recorded,note"]
+            let byID = Dictionary(view.activities.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            let iso = ISO8601DateFormatter()
+            func q(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+            for o in view.outcomes {
+                for v in o.liveValues {
+                    let a = byID[o.activityID]
+                    let value: String
+                    switch v.value { case let .number(n): value = String(n); case let .boolean(b): value = String(b); case let .text(t): value = t }
+                    lines.append([q(o.activityID), q(a?.title ?? ""), q(a?.category ?? ""), String(o.occurrence),
+                                  a?.schedule.event(occurrence: o.occurrence).map { iso.string(from: $0.start) } ?? "", q(value), q(v.units ?? ""),
+                                  iso.string(from: v.createdAt), q(o.note ?? "")].joined(separator: ","))
+                }
+            }
+            data = Data((lines.joined(separator: "\n") + "\n").utf8)
+        case .fhir:
+            let bundle = FHIRExport.bundle(patientID: view.patient.userID, username: patient, activities: view.activities, outcomes: view.outcomes)
+            data = try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])
+        }
+        if let output {
+            try SecureFiles.write(data, to: URL(fileURLWithPath: output))
+            Output.note("wrote \(format.rawValue) export of \(patient) to \(output)")
+        } else {
+            FileHandle.standardOutput.write(data)
+            if format == .fhir || format == .json { print("") }
+        }
+    }
+}

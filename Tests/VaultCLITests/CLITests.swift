@@ -1,0 +1,189 @@
+import Foundation
+import GRDB
+import Testing
+
+/// The built tools, run as a user would: separate processes, a separate home folder per device, a real
+/// server process on a free port. Checks output and the exit statuses of DESIGN.md §7.
+struct Tools {
+    static let bin: URL = {
+        // Tests/VaultCLITests/CLITests.swift -> project root -> .build/debug
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/debug")
+    }()
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    let root: URL
+    var env: [String: String]
+
+    init() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAREVAULT_") }
+    }
+
+    @discardableResult
+    func run(_ tool: String, _ args: [String], home: String? = nil, password: String? = nil, extra: [String: String] = [:]) throws -> Result {
+        let exe = Self.bin.appendingPathComponent(tool)
+        guard FileManager.default.isExecutableFile(atPath: exe.path) else { throw ToolMissing(path: exe.path) }
+        let p = Process()
+        p.executableURL = exe
+        p.arguments = args
+        var e = env.merging(extra) { _, b in b }
+        if let home { e["CAREVAULT_HOME"] = root.appendingPathComponent(home).path }
+        if let password { e["CAREVAULT_PASSWORD"] = password }
+        p.environment = e
+        let out = root.appendingPathComponent("out-\(UUID().uuidString)"), err = root.appendingPathComponent("err-\(UUID().uuidString)")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        FileManager.default.createFile(atPath: err.path, contents: nil)
+        p.standardOutput = try FileHandle(forWritingTo: out)
+        p.standardError = try FileHandle(forWritingTo: err)
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: try String(contentsOf: out, encoding: .utf8), stderr: try String(contentsOf: err, encoding: .utf8))
+    }
+
+    struct ToolMissing: Error, CustomStringConvertible {
+        var path: String
+        var description: String { "\(path) is not built: run 'swift build' first (Scripts/test does)" }
+    }
+
+    /// Starts carevault-server on a free port over a SQLite file; returns the process and its URL.
+    func startServer(adminPub: URL, database: URL) throws -> (Process, String) {
+        let p = Process()
+        p.executableURL = Self.bin.appendingPathComponent("carevault-server")
+        p.arguments = ["--admin-key", adminPub.path, "--port", "0", "--database", "sqlite:" + database.path]
+        p.environment = env
+        let out = root.appendingPathComponent("server.out")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        p.standardOutput = try FileHandle(forWritingTo: out)
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if let text = try? String(contentsOf: out, encoding: .utf8), let r = text.range(of: "http://127.0.0.1:[0-9]+", options: .regularExpression) {
+                return (p, String(text[r]))
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        p.terminate()
+        throw ToolMissing(path: "carevault-server did not start within 30 s")
+    }
+}
+
+@Suite("End to end: the tools as separate processes", .serialized)
+struct CLITests {
+    @Test func badArgumentsExit64AndServerDownExits69() throws {
+        let t = try Tools()
+        defer { try? FileManager.default.removeItem(at: t.root) }
+        let missing = try t.run("carevault-patient", ["activity", "add", "--title", "x"], home: "p")
+        #expect(missing.status == 64)
+        #expect(missing.stderr.hasPrefix("carevault-patient: error:"))
+        #expect(try t.run("carevault-doctor", ["export", "alice", "--format", "xml"], home: "d").status == 64)
+        #expect(try t.run("carevault-admin", ["approve"], home: "a").status == 64)
+        #expect(try t.run("carevault-patient", ["--help"]).status == 0)
+
+        _ = try t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path])
+        let started = Date()
+        let down = try t.run("carevault-patient", ["register", "--username", "alice", "--server", "http://127.0.0.1:9",
+                                                   "--admin-key", t.root.appendingPathComponent("admin/admin.pub").path],
+                             home: "p", password: "long enough password")
+        #expect(down.status == 69, "\(down.stderr)")
+        #expect(down.stderr.contains("hint:"))
+        #expect(Date().timeIntervalSince(started) < 10, "a refused connection fails fast, not after the request deadline")
+    }
+
+    @Test func wholeStoryWithEveryRefusal() throws {
+        let t = try Tools()
+        defer { try? FileManager.default.removeItem(at: t.root) }
+        let adminDir = t.root.appendingPathComponent("admin")
+        let keygen = try t.run("carevault-admin", ["keygen", "--out", adminDir.path])
+        #expect(keygen.status == 0)
+        let secret = adminDir.appendingPathComponent("admin.key"), pub = adminDir.appendingPathComponent("admin.pub")
+        #expect((try FileManager.default.attributesOfItem(atPath: secret.path))[.posixPermissions] as? Int == 0o600)
+        let db = t.root.appendingPathComponent("server.sqlite")
+        let (server, url) = try t.startServer(adminPub: pub, database: db)
+        defer { server.terminate(); server.waitUntilExit() }
+        let common = ["CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": secret.path]
+        func patient(_ args: [String], password: String = "alice's long password") throws -> Tools.Result {
+            try t.run("carevault-patient", args, home: "alice", password: password, extra: common)
+        }
+        func doctor(_ args: [String]) throws -> Tools.Result { try t.run("carevault-doctor", args, home: "bob", password: "bob's long password", extra: common) }
+        func admin(_ args: [String]) throws -> Tools.Result { try t.run("carevault-admin", args, extra: common) }
+
+        #expect(try patient(["register", "--username", "alice"]).status == 0)
+        let early = try patient(["login", "--username", "alice"])
+        #expect(early.status == 77, "not yet approved: \(early.stderr)")
+        #expect(early.stderr.contains("waiting for admin approval"))
+        let pending = try admin(["pending", "--json"])
+        #expect(pending.status == 0)
+        let pendingJSON = try JSONSerialization.jsonObject(with: Data(pending.stdout.utf8)) as? [String: Any]
+        #expect((pendingJSON?["registrations"] as? [Any])?.count == 1)
+        #expect(try admin(["approve", "--all"]).status == 0)
+
+        let wrong = try patient(["login", "--username", "alice"], password: "not the password")
+        #expect(wrong.status == 77, "wrong password: \(wrong.stderr)")
+        #expect(try patient(["login", "--username", "alice", "--remember"]).status == 0)
+        let add = try patient(["activity", "add", "--id", "walk", "--title", "Walk 30 minutes", "--category", "interventions",
+                               "--schedule", "daily@08:00", "--start", "yesterday", "--json"])
+        #expect(add.status == 0, "\(add.stderr)")
+        let added = try JSONSerialization.jsonObject(with: Data(add.stdout.utf8)) as? [String: Any]
+        #expect(added?["title"] as? String == "Walk 30 minutes")
+        #expect(try patient(["outcome", "record", "--activity", "walk", "--date", "yesterday", "--value", "4200", "--units", "steps"]).status == 0)
+        let list = try patient(["activity", "list", "--json"])
+        #expect((try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [Any])?.count == 1)
+        #expect(try patient(["activity", "add", "--id", "walk", "--title", "again", "--category", "interventions"]).status == 1, "a duplicate id is refused")
+
+        #expect(try doctor(["register", "--username", "drbob"]).status == 0)
+        #expect(try admin(["approve", "--all"]).status == 0)
+        #expect(try doctor(["login", "--username", "drbob", "--remember"]).status == 0)
+        #expect(try patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+        let notYet = try doctor(["show", "alice"])
+        #expect(notYet.status == 77, "share not approved yet")
+        #expect(try admin(["approve", "--all"]).status == 0)
+
+        // The server's database is tampered with before the doctor's first read: integrity failure, 65.
+        let queue = try DatabaseQueue(path: db.path)
+        let original = try queue.write { db -> (String, Data) in
+            try db.execute(sql: "DROP TRIGGER IF EXISTS versions_append_only_u")
+            let row = try Row.fetchOne(db, sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1")!
+            let id: String = row[0], data: Data = row[1]
+            var text = String(decoding: data, as: UTF8.self)
+            let marker = text.range(of: "\"ciphertext\":\"")!
+            let i = marker.upperBound
+            text.replaceSubrange(i...i, with: text[i] == "A" ? "B" : "A")
+            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [Data(text.utf8), id])
+            return (id, data)
+        }
+        let tampered = try doctor(["show", "alice"])
+        #expect(tampered.status == 65, "tampered ciphertext: \(tampered.stderr)")
+        #expect(tampered.stderr.contains("integrity"))
+        try queue.write { db in try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [original.1, original.0]) }
+
+        let shown = try doctor(["show", "alice", "--json", "--from", "yesterday"])
+        #expect(shown.status == 0, "\(shown.stderr)")
+        let view = try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any]
+        #expect((view?["activities"] as? [[String: Any]])?.first?["title"] as? String == "Walk 30 minutes")
+        #expect((try doctor(["patients", "--json"]).stdout).contains("alice"))
+        let adherence = try doctor(["adherence", "alice", "--from", "yesterday", "--json"])
+        #expect(adherence.status == 0)
+        let fhir = try doctor(["export", "alice", "--format", "fhir"])
+        let bundle = try JSONSerialization.jsonObject(with: Data(fhir.stdout.utf8)) as? [String: Any]
+        #expect(bundle?["resourceType"] as? String == "Bundle")
+        let types = (bundle?["entry"] as? [[String: Any]])?.compactMap { ($0["resource"] as? [String: Any])?["resourceType"] as? String } ?? []
+        #expect(types.contains("CarePlan") && types.contains("Observation") && types.contains("Patient"))
+        #expect(try doctor(["export", "alice", "--format", "csv"]).stdout.contains("4200"))
+
+        #expect(try patient(["share", "revoke", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+        let revoked = try doctor(["show", "alice"])
+        #expect(revoked.status == 77, "revoked share: \(revoked.stderr)")
+        #expect(try admin(["audit", "verify"]).status == 0)
+        // Nothing the tools printed to stderr ever contains health data.
+        #expect(!revoked.stderr.contains("Walk") && !tampered.stderr.contains("Walk"))
+    }
+}

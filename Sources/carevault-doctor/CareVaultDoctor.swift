@@ -24,7 +24,7 @@ struct CareVaultDoctor: AsyncParsableCommand {
           carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
           carevault-doctor export alice --format fhir --output alice.json
         """,
-        subcommands: [Register.self, Login.self, Logout.self, WhoAmI.self, Patients.self, Show.self, Adherence.self, Export.self]
+        subcommands: [Register.self, Login.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self, Adherence.self, Export.self]
     )
 
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-doctor") }
@@ -75,25 +75,7 @@ struct Login: AsyncParsableCommand {
     }
 }
 
-struct Logout: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "End the session and erase the remembered device key.")
-    @OptionGroup var options: GlobalOptions
-    func run() async throws {
-        try await options.logout()
-        if options.json { try Output.json(["status": "logged out"]) } else { print("logged out") }
-    }
-}
 
-struct WhoAmI: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "whoami", abstract: "Show the current account on this device.")
-    @OptionGroup var options: GlobalOptions
-    func run() async throws {
-        guard let p = try options.currentStore().loadProfile() else { throw ClientError.localState("not logged in") }
-        let info = ["username": p.username, "role": p.role.rawValue, "userID": p.userID.uuidString, "server": p.server,
-                    "fingerprint": p.certificate?.fingerprint ?? "pending approval"]
-        if options.json { try Output.json(info) } else { for k in ["username", "role", "userID", "server", "fingerprint"] { print("\(k.padding(toLength: 12, withPad: " ", startingAt: 0)) \(info[k]!)") } }
-    }
-}
 
 struct Patients: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "My Patients: everyone with an active share naming you.")

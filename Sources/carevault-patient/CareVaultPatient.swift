@@ -24,7 +24,7 @@ struct CareVaultPatient: AsyncParsableCommand {
           carevault-patient outcome record --activity walk --value 4200 --units steps
           carevault-patient share grant --doctor drbob --category interventions
         """,
-        subcommands: [Register.self, Login.self, Logout.self, WhoAmI.self, ActivityCommand.self, OutcomeCommand.self, Sync.self,
+        subcommands: [Register.self, Login.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self, OutcomeCommand.self, Sync.self,
                       ShareCommand.self, Doctors.self, AccessLog.self]
     )
 
@@ -92,30 +92,7 @@ struct Login: AsyncParsableCommand {
     }
 }
 
-struct Logout: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "End the session and erase the remembered device key.")
-    @OptionGroup var options: GlobalOptions
-    func run() async throws {
-        try await options.logout()
-        if !options.json { print("logged out") } else { try Output.json(["status": "logged out"]) }
-    }
-}
 
-struct WhoAmI: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "whoami", abstract: "Show the current account on this device.")
-    @OptionGroup var options: GlobalOptions
-    func run() async throws {
-        let store = try options.currentStore()
-        guard let p = try store.loadProfile() else { throw ClientError.localState("not logged in") }
-        let session = try store.loadSession()
-        let info: [String: String] = ["username": p.username, "role": p.role.rawValue, "userID": p.userID.uuidString, "server": p.server,
-                                      "device": p.deviceID, "fingerprint": p.certificate?.fingerprint ?? "pending approval",
-                                      "session": session.map { $0.expiresAt > Date().unixMillis ? "valid until \(Output.date(millis: $0.expiresAt))" : "expired" } ?? "none"]
-        if options.json { try Output.json(info) } else {
-            for k in ["username", "role", "userID", "server", "device", "fingerprint", "session"] { print("\(k.padding(toLength: 12, withPad: " ", startingAt: 0)) \(info[k]!)") }
-        }
-    }
-}
 
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Send local changes and receive changes from your other devices.")

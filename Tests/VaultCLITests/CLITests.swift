@@ -183,6 +183,10 @@ struct CLITests {
         let revoked = try doctor(["show", "alice"])
         #expect(revoked.status == 77, "revoked share: \(revoked.stderr)")
         #expect(try admin(["audit", "verify"]).status == 0)
+        let who = try JSONSerialization.jsonObject(with: Data(try patient(["whoami", "--json"]).stdout.utf8)) as? [String: String]
+        #expect(who?["username"] == "alice" && who?["role"] == "patient")
+        #expect(try patient(["logout"]).status == 0)
+        #expect(try patient(["sync"]).status == 77, "after logout the session is gone")
         // Nothing the tools printed to stderr ever contains health data.
         #expect(!revoked.stderr.contains("Walk") && !tampered.stderr.contains("Walk"))
     }

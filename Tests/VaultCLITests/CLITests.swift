@@ -78,6 +78,29 @@ struct Tools {
 
 @Suite("End to end: the tools as separate processes", .serialized)
 struct CLITests {
+    /// Validates a FHIR Bundle with the fhir.resources models (Scripts/test installs them and sets
+    /// CAREVAULT_FHIR_PYTHON); without them it says so and checks only the structure above.
+    static func validateFHIR(_ json: String, in dir: URL) throws {
+        guard let python = ProcessInfo.processInfo.environment["CAREVAULT_FHIR_PYTHON"] else {
+            print("note: FHIR validator unavailable (CAREVAULT_FHIR_PYTHON unset): the FHIR bundle was checked for structure only")
+            return
+        }
+        let file = dir.appendingPathComponent("bundle.json")
+        try Data(json.utf8).write(to: file)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: python)
+        p.arguments = ["-c", "import sys; from fhir.resources.R4B.bundle import Bundle; b = Bundle.model_validate_json(open(sys.argv[1]).read()); "
+                       + "print(len(b.entry))", file.path]
+        let err = Pipe(), out = Pipe()
+        p.standardError = err
+        p.standardOutput = out
+        try p.run()
+        p.waitUntilExit()
+        let problems = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(p.terminationStatus == 0, "the FHIR bundle does not validate: \(problems)")
+        print("FHIR bundle validated (fhir.resources R4B): \(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) entries")
+    }
+
     @Test func badArgumentsExit64AndServerDownExits69() throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
@@ -178,6 +201,7 @@ struct CLITests {
         let types = (bundle?["entry"] as? [[String: Any]])?.compactMap { ($0["resource"] as? [String: Any])?["resourceType"] as? String } ?? []
         #expect(types.contains("CarePlan") && types.contains("Observation") && types.contains("Patient"))
         #expect(try doctor(["export", "alice", "--format", "csv"]).stdout.contains("4200"))
+        try Self.validateFHIR(fhir.stdout, in: t.root)
 
         #expect(try patient(["share", "revoke", "--doctor", "drbob", "--category", "interventions"]).status == 0)
         let revoked = try doctor(["show", "alice"])

@@ -386,9 +386,14 @@ public actor PatientVault {
                     // Outcome values are a set: merge instead of choosing, so no device's readings are lost,
                     // whether the local copy is unsent or was sent but lost at the server.
                     let merged = Reconciliation.mergeOutcomes(mine, theirs)
-                    if Self.sameContent(merged, theirs) {
+                    let remoteNewer = env.header.timestamp > local.timestamp
+                    if Self.sameContent(merged, theirs) && remoteNewer {
+                        // The newer remote copy already holds everything this device had.
                         if local.pending { try LocalStore.dropOutbox(db, recordID: rid) }
                         try LocalStore.put(db, env, outbox: false, serverTimestamp: env.header.timestamp)
+                    } else if Self.sameContent(merged, mine) && !remoteNewer {
+                        // The newer local copy (e.g. re-encrypted under a new epoch) already holds everything.
+                        try LocalStore.noteServerIfNewer(db, rid, env.header.timestamp)
                     } else {
                         var header = env.header
                         header.timestamp = try clock.tick(wallClockMs: wall)

@@ -165,3 +165,34 @@ struct SyncTests {
         }
     }
 }
+
+@Suite("Client: key rotation")
+struct RotationTests {
+    @Test(arguments: Backend.allCases)
+    func revokeWithReencryptMovesEveryRecordToTheNewEpochAndOtherDevicesFollow(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let a = try world.device("a"), b = try world.device("b")
+            let (vault, password) = try await world.patient("ivy", on: a)
+            let doctor = try await world.doctor("doc", on: try world.device("d"))
+            _ = try await world.doctor("doc2", on: try world.device("d2"))
+            try await vault.addActivity(try Sample.activity("walk"))
+            try await vault.recordOutcome(activityID: "walk", occurrence: 0, value: Sample.value(1))
+            _ = try await vault.sync()
+            _ = try await vault.grant(doctor: "doc", category: "interventions")
+            _ = try await vault.grant(doctor: "doc2", category: "interventions")
+            try await world.approveAll()
+
+            _ = try await vault.revoke(doctor: "doc2", category: "interventions", reencrypt: true)
+            let epochs = try await vault.store.records().map(\.envelope.header.epoch)
+            #expect(Set(epochs) == [2], "every record was re-sealed under the new epoch")
+            // The remaining doctor got the new epoch through a patient-signed grant and still reads everything.
+            let seen = try await doctor.view(patient: "ivy")
+            #expect(seen.activities.map(\.id) == ["walk"] && seen.unreadable == 0)
+            // Another device of the patient learns the new key from the server's self-grant.
+            let other = try await b.loginPatient("ivy", password: password)
+            _ = try await other.sync()
+            #expect(try await other.activities().map(\.id) == ["walk"])
+            #expect(try await other.outcomes().first?.values.count == 1)
+        }
+    }
+}

@@ -141,9 +141,10 @@ public actor DoctorReader {
             let context = EnvelopeContext(ownerID: patient.userID, tresorID: share.tresor.id, category: share.share.category)
             for change in page.changes {
                 do { try change.envelope.verify(authorKey: patient.signingKey, expecting: context) } catch { throw ClientError.from(error) }
+                guard change.envelope.header.timestamp.physicalMs <= UInt64(Int64.max) else { throw ClientError.integrity("a record's clock is out of range") }
             }
             guard page.changes.allSatisfy({ $0.sequence > UInt64(cursor) }) else { throw ClientError.integrity("the server sent changes out of order") }
-            let next = Int64(page.changes.last?.sequence ?? UInt64(cursor))
+            guard let next = Int64(exactly: page.changes.last?.sequence ?? UInt64(cursor)) else { throw ClientError.integrity("the server sent an impossible sequence number") }
             try await cache.write { db in
                 for change in page.changes {
                     let h = change.envelope.header

@@ -47,14 +47,16 @@ extension PatientVault {
         let open = try await shares().filter { $0.doctorUsername == username.lowercased() && $0.category == category && ($0.state == .active || $0.state == .pending) }
         guard let share = open.last else { throw ClientError.notFound("no active or pending share of \(category) with \(username)") }
         let revoked: ShareInfo = try await transport.send(.POST, Routes.shareRevoke(share.shareID.uuidString), auth: try auth)
-        try await rotate(category: category, reencrypt: reencrypt)
+        guard revoked.state == .revoked, revoked.shareID == share.shareID else { throw ClientError.integrity("the server did not confirm the revocation") }
+        try await rotate(category: category, reencrypt: reencrypt, excluding: share.doctorID)
         return revoked
     }
 
     /// Starts a new epoch of `category`: declares it (self-grant), re-grants the remaining active shares,
     /// and optionally re-seals every record of the category under it.
-    public func rotate(category: String, reencrypt: Bool) async throws {
-        try await reconcileTresors()
+    public func rotate(category: String, reencrypt: Bool, excluding revokedDoctor: UUID? = nil) async throws {
+        // Pull first: re-encrypting stale local copies with fresh timestamps would undo other devices' changes.
+        _ = try await sync()
         guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
         t.rotate()
         keyring.merge(t)
@@ -65,14 +67,25 @@ extension PatientVault {
             try await reconcileTresors()
         }
         guard let current = keyring[category] else { return }
-        for share in try await shares() where share.category == category && share.state == .active {
+        for share in try await shares() where share.category == category && share.state == .active && share.doctorID != revokedDoctor {
+            // Only shares this patient signed and the admin approved get the new key: the server's list alone is not enough.
             let doctor = try await certifiedUser(username: share.doctorUsername, role: .doctor)
+            do {
+                try share.grant.verify(patient: account.certificate, adminKey: adminKey)
+                guard let approval = share.approval, share.grant.patientID == me, share.grant.memberID == doctor.userID,
+                      share.doctorID == doctor.userID, share.grant.tresorID == current.id else { throw TrustError.mismatch(what: "share", field: "parties") }
+                try approval.verifyShare(adminKey: adminKey, shareID: share.shareID, grant: share.grant)
+            } catch {
+                throw ClientError.integrity("the server lists a share of \(category) that this patient did not make or the admin did not approve")
+            }
             let g = try Grant.make(patient: account.identity, member: doctor, adminKey: adminKey, tresor: current, createdAt: Date().unixMillis,
                                    expiresAt: share.grant.expiresAt)
             let _: ShareInfo = try await transport.send(.PUT, Routes.shareGrant(share.shareID.uuidString), body: UpdateShareGrantRequest(grant: g), auth: try auth)
         }
         if reencrypt {
-            for row in try store.records(category: category) where row.envelope.header.epoch < current.currentEpoch {
+            // Only records whose local copy is the server's head: an unsent or stale copy is not rewritten.
+            for row in try store.records(category: category) where row.envelope.header.epoch < current.currentEpoch
+                && !row.pending && row.serverTimestamp == row.timestamp {
                 let record = row.deleted ? nil : try open(row)
                 try write(record, type: row.recordType, recordID: row.envelope.header.recordID, category: category)
             }

@@ -72,14 +72,17 @@ public actor PatientVault {
     /// Learns keys other devices made (from the self-grants on the server) and declares tresors and
     /// epochs the server does not know yet. When two devices made the same epoch offline, the server's
     /// keys win and this device re-seals its unsent versions under them.
-    func reconcileTresors() async throws {
+    func reconcileTresors(attempt: Int = 0) async throws {
         let list: TresorList = try await transport.send(.GET, Routes.tresors, auth: try auth)
         var byCategory: [String: TresorInfo] = [:]
         for info in list.tresors {
             do {
                 try info.selfGrant.verify(patient: account.certificate, adminKey: adminKey)
-                guard info.selfGrant.memberID == me, info.ownerID == me else { throw TrustError.mismatch(what: "self-grant", field: "member") }
-            } catch { throw ClientError.integrity("the server's self-grant for \(info.category) is not ours: \(error)") }
+                // Everything is keyed by what the patient signed, never by the server's labels.
+                guard info.selfGrant.memberID == me, info.ownerID == me, info.category == info.selfGrant.category,
+                      info.tresorID == info.selfGrant.tresorID, info.currentEpoch == info.selfGrant.epochs.last
+                else { throw TrustError.mismatch(what: "self-grant", field: "tresor, category or epoch") }
+            } catch { throw ClientError.integrity("the server's self-grant for a category is not what this account signed: \(error)") }
             let remote: Tresor
             do { remote = try info.selfGrant.openKeys(member: account.identity, patient: account.certificate, adminKey: adminKey) } catch {
                 throw ClientError.from(error)
@@ -96,8 +99,9 @@ public actor PatientVault {
             do {
                 let _: TresorInfo = try await transport.send(.PUT, Routes.tresors, body: PutTresorRequest(selfGrant: try selfGrant(t)), auth: try auth)
             } catch ClientError.conflict {
-                // Another device declared this epoch first with other keys: take theirs and try again next sync.
-                try await reconcileTresors()
+                // Another device declared this epoch first with other keys: take theirs.
+                guard attempt < 3 else { throw ClientError.temporary("the category keys keep changing on the server; sync again") }
+                try await reconcileTresors(attempt: attempt + 1)
                 return
             }
         }
@@ -105,16 +109,23 @@ public actor PatientVault {
 
     /// Replaces this device's keys of `category` by `remote`'s and re-seals the unsent versions under them.
     func reseal(category: String, adopting remote: Tresor) throws {
-        guard let local = keyring[category] else { return }
-        let pending = try store.queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT r.envelope FROM records r JOIN outbox o ON o.record_id = r.record_id WHERE r.category = ?",
-                             arguments: [category]).map { try JSONDecoder().decode(Envelope.self, from: $0["envelope"] as Data) }
+        guard let local = keyring[category], local.id == remote.id, remote.category == category else {
+            throw ClientError.integrity("refusing to adopt keys of another tresor for \(category)")
+        }
+        // Every local record of the category, not only unsent ones: a record sealed under a key that lost
+        // must not stay unreadable. A record already re-sealed (after a crash before the keyring was
+        // saved) opens with the remote keys instead.
+        let rows = try store.queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT envelope FROM records WHERE category = ?", arguments: [category])
+                .map { try JSONDecoder().decode(Envelope.self, from: $0["envelope"] as Data) }
         }
         let signing = account.identity.signing
         let cert = account.certificate
         try store.queue.write { db in
-            for env in pending {
-                let payload = try env.open(keys: local.keys, authorKey: cert.signingKey, expecting: EnvelopeContext(ownerID: env.header.ownerID))
+            for env in rows {
+                let context = EnvelopeContext(ownerID: env.header.ownerID, tresorID: remote.id, category: category)
+                if (try? env.open(keys: remote.keys, authorKey: cert.signingKey, expecting: context)) != nil { continue }
+                let payload = try env.open(keys: local.keys, authorKey: cert.signingKey, expecting: context)
                 var header = env.header
                 header.epoch = remote.currentEpoch
                 let resealed = try Envelope.seal(payload: payload, header: header, key: remote.currentKey, author: signing)

@@ -3,13 +3,17 @@ import Foundation
 /// Files and folders under the CareVault home: folders 0700, files 0600, written atomically (temporary
 /// file in the same folder, then rename) so a crash never leaves half a profile or key file.
 public enum SecureFiles {
-    /// Creates `url` and its parents with mode 0700 where missing (and tightens an existing folder).
+    /// Creates `url` and its parents with mode 0700 where missing. An existing folder is left as it is:
+    /// it may be a folder the user chose (an export into /tmp must not make /tmp private).
     public static func ensureDirectory(_ url: URL) throws {
         let fm = FileManager.default
         if !fm.fileExists(atPath: url.path) {
-            try fm.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            do {
+                try fm.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw ClientError.localState("cannot create the folder \(url.path)")
+            }
         }
-        try fm.setAttributes([.posixPermissions: 0o700], ofItemAtPath: url.path)
     }
 
     /// Writes `data` to `url` with mode 0600, atomically.

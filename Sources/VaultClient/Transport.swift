@@ -36,6 +36,11 @@ public final class Transport: Sendable {
         guard let url = URL(string: baseURL), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw ClientError.invalidRequest("server URL must look like http://host:port, got '\(baseURL)'")
         }
+        // The login key and session tokens must not cross a network in clear: plain http is for loopback only.
+        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host ?? "")
+        if scheme == "http", !loopback, ProcessInfo.processInfo.environment["CAREVAULT_ALLOW_INSECURE_HTTP"] != "1" {
+            throw ClientError.invalidRequest("refusing plain http to \(url.host ?? "?"): use https (or set CAREVAULT_ALLOW_INSECURE_HTTP=1 on a trusted network)")
+        }
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.maxAttempts = max(1, maxAttempts)
         self.baseDelayMs = baseDelayMs

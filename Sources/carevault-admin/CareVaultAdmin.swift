@@ -71,7 +71,8 @@ struct AdminSession {
     }
 
     static func describe(_ s: PendingShare) -> String {
-        let until = s.share.expiresAt.map { " until \(Output.date(millis: $0))" } ?? ""
+        // The signed grant's expiry, not the server's copy of it.
+        let until = s.share.grant.expiresAt.map { " until \(Output.date(millis: $0))" } ?? " with no end date"
         return "share \(s.share.shareID.uuidString.lowercased()): \(s.doctor.username) may read \(s.patient.username)'s \(s.share.category)\(until)"
     }
 

@@ -50,6 +50,9 @@ func syncAfterChange(_ vault: PatientVault, offline: Bool, json: Bool) async thr
     let summary = try await vault.sync(progress: progress.syncCallback)
     progress.finish()
     report(summary, json: false, quiet: json)
+    if !summary.rejected.isEmpty {
+        throw CLIError("the change was saved here but the server refused it", hint: "see the warning above (a device clock far ahead is the usual cause)")
+    }
 }
 
 func report(_ s: SyncSummary, json: Bool, quiet: Bool = false) {

@@ -3,7 +3,7 @@ import Testing
 import VaultAPI
 import VaultCore
 import VaultCrypto
-import VaultServer
+@testable import VaultServer
 import VaultTestSupport
 @testable import VaultClient
 
@@ -146,6 +146,70 @@ struct MaliciousServerTests {
                 #expect(throws: EnvelopeError.missingEpochKey(env.header.epoch)) {
                     try env.open(keys: oldKeys, authorKey: vault.account.certificate.signingKey, expecting: EnvelopeContext(ownerID: owner))
                 }
+            }
+        }
+    }
+}
+
+@Suite("Client: a hostile server cannot redirect keys")
+struct KeyRedirectionTests {
+    @Test(arguments: Backend.allCases)
+    func aSelfGrantRelabelledAsAnotherCategoryIsRefused(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (vault, _) = try await world.patient("pat", on: try world.device("p"))
+            try await vault.addActivity(try Sample.activity("walk"))
+            try await vault.addActivity(try Sample.activity("mood", category: "assessments"))
+            _ = try await vault.sync()
+            let before = try await vault.activities().count
+            // Swap the category labels of the two tresor rows.
+            try await world.repository.attackerExecutes("UPDATE tresors SET category = 'tmp' WHERE category = 'interventions'")
+            try await world.repository.attackerExecutes("UPDATE tresors SET category = 'interventions' WHERE category = 'assessments'")
+            try await world.repository.attackerExecutes("UPDATE tresors SET category = 'assessments' WHERE category = 'tmp'")
+            do {
+                _ = try await vault.sync()
+                Issue.record("a relabelled self-grant was accepted")
+            } catch let e as ClientError {
+                if case .integrity = e {} else { Issue.record("expected an integrity error, got \(e)") }
+            }
+            #expect(try await vault.activities().count == before, "every record still opens with the keys the device had")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func rotationGrantsNothingToAShareTheAdminNeverApproved(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (vault, _) = try await world.patient("pat", on: try world.device("p"))
+            _ = try await world.doctor("doc", on: try world.device("d"))
+            try await vault.addActivity(try Sample.activity("walk"))
+            _ = try await vault.sync()
+            let share = try await vault.grant(doctor: "doc", category: "interventions")
+            // The server pretends the pending share is active.
+            try await world.repository.attackerExecutes("UPDATE shares SET state = 'active'")
+            await #expect(throws: ClientError.self) { try await vault.rotate(category: "interventions", reencrypt: false) }
+            #expect(try await world.repository.share(id: share.shareID)?.latestGrant == nil, "no new key was sealed to the doctor")
+        }
+    }
+
+    @Test func aSecondDeclarationOfOneEpochWithOtherKeysIsAConflict() async throws {
+        try await TestDatabase.with(.sqlite) { repo in
+            let admin = SigningKeyPair.generate()
+            let id = Identity.generate()
+            let cert = try Certificate.issue(userID: id.userID, username: "pat", role: .patient, signingKey: id.signing.publicKey,
+                                             boxKey: id.box.publicKey, issuedAt: 1, adminKey: admin)
+            let reg = try RegistrationRequest.make(identity: id, username: "pat", role: .patient,
+                                                   passwordKeys: try PasswordKeys.derive(password: "pw", salt: .random(), parameters: .interactive),
+                                                   kdf: .interactive, salt: .random(), requestedAt: 1)
+            try await repo.insertUser(UserRow(id: id.userID, username: "pat", role: .patient, status: .active, registration: reg, certificate: cert,
+                                              approval: nil, rejectReason: nil, createdAt: 1, updatedAt: 1), audit: AuditEvent(actor: "t", action: "t"))
+            func row(_ t: Tresor) throws -> TresorRow {
+                TresorRow(id: t.id, ownerID: id.userID, category: t.category, currentEpoch: t.currentEpoch,
+                          selfGrant: try Grant.make(patient: id, member: cert, adminKey: admin.publicKey, tresor: t, createdAt: 1), updatedAt: 1)
+            }
+            let first = try row(Tresor.create(ownerID: id.userID, category: "interventions"))
+            _ = try await repo.upsertTresor(first, audit: AuditEvent(actor: "t", action: "t"))
+            _ = try await repo.upsertTresor(first, audit: AuditEvent(actor: "t", action: "t"))
+            await #expect(throws: RepositoryError.self) {
+                _ = try await repo.upsertTresor(try row(Tresor.create(ownerID: id.userID, category: "interventions")), audit: AuditEvent(actor: "t", action: "t"))
             }
         }
     }

@@ -67,3 +67,24 @@ struct ProfileAndAdherenceTests {
         #expect(rows[0].days.map(\.completed) == [2, 0, 1])
     }
 }
+
+@Suite("Client: files written where the user chose")
+struct SecureFilesTests {
+    @Test func writingIntoAnExistingFolderLeavesItsModeAlone() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try SecureFiles.write(Data("x".utf8), to: dir.appendingPathComponent("export.json"))
+        #expect(SecureFiles.permissions(dir) == 0o755, "an export must not make the user's folder private")
+        #expect(SecureFiles.permissions(dir.appendingPathComponent("export.json")) == 0o600)
+        let fresh = dir.appendingPathComponent("new/deeper")
+        try SecureFiles.write(Data("y".utf8), to: fresh.appendingPathComponent("f"))
+        #expect(SecureFiles.permissions(fresh) == 0o700, "folders CareVault creates are private")
+    }
+
+    @Test func plainHTTPIsRefusedBeyondLoopback() throws {
+        #expect(throws: ClientError.self) { try Transport(baseURL: "http://vault.example.org:8080") }
+        _ = try Transport(baseURL: "http://127.0.0.1:8080")
+        _ = try Transport(baseURL: "https://vault.example.org")
+    }
+}

@@ -318,7 +318,11 @@ public final class PostgresRepository: VaultRepository {
                         throw RepositoryError.conflict("tresor belongs to another owner or category")
                     }
                     guard t.currentEpoch >= existing.currentEpoch else { throw RepositoryError.conflict("tresor is already at epoch \(existing.currentEpoch)") }
-                    if t.currentEpoch == existing.currentEpoch && t.selfGrant == existing.selfGrant { return existing }
+                    if t.currentEpoch == existing.currentEpoch {
+                    // Another device declared this epoch already: with other keys that is a conflict the client resolves.
+                    guard t.selfGrant == existing.selfGrant else { throw RepositoryError.conflict("tresor epoch \(t.currentEpoch) is already declared with other keys") }
+                    return existing
+                }
                     try await conn.query("""
                         UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt) WHERE id = \(t.id)
                         """, logger: self.logger)

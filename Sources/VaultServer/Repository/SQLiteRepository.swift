@@ -269,7 +269,11 @@ public final class SQLiteRepository: VaultRepository {
                 guard t.currentEpoch >= existing.currentEpoch else {
                     throw RepositoryError.conflict("tresor is already at epoch \(existing.currentEpoch)")
                 }
-                if t.currentEpoch == existing.currentEpoch && t.selfGrant == existing.selfGrant { return existing }
+                if t.currentEpoch == existing.currentEpoch {
+                    // Another device declared this epoch already: with other keys that is a conflict the client resolves.
+                    guard t.selfGrant == existing.selfGrant else { throw RepositoryError.conflict("tresor epoch \(t.currentEpoch) is already declared with other keys") }
+                    return existing
+                }
                 try db.execute(sql: "UPDATE tresors SET current_epoch = ?, self_grant = ?, updated_at = ? WHERE id = ?",
                                arguments: [Int64(t.currentEpoch), grant, t.updatedAt, Self.id(t.id)])
             } else {

@@ -15,9 +15,22 @@ public enum Output {
         print(String(decoding: try encoder.encode(value), as: UTF8.self))
     }
 
+    /// Text from other people (titles, notes, values) made safe for a terminal: control characters,
+    /// escape sequences among them, become U+FFFD so a record cannot redraw or recolour the screen.
+    public static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }))
+    }
+
+    /// A CSV cell, quoted, with formula prefixes neutralised so a spreadsheet does not execute a value.
+    public static func csvCell(_ text: String) -> String {
+        let guarded = ["=", "+", "-", "@"].contains(where: { text.hasPrefix($0) }) && Double(text) == nil ? "'" + text : text
+        return "\"" + guarded.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
     /// Prints an aligned table; an empty table prints `empty` instead.
     public static func table(_ headers: [String], _ rows: [[String]], empty: String = "(none)") {
         guard !rows.isEmpty else { print(empty); return }
+        let rows = rows.map { $0.map(printable) }
         var widths = headers.map(\.count)
         for row in rows { for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) } }
         func line(_ cells: [String]) -> String {

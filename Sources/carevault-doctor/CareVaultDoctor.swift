@@ -173,7 +173,7 @@ struct Export: AsyncParsableCommand {
             var lines = ["activity_id,activity_title,category,occurrence,scheduled,value,units,recorded,note"]
             let byID = Dictionary(view.activities.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             let iso = ISO8601DateFormatter()
-            func q(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+            func q(_ s: String) -> String { Output.csvCell(s) }
             for o in view.outcomes {
                 for v in o.liveValues {
                     let a = byID[o.activityID]

@@ -15,7 +15,13 @@ public struct CanonicalWriter: Sendable {
 
     /// Starts a statement with its domain-separation label.
     public init(domain: String) {
-        bytes.reserveCapacity(256)
+        self.init(domain: domain, capacity: 256)
+    }
+
+    /// Starts a statement, reserving room for about `capacity` bytes (large statements are then written
+    /// without reallocating).
+    public init(domain: String, capacity: Int) {
+        bytes.reserveCapacity(max(capacity, domain.utf8.count + 4))
         append(domain)
     }
 

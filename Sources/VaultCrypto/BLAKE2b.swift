@@ -40,27 +40,35 @@ public enum BLAKE2b {
 
 /// ISO/IEC 7816-4 padding (`sodium_pad` / `sodium_unpad`), hiding exact lengths inside a block size.
 public enum Padding {
-    /// Pads `bytes` to the next multiple of `blockSize` (always adding at least one byte).
-    public static func pad(_ bytes: [UInt8], blockSize: Int) throws(CryptoError) -> [UInt8] {
+    /// Pads `bytes` to the next multiple of `blockSize` (always adding at least one byte). The work of
+    /// `sodium_pad` is constant-time over one block, so the block size is what it costs, not the length.
+    public static func pad(_ bytes: consuming [UInt8], blockSize: Int) throws(CryptoError) -> [UInt8] {
         Sodium.ensureInitialized()
         guard blockSize > 0 else { throw .lengthOutOfRange(what: "padding block size", min: 1, max: Int.max, actual: blockSize) }
-        let (quotient, overflow) = (bytes.count / blockSize + 1).multipliedReportingOverflow(by: blockSize)
+        let unpaddedLength = bytes.count
+        let (quotient, overflow) = (unpaddedLength / blockSize + 1).multipliedReportingOverflow(by: blockSize)
         guard !overflow else { throw .invalidPadding }
-        var buffer = bytes + [UInt8](repeating: 0, count: quotient - bytes.count)
+        // Grows the caller's array in place when it is not shared (one allocation, no extra copy).
+        var buffer = bytes
+        buffer.append(contentsOf: repeatElement(0, count: quotient - unpaddedLength))
         var paddedLength = 0
-        let rc = sodium_pad(&paddedLength, &buffer, bytes.count, blockSize, buffer.count)
-        guard rc == 0 else { throw .invalidPadding }
-        return Array(buffer.prefix(paddedLength))
+        let rc = sodium_pad(&paddedLength, &buffer, unpaddedLength, blockSize, buffer.count)
+        guard rc == 0, paddedLength <= buffer.count else { throw .invalidPadding }
+        buffer.removeLast(buffer.count - paddedLength)
+        return buffer
     }
 
     /// Removes padding added by `pad` with the same block size; throws `CryptoError.invalidPadding`
-    /// when the padding is malformed.
-    public static func unpad(_ bytes: [UInt8], blockSize: Int) throws(CryptoError) -> [UInt8] {
+    /// when the padding is malformed. Only the last `blockSize` bytes are examined (in constant time).
+    public static func unpad(_ bytes: consuming [UInt8], blockSize: Int) throws(CryptoError) -> [UInt8] {
         Sodium.ensureInitialized()
         guard blockSize > 0, !bytes.isEmpty, bytes.count % blockSize == 0 else { throw .invalidPadding }
         var unpaddedLength = 0
         let rc = sodium_unpad(&unpaddedLength, bytes, bytes.count, blockSize)
-        guard rc == 0 else { throw .invalidPadding }
-        return Array(bytes.prefix(unpaddedLength))
+        guard rc == 0, unpaddedLength <= bytes.count else { throw .invalidPadding }
+        // Truncates in place when the caller's array is not shared.
+        var buffer = bytes
+        buffer.removeLast(buffer.count - unpaddedLength)
+        return buffer
     }
 }

@@ -45,14 +45,18 @@ public enum AEAD {
     /// Encrypts `plaintext` under `key` and `nonce`, authenticating `associatedData` as well.
     public static func seal(_ plaintext: [UInt8], key: SymmetricKey, nonce: AEADNonce, associatedData: [UInt8] = []) -> [UInt8] {
         Sodium.ensureInitialized()
-        var out = [UInt8](repeating: 0, count: plaintext.count + tagByteCount)
-        var outLen: UInt64 = 0
-        key.secret.withUnsafeBytes { k in
-            _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
-                &out, &outLen, plaintext, UInt64(plaintext.count), associatedData, UInt64(associatedData.count),
-                nil, nonce.bytes, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        // libsodium writes every byte of the output, so it is not zero-filled first. (The buffer handed
+        // to the closure may be larger than asked for: only `count` bytes are written and kept.)
+        let count = plaintext.count + tagByteCount
+        return [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+            var outLen: UInt64 = 0
+            key.secret.withUnsafeBytes { k in
+                _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+                    out.baseAddress!, &outLen, plaintext, UInt64(plaintext.count), associatedData, UInt64(associatedData.count),
+                    nil, nonce.bytes, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+            initialized = count
         }
-        return out
     }
 
     /// Decrypts and verifies. Throws `CryptoError.authenticationFailed` if the key, nonce, associated
@@ -62,12 +66,21 @@ public enum AEAD {
         guard ciphertext.count >= tagByteCount else {
             throw CryptoError.lengthOutOfRange(what: "AEAD ciphertext", min: tagByteCount, max: Int.max, actual: ciphertext.count)
         }
-        var out = [UInt8](repeating: 0, count: ciphertext.count - tagByteCount)
-        var outLen: UInt64 = 0
-        let rc = key.secret.withUnsafeBytes { k in
-            crypto_aead_xchacha20poly1305_ietf_decrypt(
-                &out, &outLen, nil, ciphertext, UInt64(ciphertext.count), associatedData, UInt64(associatedData.count),
-                nonce.bytes, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        var rc: Int32 = -1
+        // Not zero-filled first: libsodium writes every byte on success, and on failure the buffer is
+        // zeroed here before it is dropped, so unauthenticated bytes never escape. One spare byte keeps
+        // the pointer valid for an empty plaintext (the tag is still checked).
+        let count = ciphertext.count - tagByteCount
+        let out = [UInt8](unsafeUninitializedCapacity: count + 1) { out, initialized in
+            let base = out.baseAddress!
+            var outLen: UInt64 = 0
+            rc = key.secret.withUnsafeBytes { k in
+                crypto_aead_xchacha20poly1305_ietf_decrypt(
+                    base, &outLen, nil, ciphertext, UInt64(ciphertext.count), associatedData, UInt64(associatedData.count),
+                    nonce.bytes, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+            if rc != 0 { sodium_memzero(base, count) }
+            initialized = count
         }
         guard rc == 0 else { throw CryptoError.authenticationFailed }
         return out

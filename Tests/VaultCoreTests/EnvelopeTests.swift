@@ -166,6 +166,44 @@ struct EnvelopeTests {
         }
     }
 
+    @Test func paddingWithTheBucketStepGivesTheWholeBucketPadding() throws {
+        // The documented format is ISO/IEC 7816-4 padding to the whole bucket; the code pads with the
+        // bucket's Padmé step as block size. The plaintext bytes must be the same, at every bucket edge.
+        let f = try EnvelopeFixture()
+        var lengths = Set([0, 1, 254, 255, 256, 479, 480, 1_000, 16_000, 16_383, 16_384, 70_000])
+        var n = 256
+        while n < 200_000 {
+            let b = Envelope.bucket(forPayloadLength: n)
+            lengths.formUnion([b - 2, b - 1, b, b + 1])
+            n = b + 1
+        }
+        for length in lengths.sorted() {
+            let payload = [UInt8](repeating: 0x41, count: length)
+            let e = try Envelope.seal(payload: payload, header: f.header, key: f.tresor.currentKey, author: f.patient.signing)
+            let plain = try AEAD.open(e.ciphertext, key: f.tresor.currentKey, nonce: e.nonce, associatedData: f.header.associatedData())
+            let bucket = Envelope.bucket(forPayloadLength: length)
+            #expect(plain == (try Padding.pad(payload, blockSize: bucket)), "payload of \(length) bytes")
+            #expect(bucket % Envelope.paddingBlock(forBucket: bucket) == 0)
+            #expect(try f.open(e) == payload)
+        }
+    }
+
+    @Test func aMarkerBeforeTheLastStepIsRejected() throws {
+        // 0x80 placed one byte before the bucket's last step: a well-formed 7816-4 padding of a 16 KiB
+        // bucket, but of a payload that maps to a smaller bucket, so the reader must refuse it.
+        let f = try EnvelopeFixture()
+        let bucket = 16_384, step = Envelope.paddingBlock(forBucket: bucket)
+        #expect(step == 1_024)
+        let short = [UInt8](repeating: 0x41, count: bucket - step - 1)
+        #expect(Envelope.bucket(forPayloadLength: short.count) < bucket)
+        var e = f.envelope
+        e.nonce = .random()
+        e.ciphertext = AEAD.seal(try Padding.pad(short, blockSize: bucket), key: f.tresor.currentKey, nonce: e.nonce, associatedData: f.header.associatedData())
+        #expect(e.ciphertext.count == bucket + AEAD.tagByteCount)
+        e.signature = f.patient.signing.sign(e.signedBytes)
+        #expect(throws: EnvelopeError.invalidPadding) { try f.open(e) }
+    }
+
     @Test func versionIdsAreStableAndUnique() throws {
         let f = try EnvelopeFixture()
         #expect(f.envelope.versionID == f.envelope.versionID)
@@ -185,6 +223,37 @@ struct EnvelopeTests {
 
 @Suite("Care records through the envelope")
 struct CareRecordEnvelopeTests {
+    @Test func openingWhatWasVerifiedEarlierStillCatchesTamperingAndSwaps() throws {
+        // The doctor's cache reads without a second signature check: the AEAD must still refuse a changed
+        // byte, a changed header field, a record moved to another id, and the wrong context.
+        let f = try EnvelopeFixture()
+        let start = Date(unixMillis: 1_767_000_000_000)
+        let schedule = try Schedule.dailyAtTimes(start: start, end: nil, times: [DateComponents(hour: 8, minute: 0)], timeZone: TimeZone(identifier: "UTC")!)
+        let walk = try Activity(id: "walk", title: "Walk", category: "interventions", schedule: schedule, createdAt: start)
+        let env = try Envelope.seal(record: .activity(walk), type: .activity, header: f.header, key: f.tresor.currentKey, author: f.patient.signing)
+        #expect(try env.openRecordVerifiedEarlier(keys: f.tresor.keys, expecting: f.context).record == .activity(walk))
+
+        for i in [0, env.ciphertext.count / 2, env.ciphertext.count - 1] {
+            var flipped = env
+            flipped.ciphertext[i] ^= 0x01
+            #expect(throws: EnvelopeError.decryptionFailed) { try flipped.openRecordVerifiedEarlier(keys: f.tresor.keys, expecting: f.context) }
+        }
+        var moved = env
+        moved.header.recordID = RecordID.make(type: .activity, activityID: "other", occurrence: nil, key: f.patient.recordIDKey)
+        #expect(throws: EnvelopeError.decryptionFailed) { try moved.openRecordVerifiedEarlier(keys: f.tresor.keys, expecting: f.context) }
+        var flippedDelete = env
+        flippedDelete.header.deleted = true
+        #expect(throws: EnvelopeError.self) { try flippedDelete.openRecordVerifiedEarlier(keys: f.tresor.keys, expecting: f.context) }
+        var otherNonce = env
+        otherNonce.nonce = .random()
+        #expect(throws: EnvelopeError.decryptionFailed) { try otherNonce.openRecordVerifiedEarlier(keys: f.tresor.keys, expecting: f.context) }
+
+        let elsewhere = EnvelopeContext(ownerID: UUID(), tresorID: f.tresor.id, category: f.tresor.category)
+        #expect(throws: EnvelopeError.wrongContext(field: "owner")) { try env.openRecordVerifiedEarlier(keys: f.tresor.keys, expecting: elsewhere) }
+        let otherTresor = Tresor.create(ownerID: f.patient.userID, category: "interventions")
+        #expect(throws: EnvelopeError.decryptionFailed) { try env.openRecordVerifiedEarlier(keys: otherTresor.keys, expecting: f.context) }
+    }
+
     @Test func activitiesOutcomesAndTombstonesRoundTrip() throws {
         let f = try EnvelopeFixture()
         let start = Date(unixMillis: 1_767_000_000_000)

@@ -25,6 +25,27 @@ struct AEADTests {
         #expect(throws: CryptoError.self) { try AEAD.open([1, 2, 3], key: key, nonce: nonce) }
     }
 
+    @Test func anEmptyPlaintextStillHasItsTagChecked() throws {
+        // Output buffers are not zero-filled first; the empty case must still run the tag check.
+        let key = SymmetricKey.generate(), nonce = AEADNonce.random()
+        let sealed = AEAD.seal([], key: key, nonce: nonce, associatedData: [4, 5])
+        #expect(sealed.count == AEAD.tagByteCount)
+        #expect(try AEAD.open(sealed, key: key, nonce: nonce, associatedData: [4, 5]) == [])
+        for i in sealed.indices {
+            var tampered = sealed
+            tampered[i] ^= 0x80
+            #expect(throws: CryptoError.authenticationFailed) { try AEAD.open(tampered, key: key, nonce: nonce, associatedData: [4, 5]) }
+        }
+        #expect(throws: CryptoError.authenticationFailed) { try AEAD.open(sealed, key: key, nonce: nonce, associatedData: [4]) }
+        // Sizes around allocation-class edges round-trip exactly (no stray capacity bytes).
+        for n in [1, 15, 16, 17, 255, 256, 4_095, 4_096, 65_537] {
+            let plain = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            let c = AEAD.seal(plain, key: key, nonce: nonce)
+            #expect(c.count == n + AEAD.tagByteCount)
+            #expect(try AEAD.open(c, key: key, nonce: nonce) == plain)
+        }
+    }
+
     @Test func lengthsAreCheckedAtConstruction() {
         #expect(throws: CryptoError.invalidLength(what: "symmetric key", expected: 32, actual: 31)) { try SymmetricKey(bytes: [UInt8](repeating: 0, count: 31)) }
         #expect(throws: CryptoError.invalidLength(what: AEADNonce.kindName, expected: 24, actual: 12)) { try AEADNonce(bytes: [UInt8](repeating: 0, count: 12)) }

@@ -69,7 +69,25 @@ extension Envelope {
 
     /// Runs every check of §4.4 and returns the record. `keys` are the tresor's epoch keys the reader holds.
     public func openRecord(keys: [UInt32: SymmetricKey], authorKey: SigningPublicKey, expecting context: EnvelopeContext) throws(EnvelopeError) -> OpenedRecord {
-        let payload = try RecordPayload.decode(open(keys: keys, authorKey: authorKey, expecting: context))
+        try record(from: open(keys: keys, authorKey: authorKey, expecting: context))
+    }
+
+    /// Every check of §4.4 but the author's signature, for an envelope whose signature this reader
+    /// verified before keeping it in storage that only this reader writes (the doctor's cache). The
+    /// AEAD still authenticates the header and ciphertext under the epoch key, so a changed byte, or a
+    /// record moved to another id, owner, tresor or epoch, still fails (`decryptionFailed`).
+    public func openRecordVerifiedEarlier(keys: [UInt32: SymmetricKey], expecting context: EnvelopeContext) throws(EnvelopeError) -> OpenedRecord {
+        try header.validateStructure()
+        guard header.ownerID == context.ownerID else { throw .wrongContext(field: "owner") }
+        if let t = context.tresorID, t != header.tresorID { throw .wrongContext(field: "tresor") }
+        if let c = context.category, c != header.category { throw .wrongContext(field: "category") }
+        guard let key = keys[header.epoch] else { throw .missingEpochKey(header.epoch) }
+        return try record(from: decrypt(key: key))
+    }
+
+    /// §4.4 step 6 and 7: the payload parsed and checked against the header.
+    private func record(from bytes: [UInt8]) throws(EnvelopeError) -> OpenedRecord {
+        let payload = try RecordPayload.decode(bytes)
         guard payload.type == header.recordType else { throw .payloadMismatch("record type") }
         let record: CareRecord?
         switch (payload.activity, payload.outcome) {

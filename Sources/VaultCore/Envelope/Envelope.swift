@@ -44,6 +44,18 @@ public struct Envelope: Codable, Sendable, Hashable {
         max(minimumBucket, padme(length + 1))
     }
 
+    /// The block size handed to `sodium_pad` / `sodium_unpad` for a bucket of `n` bytes: the bucket
+    /// itself for the minimum bucket, else the bucket's Padmé step 2^(E−S) (E = ⌊log2 n⌋, S = ⌊log2 E⌋ + 1).
+    /// Padmé puts the end of every payload of that bucket within its last step, so padding to the next
+    /// multiple of the step gives exactly the bucket, and the constant-time scan covers one step, not
+    /// the whole bucket (Docs/envelope-v1.md §4.2). The padded bytes are the same either way.
+    static func paddingBlock(forBucket n: Int) -> Int {
+        guard n > minimumBucket else { return n }
+        let e = Int.bitWidth - 1 - n.leadingZeroBitCount
+        let s = Int.bitWidth - 1 - e.leadingZeroBitCount + 1
+        return 1 << (e - s)
+    }
+
     /// Padmé (Nikitin et al., PETS 2019): rounds `length` up so that only its top ⌊log2 E⌋ + 1 bits can
     /// be non-zero, where E = ⌊log2 length⌋. Its outputs are its own fixed points.
     public static func padme(_ length: Int) -> Int {
@@ -62,7 +74,8 @@ public struct Envelope: Codable, Sendable, Hashable {
         try header.validateStructure()
         let bucket = bucket(forPayloadLength: payload.count)
         let padded: [UInt8]
-        do { padded = try Padding.pad(payload, blockSize: bucket) } catch { throw .invalidPadding }
+        do { padded = try Padding.pad(payload, blockSize: paddingBlock(forBucket: bucket)) } catch { throw .invalidPadding }
+        guard padded.count == bucket else { throw .invalidPadding }
         let nonce = AEADNonce.random()
         let ad = header.associatedData()
         let ciphertext = AEAD.seal(padded, key: key, nonce: nonce, associatedData: ad)
@@ -71,7 +84,7 @@ public struct Envelope: Codable, Sendable, Hashable {
     }
 
     static func signedBytes(associatedData ad: [UInt8], nonce: AEADNonce, ciphertext: [UInt8]) -> [UInt8] {
-        var w = CanonicalWriter(domain: "CareVault-envelope-sig-v1")
+        var w = CanonicalWriter(domain: "CareVault-envelope-sig-v1", capacity: 64 + ad.count + AEADNonce.byteCount + ciphertext.count)
         w.append(ad); w.append(nonce); w.append(ciphertext)
         return w.bytes
     }
@@ -81,8 +94,9 @@ public struct Envelope: Codable, Sendable, Hashable {
 
     /// The version id (§4.3): the same envelope always has the same id, so pushes are idempotent.
     public var versionID: String {
-        var w = CanonicalWriter(domain: "CareVault-envelope-id-v1")
-        w.append(header.associatedData()); w.append(nonce); w.append(ciphertext); w.append(signature)
+        let ad = header.associatedData()
+        var w = CanonicalWriter(domain: "CareVault-envelope-id-v1", capacity: 128 + ad.count + AEADNonce.byteCount + ciphertext.count)
+        w.append(ad); w.append(nonce); w.append(ciphertext); w.append(signature)
         return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 
@@ -114,7 +128,7 @@ public struct Envelope: Codable, Sendable, Hashable {
         let n = padded.count
         guard n >= Self.minimumBucket, Self.padme(n) == n else { throw .invalidPadding }
         let payload: [UInt8]
-        do { payload = try Padding.unpad(padded, blockSize: n) } catch { throw .invalidPadding }
+        do { payload = try Padding.unpad(padded, blockSize: Self.paddingBlock(forBucket: n)) } catch { throw .invalidPadding }
         guard Self.bucket(forPayloadLength: payload.count) == n else { throw .invalidPadding }
         return payload
     }

@@ -139,27 +139,31 @@ public actor DoctorReader {
             let page: PullResponse = try await transport.send(
                 .GET, Routes.records + "?owner=\(owner)&tresor=\(tresorID)&since=\(cursor)&limit=\(SyncPolicy.pullPage)", auth: try auth)
             let context = EnvelopeContext(ownerID: patient.userID, tresorID: share.tresor.id, category: share.share.category)
-            for change in page.changes {
-                do { try change.envelope.verify(authorKey: patient.signingKey, expecting: context) } catch { throw ClientError.from(error) }
+            let signingKey = patient.signingKey
+            // Every signature checked (on every core) before anything is stored; each envelope's JSON for the cache on the way.
+            let stored: [Data] = try await Parallel.map(page.changes) { change in
+                do { try change.envelope.verify(authorKey: signingKey, expecting: context) } catch { throw ClientError.from(error) }
                 guard change.envelope.header.timestamp.physicalMs <= UInt64(Int64.max) else { throw ClientError.integrity("a record's clock is out of range") }
+                return try LocalStore.encoder.encode(change.envelope)
             }
             guard page.changes.allSatisfy({ $0.sequence > UInt64(cursor) }) else { throw ClientError.integrity("the server sent changes out of order") }
             guard let next = Int64(exactly: page.changes.last?.sequence ?? UInt64(cursor)) else { throw ClientError.integrity("the server sent an impossible sequence number") }
             try await cache.write { db in
-                for change in page.changes {
+                let readHead = try db.cachedStatement(sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM shared_records WHERE owner_id = ? AND record_id = ?")
+                let upsert = try db.cachedStatement(sql: """
+                    INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, hlc_physical = excluded.hlc_physical,
+                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
+                    """)
+                for (change, json) in zip(page.changes, stored) {
                     let h = change.envelope.header
-                    if let row = try Row.fetchOne(db, sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM shared_records WHERE owner_id = ? AND record_id = ?",
-                                                  arguments: [owner, h.recordID.hex]) {
+                    if let row = try Row.fetchOne(readHead, arguments: [owner, h.recordID.hex]) {
                         let held = HLCTimestamp(physicalMs: UInt64(row[0] as Int64), counter: UInt32(row[1] as Int64), deviceID: row[2])
                         if h.timestamp < held { throw ClientError.integrity("the server replayed an older version of a record") }
                     }
-                    try db.execute(sql: """
-                        INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, hlc_physical = excluded.hlc_physical,
-                            hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
-                        """, arguments: [owner, h.recordID.hex, tresorID, Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID,
-                                         h.deleted, try LocalStore.encoder.encode(change.envelope)])
+                    try upsert.execute(arguments: [owner, h.recordID.hex, tresorID, Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID,
+                                                   h.deleted, json])
                 }
                 try db.execute(sql: "INSERT INTO cursors (owner_id, tresor_id, cursor) VALUES (?, ?, ?) ON CONFLICT (owner_id, tresor_id) DO UPDATE SET cursor = excluded.cursor",
                                arguments: [owner, tresorID, next])
@@ -181,20 +185,29 @@ public actor DoctorReader {
         var view = PatientView(patient: cert, categories: chosen.map(\.share.category).sorted(), activities: [], outcomes: [], unreadable: 0)
         for share in chosen {
             _ = try await refresh(cert, share, progress: progress)
-            let envelopes = try await cache.read { db in
-                try Row.fetchAll(db, sql: "SELECT envelope FROM shared_records WHERE owner_id = ? AND tresor_id = ? AND deleted = 0",
-                                 arguments: [cert.userID.uuidString, share.tresor.id.uuidString]).map { try JSONDecoder().decode(Envelope.self, from: $0[0] as Data) }
+            let stored = try await cache.read { db in
+                try Data.fetchAll(db, sql: "SELECT envelope FROM shared_records WHERE owner_id = ? AND tresor_id = ? AND deleted = 0",
+                                  arguments: [cert.userID.uuidString, share.tresor.id.uuidString])
             }
             let context = EnvelopeContext(ownerID: cert.userID, tresorID: share.tresor.id, category: share.share.category)
-            for env in envelopes {
-                guard share.tresor.keys[env.header.epoch] != nil else { view.unreadable += 1; continue }
-                do {
-                    switch try env.openRecord(keys: share.tresor.keys, authorKey: cert.signingKey, expecting: context).record {
-                    case let .activity(a)?: view.activities.append(a)
-                    case let .outcome(o)?: view.outcomes.append(o)
-                    case nil: break
-                    }
-                } catch { throw ClientError.from(error) }
+            let keys = share.tresor.keys
+            // Decrypted on every core. Signatures were checked before the envelopes entered the cache (refresh);
+            // here the AEAD authenticates each header and ciphertext under the epoch key.
+            let opened: [CareRecord??] = try await Parallel.map(stored) { json in
+                let env: Envelope
+                do { env = try LocalStore.decoder.decode(Envelope.self, from: json) } catch {
+                    throw ClientError.integrity("the local cache holds an unreadable envelope")
+                }
+                guard keys[env.header.epoch] != nil else { return .none }
+                do { return .some(try env.openRecordVerifiedEarlier(keys: keys, expecting: context).record) } catch { throw ClientError.from(error) }
+            }
+            for record in opened {
+                switch record {
+                case nil: view.unreadable += 1
+                case let .activity(a)??: view.activities.append(a)
+                case let .outcome(o)??: view.outcomes.append(o)
+                case .some(nil): break
+                }
             }
         }
         view.activities.sort { $0.id < $1.id }

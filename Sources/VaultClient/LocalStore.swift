@@ -21,6 +21,8 @@ struct LocalRecordRow: Sendable {
 final class LocalStore: Sendable {
     let queue: DatabaseQueue
     static let encoder: JSONEncoder = { let e = JSONEncoder(); e.outputFormatting = [.sortedKeys]; return e }()
+    /// Shared: a decoder is configured once and never changed, so decoding from several threads is safe.
+    static let decoder = JSONDecoder()
 
     init(url: URL) throws {
         try SecureFiles.ensureDirectory(url.deletingLastPathComponent())
@@ -68,7 +70,7 @@ final class LocalStore: Sendable {
     // MARK: Rows
 
     static func row(_ r: Row) throws -> LocalRecordRow {
-        let env = try JSONDecoder().decode(Envelope.self, from: r["envelope"] as Data)
+        let env = try decoder.decode(Envelope.self, from: r["envelope"] as Data)
         var server: HLCTimestamp?
         if let p = r["server_physical"] as Int64?, let c = r["server_counter"] as Int64?, let d = r["server_device"] as String? {
             server = HLCTimestamp(physicalMs: UInt64(p), counter: UInt32(c), deviceID: d)
@@ -101,43 +103,61 @@ final class LocalStore: Sendable {
     static func put(_ db: Database, _ env: Envelope, outbox: Bool, serverTimestamp: HLCTimestamp? = nil) throws {
         let h = env.header
         let json = try encoder.encode(env)
-        try db.execute(sql: """
+        // Cached statements: compiled once per connection, not once per record.
+        try db.cachedStatement(sql: """
             INSERT INTO records (record_id, record_type, tresor_id, category, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (record_id) DO UPDATE SET record_type = excluded.record_type, tresor_id = excluded.tresor_id,
                 category = excluded.category, hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter,
                 hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
-            """, arguments: [h.recordID.hex, h.recordType.rawValue, h.tresorID.uuidString, h.category, Int64(h.timestamp.physicalMs),
-                             Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, json])
+            """).execute(arguments: [h.recordID.hex, h.recordType.rawValue, h.tresorID.uuidString, h.category, Int64(h.timestamp.physicalMs),
+                                     Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, json])
         if let s = serverTimestamp { try noteServer(db, h.recordID.hex, s) }
         if outbox {
-            try db.execute(sql: "DELETE FROM outbox WHERE record_id = ?", arguments: [h.recordID.hex])
-            try db.execute(sql: "INSERT INTO outbox (version_id, record_id, envelope) VALUES (?, ?, ?)", arguments: [env.versionID, h.recordID.hex, json])
+            try dropOutbox(db, recordID: h.recordID.hex)
+            try db.cachedStatement(sql: "INSERT INTO outbox (version_id, record_id, envelope) VALUES (?, ?, ?)")
+                .execute(arguments: [env.versionID, h.recordID.hex, json])
         }
     }
 
     /// Remembers the newest version the server has shown for a record.
     static func noteServer(_ db: Database, _ recordID: String, _ t: HLCTimestamp) throws {
-        try db.execute(sql: "UPDATE records SET server_physical = ?, server_counter = ?, server_device = ? WHERE record_id = ?",
-                       arguments: [Int64(t.physicalMs), Int64(t.counter), t.deviceID, recordID])
+        try db.cachedStatement(sql: "UPDATE records SET server_physical = ?, server_counter = ?, server_device = ? WHERE record_id = ?")
+            .execute(arguments: [Int64(t.physicalMs), Int64(t.counter), t.deviceID, recordID])
+    }
+
+    /// The newest version the server has shown for a record, if any (no envelope is read or decoded).
+    static func serverTimestamp(_ db: Database, _ recordID: String) throws -> (exists: Bool, seen: HLCTimestamp?) {
+        let statement = try db.cachedStatement(sql: "SELECT server_physical, server_counter, server_device FROM records WHERE record_id = ?")
+        guard let r = try Row.fetchOne(statement, arguments: [recordID]) else { return (false, nil) }
+        guard let p = r[0] as Int64?, let c = r[1] as Int64?, let d = r[2] as String? else { return (true, nil) }
+        return (true, HLCTimestamp(physicalMs: UInt64(p), counter: UInt32(c), deviceID: d))
     }
 
     static func noteServerIfNewer(_ db: Database, _ recordID: String, _ t: HLCTimestamp) throws {
-        guard let r = try record(db, recordID) else { return }
-        if let seen = r.serverTimestamp, seen >= t { return }
+        let (exists, seen) = try serverTimestamp(db, recordID)
+        guard exists else { return }
+        if let seen, seen >= t { return }
         try noteServer(db, recordID, t)
     }
 
     static func dropOutbox(_ db: Database, recordID: String) throws {
-        try db.execute(sql: "DELETE FROM outbox WHERE record_id = ?", arguments: [recordID])
+        try db.cachedStatement(sql: "DELETE FROM outbox WHERE record_id = ?").execute(arguments: [recordID])
+    }
+
+    static func dropOutbox(_ db: Database, versionID: String) throws {
+        try db.cachedStatement(sql: "DELETE FROM outbox WHERE version_id = ?").execute(arguments: [versionID])
     }
 
     // MARK: Outbox
 
-    func outbox(limit: Int) throws -> [(versionID: String, envelope: Envelope)] {
+    /// The oldest queued versions after outbox position `after`: each with its position, its envelope,
+    /// and the envelope's stored JSON (sent as it is, not encoded again).
+    func outbox(after: Int64 = 0, limit: Int) throws -> [OutboxItem] {
         try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT version_id, envelope FROM outbox ORDER BY seq LIMIT ?", arguments: [limit]).map {
-                ($0["version_id"], try JSONDecoder().decode(Envelope.self, from: $0["envelope"] as Data))
+            try Row.fetchAll(db, sql: "SELECT seq, version_id, envelope FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [after, limit]).map {
+                let json: Data = $0["envelope"]
+                return OutboxItem(position: $0["seq"], versionID: $0["version_id"], envelope: try Self.decoder.decode(Envelope.self, from: json), json: json)
             }
         }
     }
@@ -175,6 +195,14 @@ final class LocalStore: Sendable {
 }
 
 /// Client-side sync limits.
+/// One queued version: its outbox position, the envelope and the JSON it is stored (and sent) as.
+struct OutboxItem: Sendable {
+    var position: Int64
+    var versionID: String
+    var envelope: Envelope
+    var json: Data
+}
+
 public enum SyncPolicy {
     /// How far ahead of this device's clock a pulled timestamp may be: the server's bound plus an hour
     /// of slack for this device's own clock error.

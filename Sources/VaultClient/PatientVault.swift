@@ -295,21 +295,58 @@ public actor PatientVault {
         return summary
     }
 
+    /// Pushes the outbox in batches, two in flight: while the server verifies and stores one batch, this
+    /// device reads the next and acknowledges the previous, so both sides work at once. The batches hold
+    /// different records (one outbox entry per record), so their order at the server does not matter;
+    /// each batch is acknowledged in its own transaction, and an interrupted push leaves the unacknowledged
+    /// batches queued (the server answers a repeat as a duplicate).
     func push(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
         let total = try store.outboxCount()
         var done = 0
+        var position: Int64 = 0
+        var inFlight: (batch: [OutboxItem], answer: Task<PushResponse, any Error>)?
+        defer { inFlight?.answer.cancel() }
+        let auth = try self.auth
         while true {
-            let batch = try store.outbox(limit: SyncPolicy.pushBatch)
-            if batch.isEmpty { return }
-            let response: PushResponse = try await transport.send(.POST, Routes.records, body: PushRequest(envelopes: batch.map(\.envelope)), auth: try auth)
-            guard response.results.count == batch.count else { throw ClientError.integrity("the server answered a push with the wrong number of results") }
-            let rejected = try acknowledge(batch, response.results)
-            summary.pushed += response.results.filter { $0.status == .stored }.count
-            summary.duplicates += response.results.filter { $0.status == .duplicate }.count
-            summary.rejected += rejected
-            done += batch.count
-            progress?(SyncProgress(phase: .push, done: done, total: max(total, done)))
+            let batch = try store.outbox(after: position, limit: SyncPolicy.pushBatch)
+            var next: (batch: [OutboxItem], answer: Task<PushResponse, any Error>)?
+            if let last = batch.last {
+                position = last.position
+                let body = Self.pushBody(batch)
+                let transport = self.transport
+                next = (batch, Task { try await transport.send(.POST, Routes.records, json: body, auth: auth) })
+            }
+            if let (previous, answer) = inFlight {
+                inFlight = nil
+                let response: PushResponse
+                do { response = try await answer.value } catch {
+                    next?.answer.cancel()
+                    throw error
+                }
+                guard response.results.count == previous.count else { throw ClientError.integrity("the server answered a push with the wrong number of results") }
+                let rejected = try acknowledge(previous, response.results)
+                summary.pushed += response.results.filter { $0.status == .stored }.count
+                summary.duplicates += response.results.filter { $0.status == .duplicate }.count
+                summary.rejected += rejected
+                done += previous.count
+                progress?(SyncProgress(phase: .push, done: done, total: max(total, done)))
+            }
+            guard let next else { return }
+            inFlight = next
         }
+    }
+
+    /// A push request made of the envelopes' stored JSON: `{"envelopes":[…]}`.
+    static func pushBody(_ batch: [OutboxItem]) -> [UInt8] {
+        var body: [UInt8] = []
+        body.reserveCapacity(batch.reduce(32) { $0 + $1.json.count + 1 })
+        body.append(contentsOf: #"{"envelopes":["#.utf8)
+        for (i, item) in batch.enumerated() {
+            if i > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(contentsOf: item.json)
+        }
+        body.append(contentsOf: "]}".utf8)
+        return body
     }
 
     /// Whether two copies of an outcome say the same (value order aside).
@@ -318,20 +355,20 @@ public actor PatientVault {
     }
 
     /// Removes acknowledged versions from the outbox and records refused ones, in one transaction.
-    func acknowledge(_ batch: [(versionID: String, envelope: Envelope)], _ results: [PushResult]) throws -> [String] {
+    func acknowledge(_ batch: [OutboxItem], _ results: [PushResult]) throws -> [String] {
         try store.queue.write { db in
             var rejected: [String] = []
             for (item, result) in zip(batch, results) {
                 guard result.versionID == item.versionID else { throw ClientError.integrity("the server acknowledged a version that was not sent") }
                 switch result.status {
                 case .stored, .duplicate:
-                    try db.execute(sql: "DELETE FROM outbox WHERE version_id = ?", arguments: [item.versionID])
+                    try LocalStore.dropOutbox(db, versionID: item.versionID)
                     try LocalStore.noteServerIfNewer(db, item.envelope.header.recordID.hex, item.envelope.header.timestamp)
                 case .rejected:
                     let reason = "\(result.code?.rawValue ?? "rejected"): \(result.reason ?? "no reason given")"
                     try db.execute(sql: "INSERT OR REPLACE INTO rejected (version_id, record_id, reason, at) VALUES (?, ?, ?, ?)",
                                    arguments: [item.versionID, item.envelope.header.recordID.hex, reason, Date().unixMillis])
-                    try db.execute(sql: "DELETE FROM outbox WHERE version_id = ?", arguments: [item.versionID])
+                    try LocalStore.dropOutbox(db, versionID: item.versionID)
                     rejected.append(reason)
                 }
             }

@@ -72,8 +72,22 @@ public final class Transport: Sendable {
         _ = try await sendRaw(method, path, body: body, auth: auth)
     }
 
+    /// Sends a body that is already JSON (e.g. envelopes as they are stored) and decodes the answer.
+    public func send<Response: Decodable>(_ method: HTTPMethod, _ path: String, json payload: [UInt8], auth: Auth = .none,
+                                          as: Response.Type = Response.self) async throws -> Response {
+        let bytes = try await sendRaw(method, path, payload: payload, auth: auth)
+        do {
+            return try Self.decoder.decode(Response.self, from: Data(bytes))
+        } catch {
+            throw ClientError.server(code: nil, "unexpected answer from \(path): \(error)")
+        }
+    }
+
     func sendRaw(_ method: HTTPMethod, _ path: String, body: (any Encodable & Sendable)?, auth: Auth) async throws -> [UInt8] {
-        let payload = try body.map { Array(try Self.encoder.encode($0)) } ?? []
+        try await sendRaw(method, path, payload: try body.map { Array(try Self.encoder.encode($0)) } ?? [], auth: auth)
+    }
+
+    func sendRaw(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth) async throws -> [UInt8] {
         var attempt = 0
         while true {
             attempt += 1

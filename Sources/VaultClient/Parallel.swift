@@ -1,0 +1,22 @@
+import Foundation
+
+/// CPU-bound work spread over every core: signature checks and decryption of whole pages.
+enum Parallel {
+    /// `transform` applied to every element, in order, in chunks of at least `minChunk` elements run
+    /// concurrently (one chunk per core); the first error thrown is rethrown.
+    static func map<T: Sendable, U: Sendable>(_ items: [T], minChunk: Int = 64,
+                                              _ transform: @escaping @Sendable (T) throws -> U) async throws -> [U] {
+        let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        let chunk = max(minChunk, (items.count + workers - 1) / workers)
+        if items.count <= chunk { return try items.map(transform) }
+        return try await withThrowingTaskGroup(of: (Int, [U]).self) { group in
+            for start in stride(from: 0, to: items.count, by: chunk) {
+                let part = items[start..<min(start + chunk, items.count)]
+                group.addTask { (start, try part.map(transform)) }
+            }
+            var parts: [(Int, [U])] = []
+            for try await part in group { parts.append(part) }
+            return parts.sorted { $0.0 < $1.0 }.flatMap(\.1)
+        }
+    }
+}

@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "carevault-patient", targets: ["carevault-patient"]),
         .executable(name: "carevault-doctor", targets: ["carevault-doctor"]),
         .executable(name: "carevault-admin", targets: ["carevault-admin"]),
+        .executable(name: "carevault-bench", targets: ["carevault-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -66,6 +67,16 @@ let package = Package(
                                                                    .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "carevault-admin", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
                                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // Benchmarks against the physical floors (Scripts/bench builds it in release mode).
+        .executableTarget(name: "carevault-bench", dependencies: [
+            "VaultServer", "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto", "CSodium",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultCrypto"]),
         // Test-only helpers shared by the suites: fresh SQLite/PostgreSQL databases, a movable clock.

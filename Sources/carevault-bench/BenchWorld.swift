@@ -1,0 +1,75 @@
+import Foundation
+import VaultAPI
+import VaultClient
+import VaultCore
+import VaultCrypto
+
+/// The people around one server: the admin (who approves in-process, as `Scripts/approve` would) and
+/// devices with their own home folders, talking to the server through the real client SDK. The same
+/// wiring as Tests/VaultClientTests/ClientHarness.swift.
+struct BenchWorld: Sendable {
+    let baseURL: String
+    let admin: SigningKeyPair
+    let root: URL
+
+    init(server: BenchServer, admin: SigningKeyPair, root: URL) {
+        self.init(baseURL: server.baseURL, admin: admin, root: root)
+    }
+
+    init(baseURL: String, admin: SigningKeyPair, root: URL) {
+        self.baseURL = baseURL
+        self.admin = admin
+        self.root = root
+    }
+
+    static let password = "bench-password-1"
+
+    /// A device: its own home folder and transport (no retries: a failure must show, not be smoothed over).
+    func device(_ name: String, kdf: KDFParameters = .interactive) throws -> (AccountManager, Transport) {
+        let transport = try Transport(baseURL: baseURL, maxAttempts: 1)
+        let config = ClientConfiguration(server: baseURL, home: Home(url: root.appendingPathComponent(name)), adminKey: admin.publicKey, kdf: kdf)
+        return (AccountManager(configuration: config, transport: transport), transport)
+    }
+
+    /// Approves every pending registration and share with admin-signed requests.
+    func approveAll() async throws {
+        let t = try Transport(baseURL: baseURL, maxAttempts: 1)
+        let pending: PendingResponse = try await t.send(.GET, Routes.adminPending, auth: .admin(admin))
+        var seq = pending.nextSequence
+        for r in pending.registrations {
+            let cert = try Certificate.issue(userID: r.request.userID, username: r.request.username, role: r.request.role,
+                                             signingKey: r.request.signingKey, boxKey: r.request.boxKey, issuedAt: Date().unixMillis, adminKey: admin)
+            let approval = Approval.registration(cert, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
+            seq += 1
+            let _: UserSummary = try await t.send(.POST, Routes.adminApproveRegistration(r.request.userID.uuidString),
+                                                  body: ApproveRegistrationRequest(certificate: cert, approval: approval), auth: .admin(admin))
+        }
+        for s in pending.shares {
+            let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
+            seq += 1
+            let _: ShareInfo = try await t.send(.POST, Routes.adminApproveShare(s.share.shareID.uuidString),
+                                                body: ApproveShareRequest(approval: approval), auth: .admin(admin))
+        }
+    }
+
+    /// Registers `username` as `role` on a new device, has the admin approve it, and logs in.
+    func account(_ username: String, role: Role, kdf: KDFParameters = .interactive) async throws -> (UnlockedAccount, Transport) {
+        let (accounts, transport) = try device(username, kdf: kdf)
+        _ = try await accounts.register(username: username, password: Self.password, role: role)
+        try await approveAll()
+        return (try await accounts.login(username: username, password: Self.password), transport)
+    }
+
+    func patient(_ username: String) async throws -> PatientVault {
+        let (account, transport) = try await account(username, role: .patient)
+        return try PatientVault(account: account, transport: transport, adminKey: admin.publicKey)
+    }
+
+    func doctor(_ username: String) async throws -> DoctorReader {
+        let (account, transport) = try await account(username, role: .doctor)
+        return try DoctorReader(account: account, transport: transport, adminKey: admin.publicKey)
+    }
+}
+
+/// A short random suffix for names (usernames, databases, folders).
+func shortID() -> String { Hex.encode(RandomBytes.bytes(count: 4)) }

@@ -77,10 +77,7 @@ extension Envelope {
     /// AEAD still authenticates the header and ciphertext under the epoch key, so a changed byte, or a
     /// record moved to another id, owner, tresor or epoch, still fails (`decryptionFailed`).
     public func openRecordVerifiedEarlier(keys: [UInt32: SymmetricKey], expecting context: EnvelopeContext) throws(EnvelopeError) -> OpenedRecord {
-        try header.validateStructure()
-        guard header.ownerID == context.ownerID else { throw .wrongContext(field: "owner") }
-        if let t = context.tresorID, t != header.tresorID { throw .wrongContext(field: "tresor") }
-        if let c = context.category, c != header.category { throw .wrongContext(field: "category") }
+        try checkStructure(expecting: context)
         guard let key = keys[header.epoch] else { throw .missingEpochKey(header.epoch) }
         return try record(from: decrypt(key: key))
     }

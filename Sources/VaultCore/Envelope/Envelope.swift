@@ -83,7 +83,8 @@ public struct Envelope: Codable, Sendable, Hashable {
         return Envelope(header: header, nonce: nonce, ciphertext: ciphertext, signature: signature)
     }
 
-    static func signedBytes(associatedData ad: [UInt8], nonce: AEADNonce, ciphertext: [UInt8]) -> [UInt8] {
+    /// The bytes the author signs, for a caller that already holds the header's associated data.
+    public static func signedBytes(associatedData ad: [UInt8], nonce: AEADNonce, ciphertext: [UInt8]) -> [UInt8] {
         var w = CanonicalWriter(domain: "CareVault-envelope-sig-v1", capacity: 64 + ad.count + AEADNonce.byteCount + ciphertext.count)
         w.append(ad); w.append(nonce); w.append(ciphertext)
         return w.bytes
@@ -93,36 +94,54 @@ public struct Envelope: Codable, Sendable, Hashable {
     public var signedBytes: [UInt8] { Self.signedBytes(associatedData: header.associatedData(), nonce: nonce, ciphertext: ciphertext) }
 
     /// The version id (§4.3): the same envelope always has the same id, so pushes are idempotent.
-    public var versionID: String {
-        let ad = header.associatedData()
+    public var versionID: String { versionID(associatedData: header.associatedData()) }
+
+    /// The version id, for a caller that already holds the header's associated data.
+    public func versionID(associatedData ad: [UInt8]) -> String {
         var w = CanonicalWriter(domain: "CareVault-envelope-id-v1", capacity: 128 + ad.count + AEADNonce.byteCount + ciphertext.count)
         w.append(ad); w.append(nonce); w.append(ciphertext); w.append(signature)
         return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 
-    /// §4.4 steps 1 to 3, which need no tresor key: structure, context, author signature. The server
-    /// runs this too, with the owner's certified key.
-    public func verify(authorKey: SigningPublicKey, expecting context: EnvelopeContext? = nil) throws(EnvelopeError) {
+    /// §4.4 steps 1 and 2: the header's structure, and that it names what the reader expects.
+    func checkStructure(expecting context: EnvelopeContext?) throws(EnvelopeError) {
         try header.validateStructure()
         if let context {
             guard header.ownerID == context.ownerID else { throw .wrongContext(field: "owner") }
             if let t = context.tresorID, t != header.tresorID { throw .wrongContext(field: "tresor") }
             if let c = context.category, c != header.category { throw .wrongContext(field: "category") }
         }
-        guard authorKey.isValidSignature(signature, for: signedBytes) else { throw .invalidSignature }
+    }
+
+    /// §4.4 steps 1 to 3, which need no tresor key: structure, context, author signature. The server
+    /// runs this too, with the owner's certified key.
+    public func verify(authorKey: SigningPublicKey, expecting context: EnvelopeContext? = nil) throws(EnvelopeError) {
+        try verify(authorKey: authorKey, expecting: context, associatedData: header.associatedData())
+    }
+
+    func verify(authorKey: SigningPublicKey, expecting context: EnvelopeContext?, associatedData ad: [UInt8]) throws(EnvelopeError) {
+        try checkStructure(expecting: context)
+        guard authorKey.isValidSignature(signature, for: Self.signedBytes(associatedData: ad, nonce: nonce, ciphertext: ciphertext)) else {
+            throw .invalidSignature
+        }
     }
 
     /// §4.4 steps 1 to 6 up to the padding: returns the payload bytes, or throws the first failed check.
     public func open(keys: [UInt32: SymmetricKey], authorKey: SigningPublicKey, expecting context: EnvelopeContext? = nil) throws(EnvelopeError) -> [UInt8] {
-        try verify(authorKey: authorKey, expecting: context)
+        let ad = header.associatedData()
+        try verify(authorKey: authorKey, expecting: context, associatedData: ad)
         guard let key = keys[header.epoch] else { throw .missingEpochKey(header.epoch) }
-        return try decrypt(key: key)
+        return try decrypt(key: key, associatedData: ad)
     }
 
     /// Steps 5 and the padding part of 6, for a caller that has already run `verify`.
     public func decrypt(key: SymmetricKey) throws(EnvelopeError) -> [UInt8] {
+        try decrypt(key: key, associatedData: header.associatedData())
+    }
+
+    func decrypt(key: SymmetricKey, associatedData ad: [UInt8]) throws(EnvelopeError) -> [UInt8] {
         let padded: [UInt8]
-        do { padded = try AEAD.open(ciphertext, key: key, nonce: nonce, associatedData: header.associatedData()) } catch {
+        do { padded = try AEAD.open(ciphertext, key: key, nonce: nonce, associatedData: ad) } catch {
             throw .decryptionFailed
         }
         let n = padded.count

@@ -348,12 +348,13 @@ struct VaultService: Sendable {
         guard e.header.timestamp.physicalMs <= limit else {
             return .failure(APIError(.badRequest, .clockSkew, "HLC time is more than \(APILimits.maxForwardDriftMs / 3_600_000) hours ahead of the server; check the device clock"))
         }
-        guard signingKey.isValidSignature(e.signature, for: e.signedBytes) else {
+        let ad = e.header.associatedData()
+        guard signingKey.isValidSignature(e.signature, for: Envelope.signedBytes(associatedData: ad, nonce: e.nonce, ciphertext: e.ciphertext)) else {
             return .failure(APIError(.badRequest, .invalidSignature, "envelope signature does not verify under the owner's certified key"))
         }
         guard let json = try? JSONResponse.encoder.encode(e) else { return .failure(.badRequest("envelope cannot be encoded")) }
         let ts = e.header.timestamp
-        return .success(VersionRow(versionID: e.versionID, ownerID: owner, recordID: e.header.recordID.hex, tresorID: t.id, epoch: e.header.epoch,
+        return .success(VersionRow(versionID: e.versionID(associatedData: ad), ownerID: owner, recordID: e.header.recordID.hex, tresorID: t.id, epoch: e.header.epoch,
                                    hlcPhysical: Int64(clamping: ts.physicalMs), hlcCounter: Int64(ts.counter), hlcDevice: ts.deviceID,
                                    deleted: e.header.deleted, envelopeJSON: Array(json)))
     }

@@ -1,5 +1,5 @@
 // swift-tools-version: 6.0
-// CareVault: end-to-end encrypted sharing of care-plan data. See ../shared/DESIGN.md §1 for the module
+// CareVault: end-to-end encrypted sharing of care-plan data. See Docs/design.md §1 for the module
 // map; dependencies only point down: CLIs -> VaultCLI -> VaultClient -> VaultAPI/VaultCore -> VaultCrypto.
 import PackageDescription
 

@@ -14,11 +14,6 @@ public struct RegisterResponse: Codable, Sendable, Equatable {
     }
 }
 
-/// Where an account stands.
-public enum AccountStatus: String, Codable, Sendable {
-    case pending, active, rejected
-}
-
 /// Asks for the password-hashing parameters of a username.
 public struct LoginParametersRequest: Codable, Sendable {
     public var username: String
@@ -105,11 +100,6 @@ public struct TresorList: Codable, Sendable {
 }
 
 // MARK: Shares
-
-/// The states of a share (DESIGN.md §3): pending -> active | rejected; active -> revoked | expired.
-public enum ShareState: String, Codable, Sendable, CaseIterable {
-    case pending, active, rejected, revoked, expired
-}
 
 /// A patient's request to share one tresor with one doctor: the grant names both.
 public struct CreateShareRequest: Codable, Sendable {

@@ -4,7 +4,7 @@ import VaultClient
 import VaultCore
 import VaultCrypto
 
-/// Exit statuses of every CareVault tool (DESIGN.md §7).
+/// Exit statuses of every CareVault tool (Docs/design.md §7).
 public enum ExitStatus: Int32, Sendable {
     case success = 0
     case other = 1

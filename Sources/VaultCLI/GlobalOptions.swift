@@ -5,7 +5,7 @@ import VaultClient
 import VaultCore
 import VaultCrypto
 
-/// The options every CareVault tool accepts after its subcommand (DESIGN.md §7), each with its
+/// The options every CareVault tool accepts after its subcommand (Docs/design.md §7), each with its
 /// environment variable.
 public struct GlobalOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Server URL (env CAREVAULT_SERVER; default http://127.0.0.1:8080).", valueName: "url"))

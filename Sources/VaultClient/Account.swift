@@ -42,7 +42,7 @@ extension UnlockedAccount {
     }
 }
 
-/// Registration, login on any device, unlocking, logout (DESIGN.md §2, issue: client SDK).
+/// Registration, login on any device, unlocking, logout (Docs/design.md §2).
 public struct AccountManager: Sendable {
     public let configuration: ClientConfiguration
     public let transport: Transport
@@ -75,7 +75,7 @@ public struct AccountManager: Sendable {
     /// proves the login key, unwraps the key bundle and checks the account's own certificate against the
     /// pinned admin key before trusting anything. With `remember`, keeps the wrapping key in a 0600 file.
     public func login(username raw: String, password: String, remember: Bool = false) async throws -> UnlockedAccount {
-        let username = (try? Username.normalize(raw)) ?? raw.lowercased()
+        let username = Username.lookupKey(raw)
         let params: LoginParametersResponse = try await transport.send(.POST, Routes.loginParameters, body: LoginParametersRequest(username: username))
         let keys: PasswordKeys
         do { keys = try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf) } catch {

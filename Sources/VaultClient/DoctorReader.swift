@@ -22,25 +22,7 @@ public struct PatientView: Sendable {
     public var unreadable: Int
 }
 
-/// Completion of one activity over a date range.
-public struct AdherenceRow: Sendable, Codable, Equatable {
-    public var activityID: String
-    public var title: String
-    public var category: String
-    public var expected: Int
-    public var completed: Int
-    /// Per local day (yyyy-MM-dd): expected and completed occurrences.
-    public var days: [Day]
-    public var ratio: Double { expected == 0 ? 0 : Double(completed) / Double(expected) }
-
-    public struct Day: Sendable, Codable, Equatable {
-        public var date: String
-        public var expected: Int
-        public var completed: Int
-    }
-}
-
-/// The doctor's side (DESIGN.md §3): "My Patients", and for one patient the shared categories pulled
+/// The doctor's side (Docs/design.md §3): "My Patients", and for one patient the shared categories pulled
 /// into a local ciphertext cache with a cursor per share (repeated views are incremental), verified and
 /// decrypted in memory.
 public actor DoctorReader {
@@ -112,10 +94,7 @@ public actor DoctorReader {
                 var tresor = try s.grant.openKeys(member: account.identity, patient: cert, adminKey: adminKey, now: Date().unixMillis)
                 if let latest = s.latestGrant {
                     // Newer epochs after a rotation: same parties, tresor and expiry, signed by the patient.
-                    guard latest.patientID == s.grant.patientID, latest.memberID == s.grant.memberID, latest.tresorID == s.grant.tresorID,
-                          latest.category == s.grant.category, latest.expiresAt == s.grant.expiresAt,
-                          Set(s.grant.epochs).isSubset(of: Set(latest.epochs))
-                    else { throw TrustError.mismatch(what: "rotated grant", field: "scope") }
+                    guard latest.isSuccessor(of: s.grant) else { throw TrustError.mismatch(what: "rotated grant", field: "scope") }
                     tresor.merge(keys: try latest.openKeys(member: account.identity, patient: cert, adminKey: adminKey, now: Date().unixMillis).keys)
                 }
                 out.append(VerifiedShare(share: s, tresor: tresor))
@@ -213,32 +192,5 @@ public actor DoctorReader {
         view.activities.sort { $0.id < $1.id }
         view.outcomes.sort { ($0.activityID, $0.occurrence) < ($1.activityID, $1.occurrence) }
         return view
-    }
-
-    /// Completion per activity over [from, to): occurrences from the schedule against outcomes recorded.
-    public static func adherence(activities: [Activity], outcomes: [Outcome], from: Date, to: Date, timeZone: TimeZone = .current) throws -> [AdherenceRow] {
-        var done: Set<String> = []
-        for o in outcomes where !o.liveValues.isEmpty { done.insert("\(o.activityID)#\(o.occurrence)") }
-        let day = DateFormatter()
-        day.dateFormat = "yyyy-MM-dd"
-        day.timeZone = timeZone
-        day.locale = Locale(identifier: "en_US_POSIX")
-        return try activities.map { a in
-            let events: [ScheduleEvent]
-            do { events = try a.schedule.events(from: from, to: to) } catch { throw ClientError.invalidRequest("cannot list occurrences of \(a.id): \(error)") }
-            var days: [String: AdherenceRow.Day] = [:]
-            var completed = 0
-            for e in events {
-                let key = day.string(from: e.start)
-                let hit = done.contains("\(a.id)#\(e.occurrence)")
-                if hit { completed += 1 }
-                var d = days[key] ?? AdherenceRow.Day(date: key, expected: 0, completed: 0)
-                d.expected += 1
-                if hit { d.completed += 1 }
-                days[key] = d
-            }
-            return AdherenceRow(activityID: a.id, title: a.title, category: a.category, expected: events.count, completed: completed,
-                                days: days.values.sorted { $0.date < $1.date })
-        }
     }
 }

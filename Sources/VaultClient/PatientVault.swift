@@ -26,7 +26,7 @@ public struct SyncProgress: Sendable {
 }
 
 /// A patient's data on this device: the care-data API, the sync engine and the share manager
-/// (DESIGN.md §3-§5). Writes go to the local store first (with their outbox entry, in one transaction);
+/// (Docs/design.md §3-§5). Writes go to the local store first (with their outbox entry, in one transaction);
 /// `sync` exchanges ciphertext with the server.
 public actor PatientVault {
     nonisolated public let account: UnlockedAccount
@@ -80,7 +80,7 @@ public actor PatientVault {
                 try info.selfGrant.verify(patient: account.certificate, adminKey: adminKey)
                 // Everything is keyed by what the patient signed, never by the server's labels.
                 guard info.selfGrant.memberID == me, info.ownerID == me, info.category == info.selfGrant.category,
-                      info.tresorID == info.selfGrant.tresorID, info.currentEpoch == info.selfGrant.epochs.last
+                      info.tresorID == info.selfGrant.tresorID, info.selfGrant.hasContiguousEpochs, info.currentEpoch == info.selfGrant.epochs.last
                 else { throw TrustError.mismatch(what: "self-grant", field: "tresor, category or epoch") }
             } catch { throw ClientError.integrity("the server's self-grant for a category is not what this account signed: \(error)") }
             let remote: Tresor
@@ -282,7 +282,7 @@ public actor PatientVault {
 
     // MARK: Sync
 
-    /// Pushes the outbox in batches, then pulls pages until done (DESIGN.md §5). Safe to interrupt at
+    /// Pushes the outbox in batches, then pulls pages until done (Docs/design.md §5). Safe to interrupt at
     /// any point: the outbox entry goes only when the server acknowledged it, and a pulled page is
     /// applied together with the cursor advance.
     public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncSummary {
@@ -347,11 +347,6 @@ public actor PatientVault {
         }
         body.append(contentsOf: "]}".utf8)
         return body
-    }
-
-    /// Whether two copies of an outcome say the same (value order aside).
-    static func sameContent(_ a: Outcome, _ b: Outcome) -> Bool {
-        Set(a.values) == Set(b.values) && a.removedValueIDs == b.removedValueIDs && a.note == b.note
     }
 
     /// Removes acknowledged versions from the outbox and records refused ones, in one transaction.
@@ -420,46 +415,37 @@ public actor PatientVault {
                 do { _ = try clock.receive(env.header.timestamp, wallClockMs: wall) } catch {
                     throw ClientError.integrity("a pulled record's clock is too far in the future: \(error)")
                 }
-                guard let local else {
-                    try LocalStore.put(db, env, outbox: false, serverTimestamp: env.header.timestamp)
-                    continue
+                let context = EnvelopeContext(ownerID: me, tresorID: t.id, category: t.category)
+                let copy: LocalCopy? = try local.map { local in
+                    var mine: Outcome?
+                    if local.recordType == .outcome, !local.deleted,
+                       case let .outcome(o)? = try local.envelope.openRecord(keys: t.keys, authorKey: cert.signingKey, expecting: context).record {
+                        mine = o
+                    }
+                    return LocalCopy(timestamp: local.timestamp, deleted: local.deleted, pending: local.pending, outcome: mine)
                 }
-                if env.header.timestamp == local.timestamp {
-                    try LocalStore.noteServerIfNewer(db, rid, env.header.timestamp)
-                    continue
-                }
-                if local.recordType == .outcome, !local.deleted, !env.header.deleted, case let .outcome(theirs)? = opened.record,
-                   case let .outcome(mine)? = try local.envelope.openRecord(keys: t.keys, authorKey: cert.signingKey,
-                                                                           expecting: EnvelopeContext(ownerID: me, tresorID: t.id, category: t.category)).record {
-                    // Outcome values are a set: merge instead of choosing, so no device's readings are lost,
-                    // whether the local copy is unsent or was sent but lost at the server.
-                    let merged = Reconciliation.mergeOutcomes(mine, theirs)
-                    let remoteNewer = env.header.timestamp > local.timestamp
-                    if Self.sameContent(merged, theirs) && remoteNewer {
-                        // The newer remote copy already holds everything this device had.
-                        if local.pending { try LocalStore.dropOutbox(db, recordID: rid) }
-                        try LocalStore.put(db, env, outbox: false, serverTimestamp: env.header.timestamp)
-                    } else if Self.sameContent(merged, mine) && !remoteNewer {
-                        // The newer local copy (e.g. re-encrypted under a new epoch) already holds everything.
-                        try LocalStore.noteServerIfNewer(db, rid, env.header.timestamp)
-                    } else {
-                        var header = env.header
-                        header.timestamp = try clock.tick(wallClockMs: wall)
-                        header.epoch = t.currentEpoch
-                        let sealed = try Envelope.seal(record: .outcome(merged), type: .outcome, header: header, key: t.currentKey, author: identity.signing)
-                        try LocalStore.put(db, sealed, outbox: true)
-                        try LocalStore.noteServerIfNewer(db, rid, env.header.timestamp)
+                var theirs: Outcome?
+                if case let .outcome(o)? = opened.record { theirs = o }
+                let remote = Versioned(timestamp: env.header.timestamp, deleted: env.header.deleted, payload: theirs)
+                switch Reconciliation.resolve(local: copy, remote: remote) {
+                case let .adoptRemote(dropOutbox):
+                    if dropOutbox {
+                        try LocalStore.dropOutbox(db, recordID: rid)
                         resolved += 1
                     }
-                    continue
-                }
-                let remote = Versioned(timestamp: env.header.timestamp, deleted: env.header.deleted, payload: ())
-                let mine = Versioned(timestamp: local.timestamp, deleted: local.deleted, payload: ())
-                if Reconciliation.winner(remote, mine).timestamp == env.header.timestamp {
-                    if local.pending { try LocalStore.dropOutbox(db, recordID: rid); resolved += 1 }
                     try LocalStore.put(db, env, outbox: false, serverTimestamp: env.header.timestamp)
-                } else {
+                case .keepLocal:
                     try LocalStore.noteServerIfNewer(db, rid, env.header.timestamp)
+                case let .writeMerged(merged):
+                    // Outcome values are a set: merged, so no device's readings are lost, whether the local
+                    // copy is unsent or was sent but lost at the server.
+                    var header = env.header
+                    header.timestamp = try clock.tick(wallClockMs: wall)
+                    header.epoch = t.currentEpoch
+                    let sealed = try Envelope.seal(record: .outcome(merged), type: .outcome, header: header, key: t.currentKey, author: identity.signing)
+                    try LocalStore.put(db, sealed, outbox: true)
+                    try LocalStore.noteServerIfNewer(db, rid, env.header.timestamp)
+                    resolved += 1
                 }
             }
             try LocalStore.save(db, clock: clock)

@@ -3,7 +3,7 @@ import VaultAPI
 import VaultCore
 import VaultCrypto
 
-/// What a device remembers about one account on one server (DESIGN.md §7): one folder per server and
+/// What a device remembers about one account on one server (Docs/design.md §7): one folder per server and
 /// user under the home, holding the profile, the session, the optional remembered device key, the
 /// encrypted keyring and the local store. Nothing in it is plaintext health data or an unwrapped key.
 public struct Profile: Codable, Sendable, Equatable {

@@ -7,7 +7,7 @@ import VaultAPI
 import VaultCore
 import VaultCrypto
 
-/// Everything `carevault-server` is configured with (DESIGN.md §7).
+/// Everything `carevault-server` is configured with (Docs/design.md §7).
 public struct ServerConfiguration: Sendable {
     public var host: String
     public var port: Int

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 
 /// `carevault-bench`: measures what CareVault exists for, each figure beside its floor measured in the
-/// same run (issue #6). Scripts/bench builds it in release mode and runs it beside a throwaway
+/// same run (Docs/benchmarks.md). Scripts/bench builds it in release mode and runs it beside a throwaway
 /// PostgreSQL cluster.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,4 +1,4 @@
-/// How much each benchmark does: the full run of issue #6, or the reduced `--quick` run (under two
+/// How much each benchmark does: the full run described in Docs/benchmarks.md, or the reduced `--quick` run (under two
 /// minutes after the build on a 2-core machine).
 struct BenchPlan: Sendable {
     let quick: Bool

@@ -1,7 +1,7 @@
 import Foundation
 import VaultCrypto
 
-/// Everything one run measured, rendered as the table for people or as the JSON object of issue #6.
+/// Everything one run measured, rendered as the table for people or as the JSON object described in Docs/benchmarks.md.
 struct BenchReport {
     let plan: BenchPlan
     var crypto: [CryptoResult] = []

@@ -5,7 +5,7 @@ import VaultCrypto
 /// Keeps benchmark results observable, so no work is optimised away.
 nonisolated(unsafe) var benchSink: Int = 0
 
-/// Records/s of `Envelope.seal` and `Envelope.open` against raw libsodium on the same bytes (issue #6 §1).
+/// Records/s of `Envelope.seal` and `Envelope.open` against raw libsodium on the same bytes (Docs/benchmarks.md §1).
 struct CryptoResult: Sendable {
     var size: RecordSize
     var payloadBytes: Int

@@ -20,7 +20,7 @@ struct FloorRow: Sendable {
 }
 
 /// Direct access to the benchmark's database, below CareVault: the floors of push and pull are plain
-/// batched inserts into a fresh table and plain paged selects from it (issue #6 §2, §3).
+/// batched inserts into a fresh table and plain paged selects from it (Docs/benchmarks.md §2, §3).
 protocol DatabaseFloor: Sendable {
     /// How many envelopes the server's `versions` table holds and their average stored size.
     func storedEnvelopes() async throws -> (count: Int, averageBytes: Int)

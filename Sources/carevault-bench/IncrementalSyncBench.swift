@@ -3,7 +3,7 @@ import VaultClient
 import VaultCore
 import VaultCrypto
 
-/// The time to sync one changed record when the store holds few or many records (issue #6 §4).
+/// The time to sync one changed record when the store holds few or many records (Docs/benchmarks.md §4).
 struct IncrementalSyncResult: Sendable {
     var records: Int
     var samplesMs: [Double]

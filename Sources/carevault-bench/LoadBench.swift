@@ -23,7 +23,7 @@ struct LoadLevelResult: Sendable {
     var peakWasReset: Bool
 }
 
-/// The server under load (issue #6 §5): the release `carevault-server` executable in its own process on
+/// The server under load (Docs/benchmarks.md §5): the release `carevault-server` executable in its own process on
 /// SQLite, so its memory is its own. The load generator shares the machine's cores with it, so it
 /// sends pre-sealed, pre-encoded request bodies and only checks the answers, to keep its own share
 /// small; see RawHTTPClient for why it does not go through the SDK's Transport.

@@ -3,7 +3,7 @@ import VaultClient
 import VaultCore
 import VaultCrypto
 
-/// Login with the default Argon2id parameters (KDFParameters.moderate), a deliberate cost (issue #6 §6):
+/// Login with the default Argon2id parameters (KDFParameters.moderate), a deliberate cost (Docs/benchmarks.md §6):
 /// `AccountManager.login` end to end (parameters, Argon2id, proof, key bundle, certificate check),
 /// beside Argon2id alone with the same parameters.
 struct LoginResult: Sendable {

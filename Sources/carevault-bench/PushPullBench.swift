@@ -5,7 +5,7 @@ import VaultClient
 import VaultCore
 import VaultCrypto
 
-/// End-to-end push and pull of `count` outcomes of one size on one backend (issue #6 §2, §3), each
+/// End-to-end push and pull of `count` outcomes of one size on one backend (Docs/benchmarks.md §2, §3), each
 /// beside its floor in the same database.
 struct PushPullResult: Sendable {
     var backend: BackendKind

@@ -5,7 +5,7 @@ import VaultCLI
 import VaultClient
 import VaultCore
 
-/// `carevault-doctor`: list the patients who share with you and read what they shared (DESIGN.md §7).
+/// `carevault-doctor`: list the patients who share with you and read what they shared (Docs/design.md §7).
 @main
 struct CareVaultDoctor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -141,7 +141,10 @@ struct Adherence: AsyncParsableCommand {
     func run() async throws {
         let view = try await openReader(options).view(patient: patient, category: category)
         let (from, to) = try range.resolve()
-        let rows = try DoctorReader.adherence(activities: view.activities, outcomes: view.outcomes, from: from, to: to)
+        let rows: [AdherenceRow]
+        do { rows = try VaultCore.Adherence.rows(activities: view.activities, outcomes: view.outcomes, from: from, to: to) } catch {
+            throw ClientError.invalidRequest("cannot list the occurrences in that range: \(error)")
+        }
         if options.json { try Output.json(rows); return }
         print("\(patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))\n")
         Output.table(["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"], rows.map { r in

@@ -6,7 +6,7 @@ import VaultClient
 import VaultCore
 
 /// `carevault-patient`: a patient's care plan, encrypted on this device, synced as ciphertext, shared
-/// one category at a time (DESIGN.md §7).
+/// one category at a time (Docs/design.md §7).
 @main
 struct CareVaultPatient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -5,7 +5,7 @@ import Logging
 import VaultCrypto
 import VaultServer
 
-/// `carevault-server`: the ciphertext document store (DESIGN.md §6 and §7).
+/// `carevault-server`: the ciphertext document store (Docs/design.md §6 and §7).
 @main
 struct CareVaultServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -3,7 +3,7 @@ import GRDB
 import Testing
 
 /// The built tools, run as a user would: separate processes, a separate home folder per device, a real
-/// server process on a free port. Checks output and the exit statuses of DESIGN.md §7.
+/// server process on a free port. Checks output and the exit statuses of Docs/design.md §7.
 struct Tools {
     static let bin: URL = {
         // Tests/VaultCLITests/CLITests.swift -> project root -> .build/debug

@@ -60,7 +60,7 @@ struct ProfileAndAdherenceTests {
         var removed = Outcome(activityID: "pill", occurrence: events[2].occurrence, values: [OutcomeValue(id: "v", value: .boolean(true), createdAt: start)],
                               createdAt: start)
         removed.removeValue(id: "v", at: start)
-        let rows = try DoctorReader.adherence(activities: [twice], outcomes: done + [removed], from: from, to: to, timeZone: utc)
+        let rows = try Adherence.rows(activities: [twice], outcomes: done + [removed], from: from, to: to, timeZone: utc)
         #expect(rows.count == 1)
         #expect(rows[0].expected == 6 && rows[0].completed == 3 && rows[0].ratio == 0.5)
         #expect(rows[0].days.map(\.date) == ["2026-01-01", "2026-01-02", "2026-01-03"])

@@ -200,3 +200,62 @@ struct ReconciliationTests {
         #expect(cd.canonicalJSON == dc.canonicalJSON)
     }
 }
+
+/// The decision a device takes for one pulled version, case by case (Docs/design.md §5).
+@Suite("Resolution of a pulled version")
+struct ResolutionTests {
+    private static func ts(_ ms: UInt64, _ device: String = "a") -> HLCTimestamp { HLCTimestamp(physicalMs: ms, counter: 0, deviceID: device) }
+    private static let day = Date(timeIntervalSince1970: 1_780_000_000)
+    private static func outcome(_ values: [String], removed: Set<String> = []) -> Outcome {
+        Outcome(activityID: "walk", occurrence: 3,
+                values: values.map { OutcomeValue(id: $0, value: .boolean(true), units: nil, createdAt: day) },
+                removedValueIDs: removed, note: nil, createdAt: day, updatedAt: day)
+    }
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        var name: String
+        var local: LocalCopy?
+        var remote: Versioned<Outcome>
+        var expected: Resolution
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "nothing local: adopt", local: nil, remote: Versioned(timestamp: ts(5), deleted: false, payload: nil),
+             expected: .adoptRemote(dropOutbox: false)),
+        Case(name: "same version: keep", local: LocalCopy(timestamp: ts(5), deleted: false, pending: false),
+             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .keepLocal),
+        Case(name: "newer remote activity beats a sent copy", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false),
+             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .adoptRemote(dropOutbox: false)),
+        Case(name: "newer remote beats an unsent copy, which leaves the outbox", local: LocalCopy(timestamp: ts(4), deleted: false, pending: true),
+             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .adoptRemote(dropOutbox: true)),
+        Case(name: "older remote loses", local: LocalCopy(timestamp: ts(6), deleted: false, pending: true),
+             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .keepLocal),
+        Case(name: "same millisecond: the greater device wins", local: LocalCopy(timestamp: ts(5, "b"), deleted: false, pending: true),
+             remote: Versioned(timestamp: ts(5, "a"), deleted: false, payload: nil), expected: .keepLocal),
+        Case(name: "a newer tombstone deletes", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false, outcome: outcome(["x"])),
+             remote: .tombstone(at: ts(5)), expected: .adoptRemote(dropOutbox: false)),
+        Case(name: "an older live copy cannot undelete", local: LocalCopy(timestamp: ts(6), deleted: true, pending: false),
+             remote: Versioned(timestamp: ts(5), payload: outcome(["x"])), expected: .keepLocal),
+        Case(name: "newer remote outcome holding everything: adopt", local: LocalCopy(timestamp: ts(4), deleted: false, pending: true,
+                                                                                     outcome: outcome(["x"])),
+             remote: Versioned(timestamp: ts(5), payload: outcome(["x", "y"])), expected: .adoptRemote(dropOutbox: true)),
+        Case(name: "newer local outcome holding everything: keep", local: LocalCopy(timestamp: ts(6), deleted: false, pending: false,
+                                                                                   outcome: outcome(["x", "y"])),
+             remote: Versioned(timestamp: ts(5), payload: outcome(["y"])), expected: .keepLocal),
+        Case(name: "each side has a reading the other lacks: merge", local: LocalCopy(timestamp: ts(6), deleted: false, pending: true,
+                                                                                    outcome: outcome(["x"])),
+             remote: Versioned(timestamp: ts(5), payload: outcome(["y"])), expected: .writeMerged(outcome(["x", "y"]))),
+        Case(name: "a newer remote that lost a local reading still merges", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false,
+                                                                                           outcome: outcome(["x", "y"])),
+             remote: Versioned(timestamp: ts(5), payload: outcome(["y"])), expected: .writeMerged(outcome(["x", "y"]))),
+        Case(name: "a removal on the remote side wins over the local reading", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false,
+                                                                                              outcome: outcome(["x"])),
+             remote: Versioned(timestamp: ts(5), payload: outcome([], removed: ["x"])), expected: .adoptRemote(dropOutbox: false)),
+    ]
+
+    @Test(arguments: cases)
+    func resolves(_ c: Case) {
+        #expect(Reconciliation.resolve(local: c.local, remote: c.remote) == c.expected)
+    }
+}

@@ -1,7 +1,7 @@
 import Foundation
 import VaultCrypto
 
-/// The hash chain of the audit log (DESIGN.md §6): each entry's hash covers its fields and the previous
+/// The hash chain of the audit log (Docs/design.md §6): each entry's hash covers its fields and the previous
 /// entry's hash, so editing, deleting or reordering any entry breaks every hash after it.
 public enum AuditChain {
     /// The `previousHash` of the first entry: 32 zero bytes, hex.

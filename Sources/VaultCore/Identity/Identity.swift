@@ -19,6 +19,13 @@ public enum Username {
         else { throw TrustError.invalidUsername(raw) }
         return name
     }
+
+    /// The key under which a name the caller typed is looked up: the normal form when the name is valid,
+    /// else its plain lower-case form (which matches no account, since every stored name is valid). For
+    /// look-ups only; anything stored or signed goes through `normalize`.
+    public static func lookupKey(_ raw: String) -> String {
+        (try? normalize(raw)) ?? raw.lowercased()
+    }
 }
 
 /// A user's private keys: the Ed25519 signing pair, the X25519 box pair and the record-id key

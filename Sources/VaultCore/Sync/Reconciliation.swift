@@ -32,7 +32,7 @@ extension Versioned: Equatable where Payload: Equatable {}
 extension Versioned: Hashable where Payload: Hashable {}
 extension Versioned: Codable where Payload: Codable {}
 
-/// The conflict rules of sync (DESIGN.md §5). Pure functions, so every device and the server reach the
+/// The conflict rules of sync (Docs/design.md §5). Pure functions, so every device and the server reach the
 /// same state from the same versions, in whatever order they arrive.
 public enum Reconciliation {
     /// Last writer wins: the version with the greater timestamp (whose order already breaks ties by
@@ -91,5 +91,65 @@ extension OutcomeValue {
     static func conflictLoses(_ held: OutcomeValue, to other: OutcomeValue) -> Bool {
         if held.createdAt != other.createdAt { return held.createdAt < other.createdAt }
         return held.canonicalJSON.lexicographicallyPrecedes(other.canonicalJSON)
+    }
+}
+
+/// What a device holds of one record when a version of it arrives from the server.
+public struct LocalCopy: Sendable, Equatable {
+    /// The local version's timestamp.
+    public var timestamp: HLCTimestamp
+    /// True when the local version is a tombstone.
+    public var deleted: Bool
+    /// True when the local version waits in the outbox (not yet acknowledged by the server).
+    public var pending: Bool
+    /// The local outcome, when the record is a live outcome (needed to merge values); nil otherwise.
+    public var outcome: Outcome?
+
+    public init(timestamp: HLCTimestamp, deleted: Bool, pending: Bool, outcome: Outcome? = nil) {
+        self.timestamp = timestamp
+        self.deleted = deleted
+        self.pending = pending
+        self.outcome = deleted ? nil : outcome
+    }
+}
+
+/// What a device does with a pulled version of a record (Docs/design.md §5).
+public enum Resolution: Sendable, Equatable {
+    /// Store the server's version as the local copy; when `dropOutbox`, the unsent local version lost and
+    /// leaves the outbox.
+    case adoptRemote(dropOutbox: Bool)
+    /// Keep the local copy; only note that the server now holds the pulled version.
+    case keepLocal
+    /// Write `merged` as a new local version (sent at the next push): the pulled and the local copy of
+    /// an outcome each held readings the other lacked.
+    case writeMerged(Outcome)
+}
+
+extension Reconciliation {
+    /// The decision for one pulled version `remote` (its outcome in `remoteOutcome` when it is a live
+    /// outcome) against the device's copy `local` (nil when the device has none):
+    /// - no local copy: adopt the remote version;
+    /// - the same timestamp: the same version, keep it;
+    /// - two live outcomes: merge the value sets; adopt the remote copy when it is newer and already
+    ///   holds everything, keep the local one when it is newer and holds everything, else write the merge;
+    /// - otherwise last writer wins (`winner`).
+    public static func resolve(local: LocalCopy?, remote: Versioned<Outcome>) -> Resolution {
+        guard let local else { return .adoptRemote(dropOutbox: false) }
+        if remote.timestamp == local.timestamp { return .keepLocal }
+        if let mine = local.outcome, let theirs = remote.payload {
+            let merged = mergeOutcomes(mine, theirs)
+            let remoteNewer = remote.timestamp > local.timestamp
+            if remoteNewer && sameContent(merged, theirs) { return .adoptRemote(dropOutbox: local.pending) }
+            if !remoteNewer && sameContent(merged, mine) { return .keepLocal }
+            return .writeMerged(merged)
+        }
+        let mine = Versioned<Outcome>(timestamp: local.timestamp, deleted: local.deleted, payload: nil)
+        let bare = Versioned<Outcome>(timestamp: remote.timestamp, deleted: remote.deleted, payload: nil)
+        return winner(bare, mine).timestamp == remote.timestamp ? .adoptRemote(dropOutbox: local.pending) : .keepLocal
+    }
+
+    /// True when two copies of an outcome hold the same readings, tombstones and note (timestamps aside).
+    public static func sameContent(_ a: Outcome, _ b: Outcome) -> Bool {
+        Set(a.values) == Set(b.values) && a.removedValueIDs == b.removedValueIDs && a.note == b.note
     }
 }

@@ -13,7 +13,7 @@ struct Caller: Sendable {
     var certificate: Certificate { user.certificate! }
 }
 
-/// The server's behaviour, independent of routing: every rule of DESIGN.md §2, §3, §5 and §6 lives here,
+/// The server's behaviour, independent of routing: every rule of Docs/design.md §2, §3, §5 and §6 lives here,
 /// and the router only maps requests to these methods.
 struct VaultService: Sendable {
     let repository: any VaultRepository
@@ -82,7 +82,7 @@ struct VaultService: Sendable {
 
     /// The KDF parameters of a username; stable fakes for unknown names, so they cannot be enumerated.
     func loginParameters(username raw: String) async throws -> LoginParametersResponse {
-        let name = (try? Username.normalize(raw)) ?? raw.lowercased()
+        let name = Username.lookupKey(raw)
         if let user = try await repository.user(username: name) {
             return LoginParametersResponse(kdf: user.registration.kdf, salt: user.registration.salt)
         }
@@ -92,7 +92,7 @@ struct VaultService: Sendable {
     }
 
     func login(_ r: LoginRequest, address: String) async throws -> LoginResponse {
-        let name = (try? Username.normalize(r.username)) ?? r.username.lowercased()
+        let name = Username.lookupKey(r.username)
         let now = clock()
         if let wait = rateLimiter.retryAfter(username: name, address: address, now: now) {
             var e = APIError(.tooManyRequests, .rateLimited, "too many failed logins; retry in \(wait / 1000 + 1) seconds")
@@ -135,7 +135,7 @@ struct VaultService: Sendable {
 
     func directory(username: String? = nil, id: UUID? = nil) async throws -> DirectoryEntry {
         var user: UserRow?
-        if let username { user = try await repository.user(username: (try? Username.normalize(username)) ?? username.lowercased()) }
+        if let username { user = try await repository.user(username: Username.lookupKey(username)) }
         if let id { user = try await repository.user(id: id) }
         guard let user, user.status == .active, let cert = user.certificate else { throw APIError.notFound("no approved user \(username.map { "named '\($0)'" } ?? "with that id")") }
         return DirectoryEntry(certificate: cert)
@@ -151,9 +151,7 @@ struct VaultService: Sendable {
         do { try g.verify(patient: caller.certificate, adminKey: adminKey) } catch {
             throw APIError(.badRequest, .invalidSignature, "self-grant does not verify: \(error)")
         }
-        // Compared element by element: building 1...top first would let a signed epoch of 2^32-1 exhaust memory.
-        guard let top = g.epochs.last, top >= 1, g.epochs.count == Int(top),
-              g.epochs.enumerated().allSatisfy({ $0.element == UInt32($0.offset + 1) }) else {
+        guard g.hasContiguousEpochs, let top = g.epochs.last else {
             throw APIError.badRequest("a self-grant carries every epoch from 1 to the newest")
         }
         let row = TresorRow(id: g.tresorID, ownerID: caller.id, category: g.category, currentEpoch: top, selfGrant: g, updatedAt: clock())
@@ -172,8 +170,9 @@ struct VaultService: Sendable {
     }
 
     func validateCategory(_ c: String) throws {
-        let ok = (1...64).contains(c.count) && c.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }
-        guard ok else { throw APIError.badRequest("category must be 1-64 characters of a-z, 0-9 and '-'") }
+        do { try Activity.validateCategory(c) } catch {
+            throw APIError.badRequest("category must be 1-64 characters of a-z, 0-9 and '-'")
+        }
     }
 
     // MARK: Shares
@@ -199,7 +198,7 @@ struct VaultService: Sendable {
         guard let tresor = try await repository.tresor(id: g.tresorID), tresor.ownerID == caller.id, tresor.category == g.category else {
             throw APIError.badRequest("unknown tresor: declare the category's tresor first (PUT /v1/tresors)")
         }
-        guard !g.epochs.isEmpty, g.epochs.count <= Int(tresor.currentEpoch), g.epochs.allSatisfy({ (1...tresor.currentEpoch).contains($0) }) else {
+        guard !g.epochs.isEmpty, g.epochs.count <= Int(tresor.currentEpoch), g.epochsExist(upTo: tresor.currentEpoch) else {
             throw APIError.badRequest("the grant names epochs the tresor does not have")
         }
         let now = clock()
@@ -249,8 +248,8 @@ struct VaultService: Sendable {
         do { try g.verify(patient: caller.certificate, adminKey: adminKey) } catch {
             throw APIError(.badRequest, .invalidSignature, "grant does not verify: \(error)")
         }
-        guard let tresor = try await repository.tresor(id: s.tresorID), g.epochs.allSatisfy({ (1...tresor.currentEpoch).contains($0) }),
-              Set((s.latestGrant ?? s.grant).epochs).isSubset(of: Set(g.epochs))
+        guard let tresor = try await repository.tresor(id: s.tresorID), g.epochsExist(upTo: tresor.currentEpoch),
+              g.isSuccessor(of: s.latestGrant ?? s.grant)
         else { throw APIError.badRequest("a new grant keeps the old epochs and adds only epochs the tresor has") }
         let row = try await repository.updateShareGrant(id: s.id, grant: g, now: clock(), audit: AuditEvent(
             actor: Self.idText(caller.id), action: "share.epochs", patientID: caller.id,
@@ -291,20 +290,8 @@ struct VaultService: Sendable {
 
         // Checks that need no database, including the Ed25519 verification, spread over every core.
         let envelopes = r.envelopes
-        let checked: [Result<VersionRow, APIError>] = await withTaskGroup(of: [(Int, Result<VersionRow, APIError>)].self) { group in
-            let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
-            let chunk = max(64, (envelopes.count + workers - 1) / workers)
-            for start in stride(from: 0, to: envelopes.count, by: chunk) {
-                let end = min(start + chunk, envelopes.count)
-                group.addTask {
-                    (start..<end).map { i in (i, Self.check(envelopes[i], owner: me, signingKey: signingKey, tresors: tresors, now: now)) }
-                }
-            }
-            var results = [Result<VersionRow, APIError>?](repeating: nil, count: envelopes.count)
-            for await part in group {
-                for (i, result) in part { results[i] = result }
-            }
-            return results.map { $0! }
+        let checked: [Result<VersionRow, APIError>] = try await Parallel.map(envelopes) { envelope in
+            Self.check(envelope, owner: me, signingKey: signingKey, tresors: tresors, now: now)
         }
         var rows: [VersionRow] = []
         var results: [PushResult] = []
@@ -329,7 +316,7 @@ struct VaultService: Sendable {
         return PushResponse(results: results)
     }
 
-    /// Every server-side check of one envelope (DESIGN.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
+    /// Every server-side check of one envelope (Docs/design.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
     static func check(_ e: Envelope, owner: UUID, signingKey: SigningPublicKey, tresors: [UUID: TresorRow], now: UnixMillis) -> Result<VersionRow, APIError> {
         do {
             try e.header.validateStructure()

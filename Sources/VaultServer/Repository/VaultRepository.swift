@@ -36,7 +36,7 @@ public struct TresorRow: Sendable, Equatable {
     public var updatedAt: UnixMillis
 }
 
-/// A share: one row, one state machine (DESIGN.md §3).
+/// A share: one row, one state machine (Docs/design.md §3).
 public struct ShareRow: Sendable, Equatable {
     public var id: UUID
     public var patientID: UUID
@@ -68,7 +68,7 @@ public struct VersionRow: Sendable {
     public var deleted: Bool
     public var envelopeJSON: [UInt8]
 
-    /// Last-writer-wins order (DESIGN.md §5): by HLC (physical, counter, device); on an exact tie a
+    /// Last-writer-wins order (Docs/design.md §5): by HLC (physical, counter, device); on an exact tie a
     /// tombstone wins. Every server and client uses this same order.
     public func wins(over head: HeadKey) -> Bool {
         if hlcPhysical != head.hlcPhysical { return hlcPhysical > head.hlcPhysical }

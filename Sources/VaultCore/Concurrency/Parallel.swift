@@ -1,10 +1,11 @@
 import Foundation
 
-/// CPU-bound work spread over every core: signature checks and decryption of whole pages.
-enum Parallel {
+/// CPU-bound work spread over every core: signature checks and decryption of whole pages, on the
+/// server (push) and in clients (pull, doctor views).
+public enum Parallel {
     /// `transform` applied to every element, in order, in chunks of at least `minChunk` elements run
     /// concurrently (one chunk per core); the first error thrown is rethrown.
-    static func map<T: Sendable, U: Sendable>(_ items: [T], minChunk: Int = 64,
+    public static func map<T: Sendable, U: Sendable>(_ items: [T], minChunk: Int = 64,
                                               _ transform: @escaping @Sendable (T) throws -> U) async throws -> [U] {
         let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
         let chunk = max(minChunk, (items.count + workers - 1) / workers)

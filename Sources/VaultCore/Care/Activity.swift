@@ -3,7 +3,7 @@ import Foundation
 /// Why a care-model value (activity, schedule, outcome, outcome value) was rejected. Each case names the
 /// check that failed. Cases carry lengths and counts but never the offending text, because ids and
 /// titles can be health data and errors end up in terminals and logs.
-public enum CareModelError: Error, Equatable, Sendable {
+public enum CareModelError: Error, Equatable, Sendable, CustomStringConvertible {
     /// An activity id (or an outcome's activity id) is empty.
     case emptyID
     /// An id is longer than `Activity.maxIDLength` characters.
@@ -26,6 +26,8 @@ public enum CareModelError: Error, Equatable, Sendable {
     case nonFiniteNumber
     /// An outcome's occurrence index is negative.
     case negativeOccurrence(Int)
+    /// An outcome's occurrence index is above `Outcome.maxOccurrence`.
+    case occurrenceTooLarge(Int)
     /// A schedule interval is below 1 or above `ScheduleInterval.maxCount`.
     case invalidInterval(ScheduleInterval)
     /// An all-day element steps by hours; all-day events need a day or week interval.
@@ -48,6 +50,38 @@ public enum CareModelError: Error, Equatable, Sendable {
     case invalidRange
     /// A query would produce `count` events, more than `limit` (`Schedule.maxEventsPerCall`).
     case tooManyEvents(count: Int, limit: Int)
+
+    /// Plain words for a person: what is wrong and what is allowed. Never the offending text itself.
+    public var description: String {
+        switch self {
+        case .emptyID: "the activity id is empty"
+        case let .idTooLong(length): "the id is \(length) characters long; at most \(Activity.maxIDLength) are allowed"
+        case .idContainsControlCharacter: "the id contains a control character"
+        case .emptyTitle: "the title is empty"
+        case .emptyCategory: "the category is empty"
+        case let .categoryTooLong(length):
+            "the category is \(length) characters long; at most \(Activity.maxCategoryLength) are allowed"
+        case .invalidCategoryCharacter: "a category may only hold lowercase letters a-z, digits 0-9 and '-'"
+        case .invalidValueID: "a value id is empty, too long or contains a control character"
+        case .duplicateValueID: "two values of one outcome share an id"
+        case .nonFiniteNumber: "a number value is not a finite number"
+        case let .negativeOccurrence(n): "occurrence \(n) is negative; occurrences count from 0"
+        case let .occurrenceTooLarge(n): "occurrence \(n) is too large; at most \(Outcome.maxOccurrence) is allowed"
+        case let .invalidInterval(interval):
+            "a schedule step of \(interval.count) is out of range; use 1 to \(ScheduleInterval.maxCount)"
+        case .allDayRequiresDayInterval: "an all-day schedule must repeat by days or weeks, not hours"
+        case .invalidDuration: "the duration must be a finite, non-negative number of seconds"
+        case .endBeforeStart: "the schedule ends before it starts"
+        case .dateOutOfRange: "a date is outside the years 0001 to 4000"
+        case .unknownTimeZone: "the time zone is not known (use an identifier such as Europe/Berlin)"
+        case .invalidTimeOfDay: "a time of day must be HH:MM (hour 0-23, minute 0-59)"
+        case let .invalidWeekday(day): "weekday \(day) does not exist (1 = Sunday ... 7 = Saturday)"
+        case .emptySchedule: "the schedule names no times or no weekdays"
+        case .invalidRange: "the start of the range is after its end"
+        case let .tooManyEvents(count, limit):
+            "the range holds \(count) scheduled events, more than \(limit) at once; ask for a shorter range"
+        }
+    }
 }
 
 /// A care-plan activity (after CareKit's `OCKTask`): what the patient should do and on what schedule.

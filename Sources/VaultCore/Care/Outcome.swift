@@ -4,6 +4,11 @@ import Foundation
 /// (`activityID`, `occurrence`), so all devices write one record per occurrence, and concurrent copies are
 /// merged value by value (`Reconciliation.mergeOutcomes`) instead of one overwriting the other.
 public struct Outcome: Codable, Sendable, Hashable {
+    /// The largest accepted occurrence index. Hourly events over the whole supported date range (4,000
+    /// years) number about 35 million per schedule element, so a billion leaves room for any real plan
+    /// while keeping every index arithmetic (index × step × 7 days) far from overflow.
+    public static let maxOccurrence = 1_000_000_000
+
     /// The id of the activity this outcome is for.
     public var activityID: String
     /// The occurrence index of the schedule event (`ScheduleEvent.occurrence`), 0 or more.
@@ -48,6 +53,7 @@ public struct Outcome: Codable, Sendable, Hashable {
     public func validate() throws(CareModelError) {
         try Activity.validateID(activityID)
         guard occurrence >= 0 else { throw .negativeOccurrence(occurrence) }
+        guard occurrence <= Self.maxOccurrence else { throw .occurrenceTooLarge(occurrence) }
         var seen = Set<String>()
         for value in values {
             try value.validate()

@@ -249,8 +249,12 @@ public struct Schedule: Codable, Sendable, Hashable {
             }
             return index
         }
+        // No element has more events than the supported date range holds, nor than `Outcome.maxOccurrence`:
+        // bounding the search there keeps every index arithmetic small, whatever index a record carries.
+        guard occurrence <= Outcome.maxOccurrence else { return nil }
         for (i, t) in timelines.enumerated() {
-            var lo = 0, hi = min(occurrence, t.endCount - 1)
+            var lo = 0
+            var hi = min(occurrence, t.endCount - 1, t.count(before: .distantFuture))
             while lo <= hi {
                 let mid = lo + (hi - lo) / 2
                 let g = globalIndex(i, mid)
@@ -312,6 +316,8 @@ struct Timeline {
     let nominalStep: TimeInterval
     /// Number of events before `element.end`; `Int.max` without an end.
     private(set) var endCount = Int.max
+    /// More days than the supported date range spans (4,000 years): any step past it is `.distantFuture`.
+    static let maxDaySteps = 1_500_000
 
     init(_ element: ScheduleElement) throws(CareModelError) {
         try element.validate()
@@ -329,12 +335,17 @@ struct Timeline {
 
     /// Event k's start. Strictly increasing in k.
     func start(_ k: Int) -> Date {
-        let stepped: Date?
+        // Checked products: an index from a record (or a huge query) must never trap. A step count that
+        // does not fit in Int lies far beyond the supported date range anyway.
+        let perStep: Int
         switch element.interval {
         case let .hours(n): return base.addingTimeInterval(Double(k) * Double(n) * 3600)
-        case let .days(n): stepped = calendar.date(byAdding: .day, value: k * n, to: base)
-        case let .weeks(n): stepped = calendar.date(byAdding: .day, value: k * n * 7, to: base)
+        case let .days(n): perStep = n
+        case let .weeks(n): perStep = n * 7
         }
+        let (days, overflow) = k.multipliedReportingOverflow(by: perStep)
+        guard !overflow, days <= Timeline.maxDaySteps else { return .distantFuture }
+        let stepped = calendar.date(byAdding: .day, value: days, to: base)
         // Indices stay within the supported date range (queries are clamped), where calendars answer;
         // the fallback only keeps this total.
         guard let stepped else { return .distantFuture }

@@ -96,6 +96,16 @@ extension Envelope {
         guard header.deleted == (record == nil) else { throw .payloadMismatch(header.deleted ? "tombstone with a body" : "live record without a body") }
         if let record, record.type != header.recordType { throw .payloadMismatch("record type") }
         if case let .activity(a)? = record, a.category != header.category { throw .payloadMismatch("category") }
+        // A valid signature proves who wrote the record, not that the writer's tool checked it: values
+        // no tool should have accepted (an occurrence past the limit, a zero schedule step) are refused
+        // here, before any reader computes with them.
+        do {
+            switch record {
+            case let .activity(a)?: try a.validate()
+            case let .outcome(o)?: try o.validate()
+            case nil: break
+            }
+        } catch { throw .malformedPayload("\(error)") }
         return OpenedRecord(header: header, record: record)
     }
 }

@@ -5,12 +5,16 @@ import VaultCrypto
 
 /// Where a client talks to and what it trusts: the server, the home folder, and the pinned admin key.
 public struct ClientConfiguration: Sendable {
+    /// The server's base URL.
     public var server: String
+    /// The home folder of profiles.
     public var home: Home
+    /// The pinned admin key: every certificate and approval must verify under it.
     public var adminKey: SigningPublicKey
     /// Argon2id parameters for new accounts (libsodium MODERATE by default).
     public var kdf: KDFParameters
 
+    /// A configuration for `server` with profiles under `home`, trusting `adminKey`.
     public init(server: String, home: Home, adminKey: SigningPublicKey, kdf: KDFParameters = .moderate) {
         self.server = server
         self.home = home
@@ -21,12 +25,17 @@ public struct ClientConfiguration: Sendable {
 
 /// An unlocked account on this device: its profile, private keys and a session.
 public struct UnlockedAccount: Sendable {
+    /// What the device remembers of the account.
     public let profile: Profile
+    /// The account's private keys, unwrapped.
     public let identity: Identity
+    /// The account's certificate, verified under the pinned admin key.
     public let certificate: Certificate
     /// The password-derived wrapping key: encrypts the keyring at rest.
     public let wrappingKey: SymmetricKey
+    /// The files of the account's profile folder.
     public let store: ProfileStore
+    /// The session, if the device has one.
     public let session: StoredSession?
 }
 
@@ -44,9 +53,12 @@ extension UnlockedAccount {
 
 /// Registration, login on any device, unlocking, logout (Docs/design.md §2).
 public struct AccountManager: Sendable {
+    /// Where to talk to and what to trust.
     public let configuration: ClientConfiguration
+    /// The HTTP transport to the server.
     public let transport: Transport
 
+    /// An account manager for `configuration`, talking through `transport`.
     public init(configuration: ClientConfiguration, transport: Transport) {
         self.configuration = configuration
         self.transport = transport
@@ -76,13 +88,14 @@ public struct AccountManager: Sendable {
     /// pinned admin key before trusting anything. With `remember`, keeps the wrapping key in a 0600 file.
     public func login(username raw: String, password: String, remember: Bool = false) async throws -> UnlockedAccount {
         let username = Username.lookupKey(raw)
-        let params: LoginParametersResponse = try await transport.send(.POST, Routes.loginParameters, body: LoginParametersRequest(username: username))
+        let params: LoginParametersResponse = try await transport.send(.POST, Routes.loginParameters,
+                                                                        body: LoginParametersRequest(username: username))
         let keys: PasswordKeys
         do { keys = try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf) } catch {
             throw ClientError.integrity("the server offered unacceptable password-hashing parameters: \(error)")
         }
-        let response: LoginResponse = try await transport.send(.POST, Routes.login,
-                                                                body: LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes())))
+        let request = LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()))
+        let response: LoginResponse = try await transport.send(.POST, Routes.login, body: request)
         guard response.keyBundle.kdf == params.kdf, response.keyBundle.salt == params.salt, response.keyBundle.userID == response.userID else {
             throw ClientError.integrity("the key bundle does not match the parameters the server gave")
         }
@@ -121,7 +134,8 @@ public struct AccountManager: Sendable {
         let store = try currentStore()
         guard let profile = try store.loadProfile() else { throw ClientError.localState("not logged in") }
         guard let certificate = profile.certificate else {
-            throw ClientError.notPermitted(code: .pendingApproval, "account '\(profile.username)' is waiting for admin approval; run 'login' once it is approved")
+            throw ClientError.notPermitted(code: .pendingApproval,
+                                           "account '\(profile.username)' is waiting for admin approval; run 'login' once it is approved")
         }
         let wrappingKey: SymmetricKey
         if let remembered = try store.loadDeviceKey() {

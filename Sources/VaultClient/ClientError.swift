@@ -26,6 +26,7 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Anything else the server said.
     case server(code: APIErrorCode?, String)
 
+    /// The message the CLIs print.
     public var description: String {
         switch self {
         case let .serverUnreachable(m): return "server unreachable: \(m)"

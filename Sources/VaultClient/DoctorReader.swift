@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCore
 import VaultCrypto
@@ -8,15 +7,21 @@ import VaultCrypto
 /// admin key, the admin's approval of exactly this grant, the patient's signature on the grant (and on
 /// any later grant of newer epochs), and the keys opened with the doctor's own box key.
 public struct VerifiedShare: Sendable {
+    /// The share as the server listed it.
     public let share: ShareInfo
+    /// The category's keys the grants opened.
     public let tresor: Tresor
 }
 
 /// What a doctor sees of one patient.
 public struct PatientView: Sendable {
+    /// The patient's certificate, verified under the pinned admin key.
     public var patient: Certificate
+    /// The categories viewed, sorted.
     public var categories: [String]
+    /// The live activities, sorted by id.
     public var activities: [Activity]
+    /// The live outcomes, sorted by activity and occurrence.
     public var outcomes: [Outcome]
     /// Records the doctor holds no key for (written under an epoch not granted to them).
     public var unreadable: Int
@@ -26,36 +31,19 @@ public struct PatientView: Sendable {
 /// into a local ciphertext cache with a cursor per share (repeated views are incremental), verified and
 /// decrypted in memory.
 public actor DoctorReader {
+    /// The doctor's unlocked account.
     nonisolated public let account: UnlockedAccount
     let transport: Transport
     let adminKey: SigningPublicKey
-    let cache: DatabaseQueue
+    let cache: DoctorCache
 
+    /// Opens the reader of an unlocked doctor account and its cache.
     public init(account: UnlockedAccount, transport: Transport, adminKey: SigningPublicKey) throws {
         guard account.profile.role == .doctor else { throw ClientError.notPermitted(code: .forbidden, "this account is not a doctor") }
         self.account = account
         self.transport = transport
         self.adminKey = adminKey
-        try SecureFiles.ensureDirectory(account.store.folder)
-        cache = try DatabaseQueue(path: account.store.storeURL.path)
-        try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: account.store.storeURL.path)
-        var m = DatabaseMigrator()
-        m.registerMigration("v1-doctor-cache") { db in
-            try db.execute(sql: """
-                CREATE TABLE shared_records (
-                    owner_id TEXT NOT NULL,
-                    record_id TEXT NOT NULL,
-                    tresor_id TEXT NOT NULL,
-                    hlc_physical INTEGER NOT NULL,
-                    hlc_counter INTEGER NOT NULL,
-                    hlc_device TEXT NOT NULL,
-                    deleted INTEGER NOT NULL,
-                    envelope BLOB NOT NULL,
-                    PRIMARY KEY (owner_id, record_id));
-                CREATE TABLE cursors (owner_id TEXT NOT NULL, tresor_id TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (owner_id, tresor_id));
-                """)
-        }
-        try m.migrate(cache)
+        cache = try DoctorCache(url: account.store.storeURL)
     }
 
     var auth: Transport.Auth { get throws { try account.sessionAuth } }
@@ -80,7 +68,8 @@ public actor DoctorReader {
         let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
         let mine = list.shares.filter { $0.patientUsername == username.lowercased() && $0.state == .active }
         guard let first = mine.first else {
-            throw ClientError.notPermitted(code: .shareNotActive, "no active share from '\(username)': not shared, not yet approved, revoked or expired")
+            throw ClientError.notPermitted(code: .shareNotActive,
+                                           "no active share from '\(username)': not shared, not yet approved, revoked or expired")
         }
         let cert = try await patientCertificate(id: first.patientID, username: username)
         var out: [VerifiedShare] = []
@@ -109,43 +98,28 @@ public actor DoctorReader {
     /// Pulls what changed since the last view into the cache; every envelope's signature and context is
     /// checked before anything is stored, and a page is stored with its cursor in one transaction.
     func refresh(_ patient: Certificate, _ share: VerifiedShare, progress: (@Sendable (Int) -> Void)?) async throws -> Int {
-        let owner = patient.userID.uuidString, tresorID = share.tresor.id.uuidString
-        var cursor = try await cache.read { db in
-            try Int64.fetchOne(db, sql: "SELECT cursor FROM cursors WHERE owner_id = ? AND tresor_id = ?", arguments: [owner, tresorID]) ?? 0
-        }
+        let owner = patient.userID
+        let tresor = share.tresor.id
+        let context = EnvelopeContext(ownerID: owner, tresorID: tresor, category: share.share.category)
+        let signingKey = patient.signingKey
+        var cursor = try await cache.cursor(owner: owner, tresor: tresor)
         var pulled = 0
         while true {
-            let page: PullResponse = try await transport.send(
-                .GET, Routes.records + "?owner=\(owner)&tresor=\(tresorID)&since=\(cursor)&limit=\(SyncPolicy.pullPage)", auth: try auth)
-            let context = EnvelopeContext(ownerID: patient.userID, tresorID: share.tresor.id, category: share.share.category)
-            let signingKey = patient.signingKey
+            let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(cursor)&limit=\(SyncPolicy.pullPage)"
+            let page: PullResponse = try await transport.send(.GET, Routes.records + query, auth: try auth)
             // Every signature checked (on every core) before anything is stored; each envelope's JSON for the cache on the way.
-            let stored: [Data] = try await Parallel.map(page.changes) { change in
+            let entries: [DoctorCache.Entry] = try await Parallel.map(page.changes) { change in
                 do { try change.envelope.verify(authorKey: signingKey, expecting: context) } catch { throw ClientError.from(error) }
-                guard change.envelope.header.timestamp.physicalMs <= UInt64(Int64.max) else { throw ClientError.integrity("a record's clock is out of range") }
-                return try LocalStore.encoder.encode(change.envelope)
-            }
-            guard page.changes.allSatisfy({ $0.sequence > UInt64(cursor) }) else { throw ClientError.integrity("the server sent changes out of order") }
-            guard let next = Int64(exactly: page.changes.last?.sequence ?? UInt64(cursor)) else { throw ClientError.integrity("the server sent an impossible sequence number") }
-            try await cache.write { db in
-                let readHead = try db.cachedStatement(sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM shared_records WHERE owner_id = ? AND record_id = ?")
-                let upsert = try db.cachedStatement(sql: """
-                    INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, hlc_physical = excluded.hlc_physical,
-                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
-                    """)
-                for (change, json) in zip(page.changes, stored) {
-                    let h = change.envelope.header
-                    if let row = try Row.fetchOne(readHead, arguments: [owner, h.recordID.hex]) {
-                        let held = HLCTimestamp(physicalMs: UInt64(row[0] as Int64), counter: UInt32(row[1] as Int64), deviceID: row[2])
-                        if h.timestamp < held { throw ClientError.integrity("the server replayed an older version of a record") }
-                    }
-                    try upsert.execute(arguments: [owner, h.recordID.hex, tresorID, Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID,
-                                                   h.deleted, json])
+                guard change.envelope.header.timestamp.physicalMs <= UInt64(Int64.max) else {
+                    throw ClientError.integrity("a record's clock is out of range")
                 }
-                try db.execute(sql: "INSERT INTO cursors (owner_id, tresor_id, cursor) VALUES (?, ?, ?) ON CONFLICT (owner_id, tresor_id) DO UPDATE SET cursor = excluded.cursor",
-                               arguments: [owner, tresorID, next])
+                return DoctorCache.Entry(header: change.envelope.header, json: try LocalStore.encoder.encode(change.envelope))
+            }
+            guard page.changes.allSatisfy({ $0.sequence > cursor }) else { throw ClientError.integrity("the server sent changes out of order") }
+            let next = page.changes.last?.sequence ?? cursor
+            guard Int64(exactly: next) != nil else { throw ClientError.integrity("the server sent an impossible sequence number") }
+            try await cache.store(entries, owner: owner, tresor: tresor, cursor: next) { header, held in
+                if let held, header.timestamp < held { throw ClientError.integrity("the server replayed an older version of a record") }
             }
             pulled += page.changes.count
             progress?(pulled)
@@ -164,10 +138,7 @@ public actor DoctorReader {
         var view = PatientView(patient: cert, categories: chosen.map(\.share.category).sorted(), activities: [], outcomes: [], unreadable: 0)
         for share in chosen {
             _ = try await refresh(cert, share, progress: progress)
-            let stored = try await cache.read { db in
-                try Data.fetchAll(db, sql: "SELECT envelope FROM shared_records WHERE owner_id = ? AND tresor_id = ? AND deleted = 0",
-                                  arguments: [cert.userID.uuidString, share.tresor.id.uuidString])
-            }
+            let stored = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id)
             let context = EnvelopeContext(ownerID: cert.userID, tresorID: share.tresor.id, category: share.share.category)
             let keys = share.tresor.keys
             // Decrypted on every core. Signatures were checked before the envelopes entered the cache (refresh);

@@ -8,8 +8,10 @@ public struct Keyring: Sendable {
     /// Tresors by category.
     public private(set) var tresors: [String: Tresor] = [:]
 
+    /// A keyring holding `tresors` (by category).
     public init(tresors: [String: Tresor] = [:]) { self.tresors = tresors }
 
+    /// The tresor of `category`, if the device holds its keys.
     public subscript(category: String) -> Tresor? { tresors[category] }
 
     /// Adds or merges a tresor's keys.
@@ -35,7 +37,9 @@ public struct Keyring: Sendable {
         var w = CanonicalWriter(domain: Self.domain)
         w.append(UInt32(tresors.count))
         for t in tresors.values.sorted(by: { $0.category < $1.category }) {
-            w.append(t.ownerID); w.append(t.category); w.append(UInt32(t.keys.count))
+            w.append(t.ownerID)
+            w.append(t.category)
+            w.append(UInt32(t.keys.count))
             for (epoch, key) in t.keys.sorted(by: { $0.key < $1.key }) {
                 w.append(epoch)
                 var k = key.copyBytes()
@@ -64,7 +68,8 @@ public struct Keyring: Sendable {
             var r = try CanonicalReader(plain, domain: domain)
             var ring = Keyring()
             for _ in 0..<(try r.readUInt32()) {
-                let owner = try r.readUUID(), category = try r.readString()
+                let owner = try r.readUUID()
+                let category = try r.readString()
                 var keys: [UInt32: SymmetricKey] = [:]
                 for _ in 0..<(try r.readUInt32()) {
                     let epoch = try r.readUInt32()

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCore
 import VaultCrypto
@@ -12,9 +11,9 @@ extension PatientVault {
         do { entry = try await transport.send(.GET, Routes.userByName(username), auth: try auth) } catch ClientError.notFound {
             throw ClientError.notFound("no approved \(role.rawValue) named '\(username)'")
         }
-        do { try entry.certificate.verify(adminKey: adminKey, username: username, role: role) } catch let e as TrustError {
-            if case .wrongRole = e { throw ClientError.invalidRequest("'\(username)' is not a \(role.rawValue)") }
-            throw ClientError.integrity("the server's certificate for '\(username)' does not verify under the pinned admin key: \(e)")
+        do { try entry.certificate.verify(adminKey: adminKey, username: username, role: role) } catch {
+            if case .wrongRole = error { throw ClientError.invalidRequest("'\(username)' is not a \(role.rawValue)") }
+            throw ClientError.integrity("the server's certificate for '\(username)' does not verify under the pinned admin key: \(error)")
         }
         return entry.certificate
     }
@@ -44,10 +43,14 @@ extension PatientVault {
     /// to this patient's devices and to the doctors who still have active shares of that category, and
     /// (with `reencrypt`) rewrites the category's records under the new epoch.
     public func revoke(doctor username: String, category: String, reencrypt: Bool = false) async throws -> ShareInfo {
-        let open = try await shares().filter { $0.doctorUsername == username.lowercased() && $0.category == category && ($0.state == .active || $0.state == .pending) }
+        let open = try await shares().filter {
+            $0.doctorUsername == username.lowercased() && $0.category == category && ($0.state == .active || $0.state == .pending)
+        }
         guard let share = open.last else { throw ClientError.notFound("no active or pending share of \(category) with \(username)") }
         let revoked: ShareInfo = try await transport.send(.POST, Routes.shareRevoke(share.shareID.uuidString), auth: try auth)
-        guard revoked.state == .revoked, revoked.shareID == share.shareID else { throw ClientError.integrity("the server did not confirm the revocation") }
+        guard revoked.state == .revoked, revoked.shareID == share.shareID else {
+            throw ClientError.integrity("the server did not confirm the revocation")
+        }
         try await rotate(category: category, reencrypt: reencrypt, excluding: share.doctorID)
         return revoked
     }
@@ -62,7 +65,7 @@ extension PatientVault {
         keyring.merge(t)
         try saveKeyring()
         do {
-            let _: TresorInfo = try await transport.send(.PUT, Routes.tresors, body: PutTresorRequest(selfGrant: try selfGrant(t)), auth: try auth)
+            try await declare(t)
         } catch ClientError.conflict {
             try await reconcileTresors()
         }
@@ -73,14 +76,16 @@ extension PatientVault {
             do {
                 try share.grant.verify(patient: account.certificate, adminKey: adminKey)
                 guard let approval = share.approval, share.grant.patientID == me, share.grant.memberID == doctor.userID,
-                      share.doctorID == doctor.userID, share.grant.tresorID == current.id else { throw TrustError.mismatch(what: "share", field: "parties") }
+                      share.doctorID == doctor.userID, share.grant.tresorID == current.id
+                else { throw TrustError.mismatch(what: "share", field: "parties") }
                 try approval.verifyShare(adminKey: adminKey, shareID: share.shareID, grant: share.grant)
             } catch {
                 throw ClientError.integrity("the server lists a share of \(category) that this patient did not make or the admin did not approve")
             }
             let g = try Grant.make(patient: account.identity, member: doctor, adminKey: adminKey, tresor: current, createdAt: Date().unixMillis,
                                    expiresAt: share.grant.expiresAt)
-            let _: ShareInfo = try await transport.send(.PUT, Routes.shareGrant(share.shareID.uuidString), body: UpdateShareGrantRequest(grant: g), auth: try auth)
+            let _: ShareInfo = try await transport.send(.PUT, Routes.shareGrant(share.shareID.uuidString), body: UpdateShareGrantRequest(grant: g),
+                                                        auth: try auth)
         }
         if reencrypt {
             // Only records whose local copy is the server's head: an unsent or stale copy is not rewritten.

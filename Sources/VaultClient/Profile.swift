@@ -7,9 +7,13 @@ import VaultCrypto
 /// user under the home, holding the profile, the session, the optional remembered device key, the
 /// encrypted keyring and the local store. Nothing in it is plaintext health data or an unwrapped key.
 public struct Profile: Codable, Sendable, Equatable {
+    /// The server's base URL.
     public var server: String
+    /// The account's username.
     public var username: String
+    /// The account's user id.
     public var userID: UUID
+    /// The account's role.
     public var role: Role
     /// This device's id: the HLC device component of everything it writes.
     public var deviceID: String
@@ -27,23 +31,37 @@ public struct Profile: Codable, Sendable, Equatable {
 
 /// A bearer session.
 public struct StoredSession: Codable, Sendable {
+    /// The bearer token.
     public var token: String
+    /// When the session ends.
     public var expiresAt: UnixMillis
 }
 
 /// The files of one profile folder.
 public struct ProfileStore: Sendable {
+    /// The profile folder.
     public let folder: URL
+    /// The profile (no secrets).
     public var profileURL: URL { folder.appendingPathComponent("profile.json") }
+    /// The session token.
     public var sessionURL: URL { folder.appendingPathComponent("session.json") }
+    /// The remembered wrapping key, when the user opted in.
     public var deviceKeyURL: URL { folder.appendingPathComponent("device.key") }
+    /// The encrypted keyring.
     public var keyringURL: URL { folder.appendingPathComponent("keyring.json") }
+    /// The local store (a patient's records, or a doctor's cache).
     public var storeURL: URL { folder.appendingPathComponent("store.sqlite") }
 
+    /// The files of the profile in `folder`.
     public init(folder: URL) { self.folder = folder }
 
-    static let encoder: JSONEncoder = { let e = JSONEncoder(); e.outputFormatting = [.sortedKeys, .prettyPrinted]; return e }()
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .prettyPrinted]
+        return e
+    }()
 
+    /// The stored profile, or nil when there is none.
     public func loadProfile() throws -> Profile? {
         guard let data = try SecureFiles.read(profileURL) else { return nil }
         do { return try JSONDecoder().decode(Profile.self, from: data) } catch {
@@ -51,13 +69,16 @@ public struct ProfileStore: Sendable {
         }
     }
 
+    /// Stores the profile (mode 0600, atomically).
     public func save(_ profile: Profile) throws { try SecureFiles.write(try Self.encoder.encode(profile), to: profileURL) }
 
+    /// The stored session, or nil when there is none (or it is unreadable).
     public func loadSession() throws -> StoredSession? {
         guard let data = try SecureFiles.read(sessionURL) else { return nil }
         return try? JSONDecoder().decode(StoredSession.self, from: data)
     }
 
+    /// Stores the session (mode 0600, atomically).
     public func save(_ session: StoredSession) throws { try SecureFiles.write(try Self.encoder.encode(session), to: sessionURL) }
 
     /// The remembered wrapping key, if the user opted in.
@@ -69,6 +90,7 @@ public struct ProfileStore: Sendable {
         return key
     }
 
+    /// Remembers the wrapping key on this device (mode 0600).
     public func saveDeviceKey(_ key: SymmetricKey) throws {
         var bytes = key.copyBytes()
         defer { Memory.zero(&bytes) }
@@ -84,8 +106,10 @@ public struct ProfileStore: Sendable {
 
 /// The home folder: profiles, and which one is current.
 public struct Home: Sendable {
+    /// The home folder.
     public let url: URL
 
+    /// The home at `url`.
     public init(url: URL) { self.url = url }
 
     /// `--home`, else `CAREVAULT_HOME`, else `~/.carevault`.
@@ -97,7 +121,10 @@ public struct Home: Sendable {
 
     var currentURL: URL { url.appendingPathComponent("current.json") }
 
-    struct Current: Codable { var server: String; var username: String }
+    struct Current: Codable {
+        var server: String
+        var username: String
+    }
 
     /// The profile folder of the current account on `server`, if any.
     public func current(server: String) throws -> ProfileStore? {
@@ -113,6 +140,7 @@ public struct Home: Sendable {
         try SecureFiles.write(try JSONEncoder().encode(map), to: currentURL)
     }
 
+    /// The profile folder of `username` on `server`.
     public func store(server: String, username: String) -> ProfileStore {
         ProfileStore(folder: Profile.folder(home: url, server: server, username: username))
     }

@@ -10,6 +10,7 @@ import VaultCrypto
 /// HTTP/JSON transport to a CareVault server. One place maps statuses and error codes to `ClientError`,
 /// and only temporary failures are retried (exponential backoff with full jitter).
 public final class Transport: Sendable {
+    /// The server's base URL.
     public let baseURL: String
     /// The process-wide client: its connection pool lives as long as the process, so no transport can
     /// forget to shut one down. A refused connection fails at once (the retry policy here decides what
@@ -39,7 +40,8 @@ public final class Transport: Sendable {
         // The login key and session tokens must not cross a network in clear: plain http is for loopback only.
         let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host ?? "")
         if scheme == "http", !loopback, ProcessInfo.processInfo.environment["CAREVAULT_ALLOW_INSECURE_HTTP"] != "1" {
-            throw ClientError.invalidRequest("refusing plain http to \(url.host ?? "?"): use https (or set CAREVAULT_ALLOW_INSECURE_HTTP=1 on a trusted network)")
+            throw ClientError.invalidRequest(
+                "refusing plain http to \(url.host ?? "?"): use https (or set CAREVAULT_ALLOW_INSECURE_HTTP=1 on a trusted network)")
         }
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.maxAttempts = max(1, maxAttempts)
@@ -115,7 +117,8 @@ public final class Transport: Sendable {
         case let .session(token): request.headers.add(name: "Authorization", value: "Bearer \(token)")
         case let .admin(key):
             // Each attempt is signed anew: the server accepts a signature once.
-            let h = AdminRequestSignature.sign(method: method.rawValue, pathAndQuery: path, body: payload, timestamp: Date().unixMillis, adminKey: key)
+            let h = AdminRequestSignature.sign(method: method.rawValue, pathAndQuery: path, body: payload, timestamp: Date().unixMillis,
+                                               adminKey: key)
             request.headers.add(name: AdminRequestSignature.timestampHeader, value: h.timestamp)
             request.headers.add(name: AdminRequestSignature.nonceHeader, value: h.nonce)
             request.headers.add(name: AdminRequestSignature.signatureHeader, value: h.signature)

@@ -12,14 +12,17 @@ import VaultTestSupport
 @Suite("Client: a hostile server is caught")
 struct MaliciousServerTests {
     static func allowTampering(_ repo: any VaultRepository, _ backend: Backend) async throws {
-        try await repo.attackerExecutes(backend == .sqlite ? "DROP TRIGGER versions_append_only_u" : "ALTER TABLE versions DISABLE TRIGGER versions_append_only")
+        try await repo.attackerExecutes(backend == .sqlite
+                                        ? "DROP TRIGGER versions_append_only_u"
+                                        : "ALTER TABLE versions DISABLE TRIGGER versions_append_only")
     }
 
     /// SQL that rewrites the envelope JSON of one version with `replace(from, to)`.
     static func rewrite(_ backend: Backend, versionID: String, from: String, to: String) -> String {
         backend == .sqlite
             ? "UPDATE versions SET envelope = CAST(replace(CAST(envelope AS TEXT), '\(from)', '\(to)') AS BLOB) WHERE version_id = '\(versionID)'"
-            : "UPDATE versions SET envelope = convert_to(replace(convert_from(envelope, 'UTF8'), '\(from)', '\(to)'), 'UTF8') WHERE version_id = '\(versionID)'"
+            : "UPDATE versions SET envelope = convert_to(replace(convert_from(envelope, 'UTF8'), '\(from)', '\(to)'), 'UTF8') "
+                + "WHERE version_id = '\(versionID)'"
     }
 
     /// Makes a stored head be delivered again at a new sequence number.
@@ -30,7 +33,8 @@ struct MaliciousServerTests {
 
     /// Two synced devices of one patient with one activity.
     static func twoDevices(_ world: ClientWorld, _ name: String) async throws -> (PatientVault, PatientVault) {
-        let a = try world.device("a"), b = try world.device("b")
+        let a = try world.device("a")
+        let b = try world.device("b")
         let (vaultA, password) = try await world.patient(name, on: a)
         try await vaultA.addActivity(try Sample.activity("walk", title: "v1"))
         _ = try await vaultA.sync()
@@ -67,13 +71,13 @@ struct MaliciousServerTests {
             let (vaultA, vaultB) = try await Self.twoDevices(world, "pat")
             let owner = vaultA.account.profile.userID
             let recordID = RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: vaultA.account.identity.recordIDKey).hex
-            let v1 = try #require(try await vaultB.store.records(type: .activity).first?.envelope)
+            let v1 = try #require(try vaultB.store.records(type: .activity).first?.envelope)
             try await vaultA.updateActivity(try Sample.activity("walk", title: "v2"))
             try await vaultA.addActivity(try Sample.activity("stretch", title: "other"))
             _ = try await vaultA.sync()
             _ = try await vaultB.sync()
             #expect(try await vaultB.activity(id: "walk")?.title == "v2")
-            let cursor = try await vaultB.store.cursor()
+            let cursor = try vaultB.store.cursor()
             try await Self.allowTampering(world.repository, backend)
 
             func expectCaught(_ what: String) async throws {
@@ -81,7 +85,7 @@ struct MaliciousServerTests {
                 do { _ = try await vaultB.sync() } catch let e as ClientError {
                     if case .integrity = e {} else { Issue.record("\(what): expected an integrity error, got \(e)") }
                 }
-                #expect(try await vaultB.store.cursor() == cursor, "\(what): the cursor did not move")
+                #expect(try vaultB.store.cursor() == cursor, "\(what): the cursor did not move")
                 #expect(try await vaultB.activity(id: "walk")?.title == "v2", "\(what): nothing was applied")
                 #expect(try await vaultB.activities().count == 2)
             }
@@ -91,14 +95,16 @@ struct MaliciousServerTests {
             try await expectCaught("replayed version")
 
             // 2. The current version with its delete flag flipped.
-            let v2 = try #require(try await vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex == recordID }?.envelope)
+            let v2 = try #require(try vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex == recordID }?.envelope)
             try await Self.redeliver(world.repository, owner: owner, recordID: recordID, versionID: v2.versionID)
-            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":false"#, to: #""deleted":true"#))
+            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":false"#,
+                                                                     to: #""deleted":true"#))
             try await expectCaught("flipped delete")
 
             // 3. Another record's ciphertext swapped in under this record's header.
-            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":true"#, to: #""deleted":false"#))
-            let other = try #require(try await vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex != recordID }?.envelope)
+            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":true"#,
+                                                                     to: #""deleted":false"#))
+            let other = try #require(try vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex != recordID }?.envelope)
             try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: Base64URL.encode(v2.ciphertext),
                                                                      to: Base64URL.encode(other.ciphertext)))
             try await expectCaught("swapped ciphertext")
@@ -200,7 +206,8 @@ struct KeyRedirectionTests {
                                                    passwordKeys: try PasswordKeys.derive(password: "pw", salt: .random(), parameters: .interactive),
                                                    kdf: .interactive, salt: .random(), requestedAt: 1)
             try await repo.insertUser(UserRow(id: id.userID, username: "pat", role: .patient, status: .active, registration: reg, certificate: cert,
-                                              approval: nil, rejectReason: nil, createdAt: 1, updatedAt: 1), audit: AuditEvent(actor: "t", action: "t"))
+                                              approval: nil, rejectReason: nil, createdAt: 1, updatedAt: 1),
+                                      audit: AuditEvent(actor: "t", action: "t"))
             func row(_ t: Tresor) throws -> TresorRow {
                 TresorRow(id: t.id, ownerID: id.userID, category: t.category, currentEpoch: t.currentEpoch,
                           selfGrant: try Grant.make(patient: id, member: cert, adminKey: admin.publicKey, tresor: t, createdAt: 1), updatedAt: 1)
@@ -209,7 +216,8 @@ struct KeyRedirectionTests {
             _ = try await repo.upsertTresor(first, audit: AuditEvent(actor: "t", action: "t"))
             _ = try await repo.upsertTresor(first, audit: AuditEvent(actor: "t", action: "t"))
             await #expect(throws: RepositoryError.self) {
-                _ = try await repo.upsertTresor(try row(Tresor.create(ownerID: id.userID, category: "interventions")), audit: AuditEvent(actor: "t", action: "t"))
+                _ = try await repo.upsertTresor(try row(Tresor.create(ownerID: id.userID, category: "interventions")),
+                                                audit: AuditEvent(actor: "t", action: "t"))
             }
         }
     }

@@ -50,14 +50,16 @@ struct ProfileAndAdherenceTests {
                                  schedule: Schedule.dailyAtTimes(start: Date(unixMillis: 1_767_225_600_000), end: nil,
                                                                  times: [DateComponents(hour: 8), DateComponents(hour: 20)], timeZone: utc),
                                  createdAt: start)
-        let from = Date(unixMillis: 1_767_225_600_000), to = from.addingTimeInterval(3 * 86_400)
+        let from = Date(unixMillis: 1_767_225_600_000)
+        let to = from.addingTimeInterval(3 * 86_400)
         let events = try twice.schedule.events(from: from, to: to)
         #expect(events.count == 6)
         let done = [events[0], events[1], events[4]].map {
             Outcome(activityID: "pill", occurrence: $0.occurrence, values: [OutcomeValue(value: .boolean(true), createdAt: start)], createdAt: start)
         }
         // An outcome whose only value was removed does not count.
-        var removed = Outcome(activityID: "pill", occurrence: events[2].occurrence, values: [OutcomeValue(id: "v", value: .boolean(true), createdAt: start)],
+        var removed = Outcome(activityID: "pill", occurrence: events[2].occurrence,
+                              values: [OutcomeValue(id: "v", value: .boolean(true), createdAt: start)],
                               createdAt: start)
         removed.removeValue(id: "v", at: start)
         let rows = try Adherence.rows(activities: [twice], outcomes: done + [removed], from: from, to: to, timeZone: utc)

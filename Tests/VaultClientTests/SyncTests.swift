@@ -12,7 +12,8 @@ struct SyncTests {
     @Test(arguments: Backend.allCases)
     func secondDeviceGetsTheSameKeysAndData(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            let a = try world.device("a"), b = try world.device("b")
+            let a = try world.device("a")
+            let b = try world.device("b")
             let (vaultA, password) = try await world.patient("alice", on: a)
             try await vaultA.addActivity(try Sample.activity("walk"))
             try await vaultA.recordOutcome(activityID: "walk", occurrence: 0, value: Sample.value(4200))
@@ -37,7 +38,8 @@ struct SyncTests {
     @Test(arguments: Backend.allCases)
     func twoDevicesEditingOneActivityOfflineConverge(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            let a = try world.device("a"), b = try world.device("b")
+            let a = try world.device("a")
+            let b = try world.device("b")
             let (vaultA, password) = try await world.patient("bob", on: a)
             try await vaultA.addActivity(try Sample.activity("walk"))
             _ = try await vaultA.sync()
@@ -49,10 +51,12 @@ struct SyncTests {
             _ = try await vaultA.sync()
             _ = try await vaultB.sync()
             _ = try await vaultA.sync()
-            let titleA = try await vaultA.activity(id: "walk")?.title, titleB = try await vaultB.activity(id: "walk")?.title
+            let titleA = try await vaultA.activity(id: "walk")?.title
+            let titleB = try await vaultB.activity(id: "walk")?.title
             #expect(titleA == titleB, "both devices converge on one winner")
             #expect(titleA == "Walk 45 minutes", "the later write (B's, by HLC) wins")
-            let pendingA = try await vaultA.pendingCount(), pendingB = try await vaultB.pendingCount()
+            let pendingA = try await vaultA.pendingCount()
+            let pendingB = try await vaultB.pendingCount()
             #expect(pendingA == 0 && pendingB == 0)
         }
     }
@@ -60,7 +64,8 @@ struct SyncTests {
     @Test(arguments: Backend.allCases)
     func offlineValuesForOneOccurrenceMergeIntoOneOutcome(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            let a = try world.device("a"), b = try world.device("b")
+            let a = try world.device("a")
+            let b = try world.device("b")
             let (vaultA, password) = try await world.patient("carol", on: a)
             try await vaultA.addActivity(try Sample.activity("walk"))
             _ = try await vaultA.sync()
@@ -83,7 +88,8 @@ struct SyncTests {
     @Test(arguments: Backend.allCases)
     func sameActivityCreatedOfflineOnTwoDevicesIsOneRecord(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            let a = try world.device("a"), b = try world.device("b")
+            let a = try world.device("a")
+            let b = try world.device("b")
             let (vaultA, password) = try await world.patient("dave", on: a)
             let vaultB = try await b.loginPatient("dave", password: password)
             // Both devices make the tresor and the activity offline: two different epoch-1 keys.
@@ -104,10 +110,12 @@ struct SyncTests {
     @Test(arguments: Backend.allCases)
     func aClockHoursAheadDoesNotFreezeARecordAndAFarFutureOneIsRefused(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            let a = try world.device("a"), b = try world.device("b")
+            let a = try world.device("a")
+            let b = try world.device("b")
             let (_, password) = try await world.patient("erin", on: a)
             let ahead = try await a.accounts.login(username: "erin", password: password)
-            let skewed = try PatientVault(account: ahead, transport: a.transport, adminKey: world.admin.publicKey, now: { Date().addingTimeInterval(2 * 3600) })
+            let skewed = try PatientVault(account: ahead, transport: a.transport, adminKey: world.admin.publicKey,
+                                          now: { Date().addingTimeInterval(2 * 3600) })
             try await skewed.addActivity(try Sample.activity("walk", title: "written by a fast clock"))
             _ = try await skewed.sync()
             let vaultB = try await b.loginPatient("erin", password: password)
@@ -135,9 +143,10 @@ struct SyncTests {
             try await vault.addActivities(try (0..<30).map { try Sample.activity("act-\($0)") })
             try await vault.reconcileTresors()
             // The push reaches the server and is committed, but the answer never arrives.
-            let outbox = try await vault.store.outbox(limit: 100)
+            let outbox = try vault.store.outbox(limit: 100)
             let token = try #require(vault.account.session?.token)
-            let _: PushResponse = try await a.transport.send(.POST, Routes.records, body: PushRequest(envelopes: outbox.map(\.envelope)), auth: .session(token))
+            let _: PushResponse = try await a.transport.send(.POST, Routes.records, body: PushRequest(envelopes: outbox.map(\.envelope)),
+                                                             auth: .session(token))
             #expect(try await vault.pendingCount() == 30, "the device still thinks nothing was sent")
             let resumed = try await vault.sync()
             #expect(resumed.duplicates == 30 && resumed.pushed == 0, "the server recognises every version")
@@ -151,7 +160,8 @@ struct SyncTests {
     @Test(arguments: Backend.allCases)
     func aPullOf10001ChangesPagesCompletely(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            let a = try world.device("a"), b = try world.device("b")
+            let a = try world.device("a")
+            let b = try world.device("b")
             let (vault, password) = try await world.patient("grace", on: a)
             try await vault.addActivities(try (0..<10_001).map { try Sample.activity(String(format: "a%05d", $0)) })
             let pushed = try await vault.sync()
@@ -161,7 +171,7 @@ struct SyncTests {
             #expect(pulled.pulled == 10_001)
             let ids = try await other.activities().map(\.id)
             #expect(ids.count == 10_001 && Set(ids).count == 10_001)
-            #expect(try await other.store.cursor() == 10_001)
+            #expect(try other.store.cursor() == 10_001)
         }
     }
 }
@@ -171,7 +181,8 @@ struct RotationTests {
     @Test(arguments: Backend.allCases)
     func revokeWithReencryptMovesEveryRecordToTheNewEpochAndOtherDevicesFollow(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            let a = try world.device("a"), b = try world.device("b")
+            let a = try world.device("a")
+            let b = try world.device("b")
             let (vault, password) = try await world.patient("ivy", on: a)
             let doctor = try await world.doctor("doc", on: try world.device("d"))
             _ = try await world.doctor("doc2", on: try world.device("d2"))
@@ -183,7 +194,7 @@ struct RotationTests {
             try await world.approveAll()
 
             _ = try await vault.revoke(doctor: "doc2", category: "interventions", reencrypt: true)
-            let epochs = try await vault.store.records().map(\.envelope.header.epoch)
+            let epochs = try vault.store.records().map(\.envelope.header.epoch)
             #expect(Set(epochs) == [2], "every record was re-sealed under the new epoch")
             // The remaining doctor got the new epoch through a patient-signed grant and still reads everything.
             let seen = try await doctor.view(patient: "ivy")

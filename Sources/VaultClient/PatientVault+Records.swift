@@ -1,0 +1,182 @@
+import Foundation
+import VaultCore
+import VaultCrypto
+
+/// One new local version to seal and queue: a record (nil for a tombstone) and where it belongs.
+struct LocalChange {
+    var record: CareRecord?
+    var type: RecordType
+    var recordID: RecordID
+    var category: String
+    /// When set, a live local copy of the record refuses the whole write with this conflict message.
+    var conflictIfLive: String?
+}
+
+extension PatientVault {
+    // MARK: Writing care data
+
+    /// Seals `record` (or a tombstone) as a new local version and queues it, in one transaction.
+    @discardableResult
+    func write(_ record: CareRecord?, type: RecordType, recordID: RecordID, category: String) throws -> Envelope {
+        try write([LocalChange(record: record, type: type, recordID: recordID, category: category)])[0]
+    }
+
+    /// Seals every change as a new local version and queues it, all in one transaction: one refused
+    /// change writes nothing.
+    @discardableResult
+    func write(_ changes: [LocalChange]) throws -> [Envelope] {
+        for category in Set(changes.map(\.category)) { _ = try tresor(category) }
+        let keyring = self.keyring
+        let identity = account.identity
+        let me = self.me
+        let wall = wallClockMs
+        return try store.write(deviceID: account.profile.deviceID) { tx, clock in
+            try changes.map { change in
+                if let message = change.conflictIfLive, let existing = try tx.record(change.recordID.hex), !existing.deleted {
+                    throw ClientError.conflict(message)
+                }
+                guard let t = keyring[change.category] else { throw ClientError.localState("no keys for \(change.category)") }
+                let header = RecordHeader(ownerID: me, tresorID: t.id, category: change.category, epoch: t.currentEpoch, recordType: change.type,
+                                          recordID: change.recordID, timestamp: try clock.tick(wallClockMs: wall), deleted: change.record == nil,
+                                          authorID: me)
+                let env = try Envelope.seal(record: change.record, type: change.type, header: header, key: t.currentKey, author: identity.signing)
+                try tx.put(env, outbox: true)
+                return env
+            }
+        }
+    }
+
+    /// Adds an activity; an existing id is a conflict (use `updateActivity`).
+    public func addActivity(_ activity: Activity) throws {
+        try Self.validate(activity, "invalid activity")
+        if try self.activity(id: activity.id) != nil { throw ClientError.conflict("activity '\(activity.id)' exists; use update") }
+        try write(.activity(activity), type: .activity, recordID: recordID(activity: activity.id), category: activity.category)
+    }
+
+    /// Adds many activities in one local transaction (an import); any invalid or existing id refuses all.
+    public func addActivities(_ list: [Activity]) throws {
+        for a in list { try Self.validate(a, "invalid activity \(a.id)") }
+        guard Set(list.map(\.id)).count == list.count else { throw ClientError.invalidRequest("duplicate activity ids in the import") }
+        try write(list.map {
+            LocalChange(record: .activity($0), type: .activity, recordID: recordID(activity: $0.id), category: $0.category,
+                        conflictIfLive: "activity '\($0.id)' exists")
+        })
+    }
+
+    /// Replaces an activity (same id; its category cannot change, that would move it to another tresor).
+    public func updateActivity(_ activity: Activity) throws {
+        try Self.validate(activity, "invalid activity")
+        guard let old = try self.activity(id: activity.id) else { throw ClientError.notFound("no activity '\(activity.id)'") }
+        guard old.category == activity.category else {
+            throw ClientError.invalidRequest("an activity cannot change category; remove and add it")
+        }
+        var updated = activity
+        updated.createdAt = old.createdAt
+        updated.updatedAt = Date(unixMillis: now().unixMillis)
+        try write(.activity(updated), type: .activity, recordID: recordID(activity: activity.id), category: activity.category)
+    }
+
+    /// Removes an activity (a tombstone version: an older copy replayed later never brings it back).
+    public func removeActivity(id: String) throws {
+        guard let old = try activity(id: id) else { throw ClientError.notFound("no activity '\(id)'") }
+        try write(nil, type: .activity, recordID: recordID(activity: id), category: old.category)
+    }
+
+    /// Records a value for one occurrence of an activity, adding it to that occurrence's outcome.
+    @discardableResult
+    public func recordOutcome(activityID: String, occurrence: Int, value: OutcomeValue, note: String? = nil) throws -> Outcome {
+        guard let activity = try activity(id: activityID) else { throw ClientError.notFound("no activity '\(activityID)'") }
+        guard occurrence >= 0 else { throw ClientError.invalidRequest("the occurrence index must be 0 or more") }
+        // Whole milliseconds: the form dates take in every encoding, so copies compare equal everywhere.
+        let date = Date(unixMillis: now().unixMillis)
+        var value = value
+        value.createdAt = Date(unixMillis: value.createdAt.unixMillis)
+        var outcome = try self.outcome(activityID: activityID, occurrence: occurrence)
+            ?? Outcome(activityID: activityID, occurrence: occurrence, values: [], createdAt: date, updatedAt: date)
+        outcome.values.append(value)
+        if let note { outcome.note = note }
+        outcome.updatedAt = date
+        do { try outcome.validate() } catch { throw ClientError.invalidRequest("invalid outcome: \(error)") }
+        try write(.outcome(outcome), type: .outcome, recordID: recordID(outcome: activityID, occurrence), category: activity.category)
+        return outcome
+    }
+
+    /// An invalid activity as the request error callers see, prefixed with `what`.
+    static func validate(_ activity: Activity, _ what: String) throws {
+        do { try activity.validate() } catch { throw ClientError.invalidRequest("\(what): \(error)") }
+    }
+
+    func recordID(activity id: String) -> RecordID {
+        RecordID.make(type: .activity, activityID: id, occurrence: nil, key: account.identity.recordIDKey)
+    }
+
+    func recordID(outcome id: String, _ occurrence: Int) -> RecordID {
+        RecordID.make(type: .outcome, activityID: id, occurrence: occurrence, key: account.identity.recordIDKey)
+    }
+
+    // MARK: Reading care data (decrypted in memory)
+
+    func open(_ row: LocalRecordRow) throws -> CareRecord? {
+        guard let t = keyring[row.category] else { throw ClientError.integrity("no keys for category \(row.category)") }
+        do {
+            return try row.envelope.openRecord(keys: t.keys, authorKey: account.certificate.signingKey,
+                                               expecting: EnvelopeContext(ownerID: me, tresorID: t.id, category: row.category)).record
+        } catch { throw ClientError.from(error) }
+    }
+
+    /// The live record `id` decrypted, or nil when the device holds none (or only its tombstone).
+    func liveRecord(_ id: RecordID) throws -> CareRecord? {
+        guard let row = try store.record(id), !row.deleted else { return nil }
+        return try open(row)
+    }
+
+    /// The live records of `type` (optionally of one category), decrypted.
+    func liveRecords(category: String?, type: RecordType) throws -> [CareRecord] {
+        try store.records(category: category, type: type).filter { !$0.deleted }.compactMap(open)
+    }
+
+    /// Activities, optionally of one category, sorted by id.
+    public func activities(category: String? = nil) throws -> [Activity] {
+        try liveRecords(category: category, type: .activity).compactMap(\.asActivity).sorted { $0.id < $1.id }
+    }
+
+    /// The activity `id`, or nil when there is none (or it was removed).
+    public func activity(id: String) throws -> Activity? {
+        try liveRecord(recordID(activity: id))?.asActivity
+    }
+
+    func outcome(activityID: String, occurrence: Int) throws -> Outcome? {
+        try liveRecord(recordID(outcome: activityID, occurrence))?.asOutcome
+    }
+
+    /// Outcomes, optionally of one activity and of occurrences starting within [from, to).
+    public func outcomes(activityID: String? = nil, category: String? = nil, from: Date? = nil, to: Date? = nil) throws -> [Outcome] {
+        let all = try liveRecords(category: category, type: .outcome).compactMap(\.asOutcome)
+        let acts = Dictionary(try activities().map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        return all.filter { o in
+            if let activityID, o.activityID != activityID { return false }
+            guard from != nil || to != nil else { return true }
+            guard let event = acts[o.activityID]?.schedule.event(occurrence: o.occurrence) else { return false }
+            if let from, event.start < from { return false }
+            if let to, event.start >= to { return false }
+            return true
+        }.sorted { ($0.activityID, $0.occurrence) < ($1.activityID, $1.occurrence) }
+    }
+
+    /// How many local versions wait for the server.
+    public func pendingCount() throws -> Int { try store.outboxCount() }
+}
+
+extension CareRecord {
+    /// The activity this record holds, if it is one.
+    var asActivity: Activity? {
+        if case let .activity(a) = self { return a }
+        return nil
+    }
+
+    /// The outcome this record holds, if it is one.
+    var asOutcome: Outcome? {
+        if case let .outcome(o) = self { return o }
+        return nil
+    }
+}

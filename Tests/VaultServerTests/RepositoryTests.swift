@@ -95,6 +95,12 @@ struct RepositoryTests {
             _ = try await repo.expireShares(now: 3_000)
             let closed = try await repo.share(id: late.id)
             #expect(closed?.state == .rejected && closed?.reason == "expired before approval")
+            // Both backends record the server's expiry events with the same actions and details.
+            let server = try await repo.auditEntries(after: 0, limit: 100, patientID: world.patient.id).filter { $0.actor == "server" }
+            #expect(server.map(\.action) == ["share.expired", "share.rejected"])
+            #expect(server.first?.details == ["share": share.id.uuidString.lowercased(), "doctor": world.doctor.id.uuidString.lowercased(),
+                                              "category": "interventions"])
+            #expect(server.last?.details == ["share": late.id.uuidString.lowercased(), "category": "interventions", "reason": "expired before approval"])
             try await repo.insertShare(world.shareRow(expiresAt: nil), audit: Fixtures.audit)
         }
     }

@@ -43,7 +43,8 @@ extension PostgresRepository {
             }
             guard user.status == .pending else { throw RepositoryError.invalidTransition(from: user.status.rawValue, to: status.rawValue) }
             try await conn.query("""
-                UPDATE users SET status = \(status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(reason), updated_at = \(now)
+                UPDATE users SET status = \(status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(reason),
+                       updated_at = \(now)
                 WHERE id = \(id)
                 """, logger: logger)
             try await self.appendAudit(conn, [audit], now: now)

@@ -12,7 +12,9 @@ extension PostgresRepository {
     public func auditEntries(after: UInt64, limit: Int, patientID: UUID?) async throws -> [AuditEntry] {
         let from = Int64(clamping: after)
         if let patientID {
-            return try await all(AuditEntry.self, "SELECT * FROM audit_log WHERE patient_id = \(patientID) AND sequence > \(from) ORDER BY sequence LIMIT \(limit)")
+            return try await all(AuditEntry.self, """
+                SELECT * FROM audit_log WHERE patient_id = \(patientID) AND sequence > \(from) ORDER BY sequence LIMIT \(limit)
+                """)
         }
         return try await all(AuditEntry.self, "SELECT * FROM audit_log WHERE sequence > \(from) ORDER BY sequence LIMIT \(limit)")
     }

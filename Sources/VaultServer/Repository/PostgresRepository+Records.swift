@@ -21,10 +21,11 @@ extension PostgresRepository {
         let now = Date().unixMillis
         return try await transaction { conn in
             let logger = self.logger
-            try await conn.query("INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(ownerID), 0) ON CONFLICT DO NOTHING", logger: logger)
+            try await conn.query("INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(ownerID), 0) ON CONFLICT DO NOTHING",
+                                 logger: logger)
             var last: Int64 = 0
-            for try await v in try await conn.query("SELECT last_sequence FROM owner_sequences WHERE owner_id = \(ownerID) FOR UPDATE", logger: logger)
-                .decode(Int64.self) { last = v }
+            let locked = try await conn.query("SELECT last_sequence FROM owner_sequences WHERE owner_id = \(ownerID) FOR UPDATE", logger: logger)
+            for try await v in locked.decode(Int64.self) { last = v }
             let start = last
 
             // One round trip inserts the whole batch; RETURNING tells which ids were new.
@@ -43,7 +44,8 @@ extension PostgresRepository {
 
             let recordIDs = Array(Set(versions.map(\.recordID)))
             let stored = try await self.all(HeadRecord.self, """
-                SELECT record_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))
+                SELECT record_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
+                WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))
                 """, on: conn)
             var heads = Dictionary(stored.map { ($0.recordID, $0.key) }, uniquingKeysWith: { first, _ in first })
 
@@ -67,7 +69,8 @@ extension PostgresRepository {
             if !winners.isEmpty {
                 let w = Array(winners.values)
                 try await conn.query("""
-                    INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence, changed_at)
+                    INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence,
+                                       changed_at)
                     SELECT \(ownerID), h.rid, h.tid, h.vid, h.phys, h.ctr, h.dev, h.del, h.seq, \(now)
                     FROM unnest(\(w.map(\.0.recordID)), \(w.map(\.0.tresorID)), \(w.map(\.0.versionID)), \(w.map(\.0.hlcPhysical)),
                                 \(w.map(\.0.hlcCounter)), \(w.map(\.0.hlcDevice)), \(w.map(\.0.deleted)), \(w.map(\.1)))

@@ -11,7 +11,8 @@ extension PostgresRepository {
             ORDER BY table_name, ordinal_position
             """, logger: logger) {
             let r = row.makeRandomAccess()
-            let column = SchemaCatalog.Column(name: try r["column_name"].decode(String.self), notNull: try r["is_nullable"].decode(String.self) == "NO")
+            let column = SchemaCatalog.Column(name: try r["column_name"].decode(String.self),
+                                              notNull: try r["is_nullable"].decode(String.self) == "NO")
             catalog.tables[try r["table_name"].decode(String.self), default: []].append(column)
         }
         for try await row in try await client.query("""

@@ -13,7 +13,8 @@ extension PostgresRepository {
                 if let existing = try await self.all(TresorRow.self, "SELECT * FROM tresors WHERE id = \(t.id) FOR UPDATE", on: conn).first {
                     if try TresorRow.unchanged(existing, proposed: t) { return existing }
                     try await conn.query("""
-                        UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt) WHERE id = \(t.id)
+                        UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt)
+                        WHERE id = \(t.id)
                         """, logger: self.logger)
                 } else {
                     try await conn.query("""
@@ -118,7 +119,8 @@ extension PostgresRepository {
                 """, on: conn)
             if !stale.isEmpty {
                 try await conn.query("""
-                    UPDATE shares SET state = 'rejected', reason = \(AuditEvent.expiredBeforeApproval), updated_at = \(now) WHERE id = ANY(\(stale.map(\.id)))
+                    UPDATE shares SET state = 'rejected', reason = \(AuditEvent.expiredBeforeApproval), updated_at = \(now)
+                    WHERE id = ANY(\(stale.map(\.id)))
                     """, logger: self.logger)
                 try await self.appendAudit(conn, stale.map(AuditEvent.shareExpiredBeforeApproval), now: now)
             }

@@ -41,12 +41,15 @@ public final class PostgresRepository: VaultRepository {
             try await conn.query("SELECT pg_advisory_xact_lock(7262737)", logger: logger)
             try await conn.query("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)", logger: logger)
             var applied = Set<String>()
-            for try await name in try await conn.query("SELECT name FROM schema_migrations", logger: logger).decode(String.self) { applied.insert(name) }
+            for try await name in try await conn.query("SELECT name FROM schema_migrations", logger: logger).decode(String.self) {
+                applied.insert(name)
+            }
             for migration in Schema.migrations(.postgres) where !applied.contains(migration.id) {
                 for statement in migration.statements {
                     try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-                try await conn.query("INSERT INTO schema_migrations (name, applied_at) VALUES (\(migration.id), \(Date().unixMillis))", logger: logger)
+                try await conn.query("INSERT INTO schema_migrations (name, applied_at) VALUES (\(migration.id), \(Date().unixMillis))",
+                                     logger: logger)
             }
             let secret = ByteBuffer(bytes: RandomBytes.bytes(count: 32))
             try await conn.query("INSERT INTO meta (key, value) VALUES ('server_secret', \(secret)) ON CONFLICT (key) DO NOTHING", logger: logger)

@@ -62,62 +62,72 @@ protocol StoredRowDecodable {
     init(stored row: some StoredRow) throws
 }
 
-extension UserRow: StoredRowDecodable {
-    init(stored r: some StoredRow) throws {
-        self.init(id: try r.uuid("id"), username: try r.string("username"), role: Role(rawValue: try r.string("role")) ?? .patient,
-                  status: AccountStatus(rawValue: try r.string("status")) ?? .pending,
-                  registration: try RowJSON.decode(RegistrationRequest.self, try r.string("registration")),
-                  certificate: try RowJSON.decodeOptional(Certificate.self, try r.optionalString("certificate")),
-                  approval: try RowJSON.decodeOptional(Approval.self, try r.optionalString("approval")),
-                  rejectReason: try r.optionalString("reject_reason"), createdAt: try r.int64("created_at"), updatedAt: try r.int64("updated_at"))
+extension StoredRow {
+    /// A column holding a signed statement as JSON.
+    func json<T: Decodable>(_ type: T.Type, _ column: String) throws -> T {
+        try RowJSON.decode(T.self, string(column))
     }
-}
 
-extension SessionRow: StoredRowDecodable {
-    init(stored r: some StoredRow) throws {
-        self.init(tokenHash: try r.string("token_hash"), userID: try r.uuid("user_id"), createdAt: try r.int64("created_at"),
-                  expiresAt: try r.int64("expires_at"))
-    }
-}
-
-extension TresorRow: StoredRowDecodable {
-    init(stored r: some StoredRow) throws {
-        self.init(id: try r.uuid("id"), ownerID: try r.uuid("owner_id"), category: try r.string("category"),
-                  currentEpoch: UInt32(try r.int64("current_epoch")), selfGrant: try RowJSON.decode(Grant.self, try r.string("self_grant")),
-                  updatedAt: try r.int64("updated_at"))
-    }
-}
-
-extension ShareRow: StoredRowDecodable {
-    init(stored r: some StoredRow) throws {
-        self.init(id: try r.uuid("id"), patientID: try r.uuid("patient_id"), doctorID: try r.uuid("doctor_id"), tresorID: try r.uuid("tresor_id"),
-                  category: try r.string("category"), state: ShareState(rawValue: try r.string("state")) ?? .rejected,
-                  grant: try RowJSON.decode(Grant.self, try r.string("grant_json")),
-                  approval: try RowJSON.decodeOptional(Approval.self, try r.optionalString("approval")),
-                  latestGrant: try RowJSON.decodeOptional(Grant.self, try r.optionalString("latest_grant")), reason: try r.optionalString("reason"),
-                  createdAt: try r.int64("created_at"), updatedAt: try r.int64("updated_at"), expiresAt: try r.optionalInt64("expires_at"))
+    func optionalJSON<T: Decodable>(_ type: T.Type, _ column: String) throws -> T? {
+        try RowJSON.decodeOptional(T.self, optionalString(column))
     }
 }
 
 extension HeadKey: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        self.init(hlcPhysical: try r.int64("hlc_physical"), hlcCounter: try r.int64("hlc_counter"), hlcDevice: try r.string("hlc_device"),
-                  deleted: try r.bool("deleted"))
+        hlcPhysical = try r.int64("hlc_physical")
+        hlcCounter = try r.int64("hlc_counter")
+        hlcDevice = try r.string("hlc_device")
+        deleted = try r.bool("deleted")
     }
 }
 
 extension ChangeRow: StoredRowDecodable {
     /// Read from `heads.sequence` joined with `versions.envelope`.
     init(stored r: some StoredRow) throws {
-        self.init(sequence: UInt64(bitPattern: try r.int64("sequence")), envelopeJSON: try r.bytes("envelope"))
+        try self.init(sequence: UInt64(bitPattern: r.int64("sequence")), envelopeJSON: r.bytes("envelope"))
+    }
+}
+
+extension UserRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(id: r.uuid("id"), username: r.string("username"), role: Role(rawValue: r.string("role")) ?? .patient,
+                      status: AccountStatus(rawValue: r.string("status")) ?? .pending,
+                      registration: r.json(RegistrationRequest.self, "registration"), certificate: r.optionalJSON(Certificate.self, "certificate"),
+                      approval: r.optionalJSON(Approval.self, "approval"), rejectReason: r.optionalString("reject_reason"),
+                      createdAt: r.int64("created_at"), updatedAt: r.int64("updated_at"))
+    }
+}
+
+extension SessionRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(tokenHash: r.string("token_hash"), userID: r.uuid("user_id"), createdAt: r.int64("created_at"),
+                      expiresAt: r.int64("expires_at"))
+    }
+}
+
+extension TresorRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(id: r.uuid("id"), ownerID: r.uuid("owner_id"), category: r.string("category"), currentEpoch: UInt32(r.int64("current_epoch")),
+                      selfGrant: r.json(Grant.self, "self_grant"), updatedAt: r.int64("updated_at"))
+    }
+}
+
+extension ShareRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(id: r.uuid("id"), patientID: r.uuid("patient_id"), doctorID: r.uuid("doctor_id"), tresorID: r.uuid("tresor_id"),
+                      category: r.string("category"), state: ShareState(rawValue: r.string("state")) ?? .rejected,
+                      grant: r.json(Grant.self, "grant_json"), approval: r.optionalJSON(Approval.self, "approval"),
+                      latestGrant: r.optionalJSON(Grant.self, "latest_grant"), reason: r.optionalString("reason"),
+                      createdAt: r.int64("created_at"), updatedAt: r.int64("updated_at"), expiresAt: r.optionalInt64("expires_at"))
     }
 }
 
 extension AuditEntry: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        self.init(sequence: UInt64(try r.int64("sequence")), at: try r.int64("at"), actor: try r.string("actor"), action: try r.string("action"),
-                  patientID: try r.optionalUUID("patient_id"), details: try RowJSON.decode([String: String].self, try r.string("details")),
-                  previousHash: try r.string("previous_hash"), hash: try r.string("hash"))
+        try self.init(sequence: UInt64(r.int64("sequence")), at: r.int64("at"), actor: r.string("actor"), action: r.string("action"),
+                      patientID: r.optionalUUID("patient_id"), details: r.json([String: String].self, "details"),
+                      previousHash: r.string("previous_hash"), hash: r.string("hash"))
     }
 }
 

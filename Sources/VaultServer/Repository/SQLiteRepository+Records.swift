@@ -14,7 +14,9 @@ extension SQLiteRepository {
                 INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (version_id) DO NOTHING
                 """)
-            let readHead = try db.cachedStatement(sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?")
+            let readHead = try db.cachedStatement(sql: """
+                SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?
+                """)
             let writeHead = try db.cachedStatement(sql: """
                 INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence, changed_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

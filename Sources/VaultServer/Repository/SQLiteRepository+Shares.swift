@@ -26,7 +26,9 @@ extension SQLiteRepository {
     }
 
     public func tresors(ownerID: UUID) async throws -> [TresorRow] {
-        try await pool.read { db in try Self.all(TresorRow.self, db, "SELECT * FROM tresors WHERE owner_id = ? ORDER BY category", [Self.id(ownerID)]) }
+        try await pool.read { db in
+            try Self.all(TresorRow.self, db, "SELECT * FROM tresors WHERE owner_id = ? ORDER BY category", [Self.id(ownerID)])
+        }
     }
 
     public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
@@ -106,7 +108,8 @@ extension SQLiteRepository {
                                    [now])
             guard !due.isEmpty else { return [] }
             for s in due {
-                try db.execute(sql: "UPDATE shares SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'active'", arguments: [now, Self.id(s.id)])
+                try db.execute(sql: "UPDATE shares SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'active'",
+                               arguments: [now, Self.id(s.id)])
             }
             try Self.appendAudit(db, due.map(AuditEvent.shareExpired), now: now)
             return due.map { $0.expired(at: now) }

@@ -24,7 +24,9 @@ enum Schema {
     ]
 
     static func v1(_ t: SchemaDialect) -> [String] {
-        statements("""
+        // A version's last-writer-wins key, kept on the version and copied to its record's head (Docs/design.md §5).
+        let ordering = "hlc_physical \(t.int64) NOT NULL, hlc_counter \(t.int64) NOT NULL, hlc_device \(t.text) NOT NULL, deleted \(t.bool) NOT NULL"
+        return statements("""
             CREATE TABLE meta (key \(t.text) PRIMARY KEY, value \(t.bytes) NOT NULL);
             CREATE TABLE users (
                 id \(t.uuid) PRIMARY KEY,
@@ -75,20 +77,14 @@ enum Schema {
                 record_id \(t.text) NOT NULL,
                 tresor_id \(t.uuid) NOT NULL,
                 epoch \(t.int64) NOT NULL,
-                hlc_physical \(t.int64) NOT NULL,
-                hlc_counter \(t.int64) NOT NULL,
-                hlc_device \(t.text) NOT NULL,
-                deleted \(t.bool) NOT NULL,
+                \(ordering),
                 envelope \(t.bytes) NOT NULL);
             CREATE TABLE heads (
                 owner_id \(t.uuid) NOT NULL,
                 record_id \(t.text) NOT NULL,
                 tresor_id \(t.uuid) NOT NULL,
                 version_id \(t.text) NOT NULL REFERENCES versions(version_id),
-                hlc_physical \(t.int64) NOT NULL,
-                hlc_counter \(t.int64) NOT NULL,
-                hlc_device \(t.text) NOT NULL,
-                deleted \(t.bool) NOT NULL,
+                \(ordering),
                 sequence \(t.int64) NOT NULL,
                 changed_at \(t.int64) NOT NULL,
                 PRIMARY KEY (owner_id, record_id));

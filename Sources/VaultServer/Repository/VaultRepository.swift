@@ -126,7 +126,9 @@ extension TresorRow {
         guard t.currentEpoch >= existing.currentEpoch else { throw RepositoryError.conflict("tresor is already at epoch \(existing.currentEpoch)") }
         guard t.currentEpoch == existing.currentEpoch else { return false }
         // Another device declared this epoch already: with other keys that is a conflict the client resolves.
-        guard t.selfGrant == existing.selfGrant else { throw RepositoryError.conflict("tresor epoch \(t.currentEpoch) is already declared with other keys") }
+        guard t.selfGrant == existing.selfGrant else {
+            throw RepositoryError.conflict("tresor epoch \(t.currentEpoch) is already declared with other keys")
+        }
         return true
     }
 }

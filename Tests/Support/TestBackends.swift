@@ -49,6 +49,13 @@ public final class TestDatabase: Sendable {
         return true
     }
 
+    /// PostgreSQL client logs only errors, so test output stays readable.
+    private static var quietLogger: Logger {
+        var logger = Logger(label: "test-postgres")
+        logger.logLevel = .error
+        return logger
+    }
+
     public static func make(_ backend: Backend) async throws -> TestDatabase? {
         switch backend {
         case .sqlite:
@@ -59,12 +66,13 @@ public final class TestDatabase: Sendable {
         case .postgres:
             guard let url = PostgresTestServer.url else {
                 if PostgresTestServer.required {
-                    throw BackendUnavailable(description: "PostgreSQL tests are required under CI but CAREVAULT_TEST_POSTGRES_URL is not set (did Scripts/test start the cluster?)")
+                    throw BackendUnavailable(description: "PostgreSQL tests are required under CI but CAREVAULT_TEST_POSTGRES_URL is not set "
+                                                 + "(did Scripts/test start the cluster?)")
                 }
                 print("note: PostgreSQL backend NOT tested: set CAREVAULT_TEST_POSTGRES_URL (Scripts/test does this)")
                 return nil
             }
-            let logger = { var l = Logger(label: "test-postgres"); l.logLevel = .error; return l }()
+            let logger = Self.quietLogger
             let name = "cv_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             let adminConfig = try PostgresRepository.configuration(url: url)
             let admin = PostgresClient(configuration: adminConfig, backgroundLogger: logger)
@@ -99,6 +107,10 @@ public final class TestClock: Sendable {
 extension VaultRepository {
     /// Raw SQL as an attacker with database access would run it (tests only).
     public func attackerExecutes(_ sql: String) async throws {
-        if let r = self as? SQLiteRepository { try await r.executeRawSQL(sql) } else if let r = self as? PostgresRepository { try await r.executeRawSQL(sql) }
+        if let r = self as? SQLiteRepository {
+            try await r.executeRawSQL(sql)
+        } else if let r = self as? PostgresRepository {
+            try await r.executeRawSQL(sql)
+        }
     }
 }

@@ -23,13 +23,13 @@ struct RepositoryTests {
             #expect(try await repo.user(username: "alice")?.registration == alice.registration)
             #expect(try await repo.user(id: alice.id)?.status == .pending)
 
-            let active = try await repo.decideUser(id: alice.id, status: .active, certificate: nil, approval: nil, reason: nil, now: 5, audit: Fixtures.audit)
+            let active = try await repo.decide(alice.id, .active, reason: nil, now: 5)
             #expect(active.status == .active && active.updatedAt == 5)
             await #expect(throws: RepositoryError.invalidTransition(from: "active", to: "rejected")) {
-                _ = try await repo.decideUser(id: alice.id, status: .rejected, certificate: nil, approval: nil, reason: "x", now: 6, audit: Fixtures.audit)
+                _ = try await repo.decide(alice.id, .rejected, reason: "x", now: 6)
             }
             await #expect(throws: RepositoryError.notFound("user")) {
-                _ = try await repo.decideUser(id: UUID(), status: .active, certificate: nil, approval: nil, reason: nil, now: 6, audit: Fixtures.audit)
+                _ = try await repo.decide(UUID(), .active, reason: nil, now: 6)
             }
 
             try await repo.insertSession(SessionRow(tokenHash: "h1", userID: alice.id, createdAt: 10, expiresAt: 20))
@@ -61,15 +61,15 @@ struct RepositoryTests {
             // A second open share of the same patient, doctor and tresor is refused by the schema.
             await #expect(throws: RepositoryError.self) { try await repo.insertShare(world.shareRow(expiresAt: nil), audit: Fixtures.audit) }
 
-            let active = try await repo.transitionShare(id: share.id, from: [.pending], to: .active, approval: nil, reason: nil, now: 10, audit: Fixtures.audit)
+            let active = try await repo.move(share.id, from: [.pending], to: .active, reason: nil, now: 10)
             #expect(active.state == .active)
             await #expect(throws: RepositoryError.invalidTransition(from: "active", to: "active")) {
-                _ = try await repo.transitionShare(id: share.id, from: [.pending], to: .active, approval: nil, reason: nil, now: 11, audit: Fixtures.audit)
+                _ = try await repo.move(share.id, from: [.pending], to: .active, reason: nil, now: 11)
             }
-            let revoked = try await repo.transitionShare(id: share.id, from: [.active], to: .revoked, approval: nil, reason: "bye", now: 12, audit: Fixtures.audit)
+            let revoked = try await repo.move(share.id, from: [.active], to: .revoked, reason: "bye", now: 12)
             #expect(revoked.state == .revoked && revoked.reason == "bye")
             await #expect(throws: RepositoryError.invalidTransition(from: "revoked", to: "active")) {
-                _ = try await repo.transitionShare(id: share.id, from: [.pending, .active], to: .active, approval: nil, reason: nil, now: 13, audit: Fixtures.audit)
+                _ = try await repo.move(share.id, from: [.pending, .active], to: .active, reason: nil, now: 13)
             }
             #expect(try await repo.share(id: share.id)?.state == .revoked, "a refused transition changes nothing")
             // After revocation a new share of the same category may be requested.
@@ -84,7 +84,7 @@ struct RepositoryTests {
             let world = try await ShareWorld.make(repo)
             let share = world.shareRow(expiresAt: 1_000)
             try await repo.insertShare(share, audit: Fixtures.audit)
-            _ = try await repo.transitionShare(id: share.id, from: [.pending], to: .active, approval: nil, reason: nil, now: 10, audit: Fixtures.audit)
+            _ = try await repo.move(share.id, from: [.pending], to: .active, reason: nil, now: 10)
             #expect(try await repo.expireShares(now: 999).isEmpty)
             #expect(try await repo.expireShares(now: 1_000).map(\.id) == [share.id])
             #expect(try await repo.share(id: share.id)?.state == .expired)
@@ -95,6 +95,13 @@ struct RepositoryTests {
             _ = try await repo.expireShares(now: 3_000)
             let closed = try await repo.share(id: late.id)
             #expect(closed?.state == .rejected && closed?.reason == "expired before approval")
+            // Both backends record the server's expiry events with the same actions and details.
+            let server = try await repo.auditEntries(after: 0, limit: 100, patientID: world.patient.id).filter { $0.actor == "server" }
+            #expect(server.map(\.action) == ["share.expired", "share.rejected"])
+            #expect(server.first?.details == ["share": share.id.uuidString.lowercased(), "doctor": world.doctor.id.uuidString.lowercased(),
+                                              "category": "interventions"])
+            #expect(server.last?.details == ["share": late.id.uuidString.lowercased(), "category": "interventions",
+                                             "reason": "expired before approval"])
             try await repo.insertShare(world.shareRow(expiresAt: nil), audit: Fixtures.audit)
         }
     }
@@ -102,7 +109,8 @@ struct RepositoryTests {
     @Test(arguments: Backend.allCases)
     func versionsAreAppendOnlyIdempotentAndHeadsFollowLastWriterWins(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID(), tresor = UUID()
+            let owner = UUID()
+            let tresor = UUID()
             let v1 = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 100)
             #expect(try await repo.storeVersions(ownerID: owner, [v1]) == [.stored(sequence: 1)])
             #expect(try await repo.storeVersions(ownerID: owner, [v1]) == [.duplicate], "the same version twice is one version")
@@ -110,7 +118,8 @@ struct RepositoryTests {
             #expect(try await repo.storeVersions(ownerID: owner, [older]) == [.stored(sequence: nil)], "an older version is kept but does not win")
             let newer = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 100, counter: 1)
             let otherRecord = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
-            #expect(try await repo.storeVersions(ownerID: owner, [newer, otherRecord, newer]) == [.stored(sequence: 2), .stored(sequence: 3), .duplicate])
+            #expect(try await repo.storeVersions(ownerID: owner, [newer, otherRecord, newer])
+                    == [.stored(sequence: 2), .stored(sequence: 3), .duplicate])
             // An exact tie on the clock: the tombstone wins, whichever arrives first.
             let tieLive = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 5, device: "d9")
             let tieDead = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 5, device: "d9", deleted: true)
@@ -131,11 +140,15 @@ struct RepositoryTests {
     @Test(arguments: Backend.allCases)
     func concurrentPushesPageFromZeroExactlyOnce(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID(), tresor = UUID()
-            let writers = 6, batches = 15, perBatch = 20
+            let owner = UUID()
+            let tresor = UUID()
+            let writers = 6
+            let batches = 15
+            let perBatch = 20
             // A reader follows the cursor while the writers push; it must neither skip nor repeat a change.
             async let seenWhileWriting: [String] = {
-                var cursor: UInt64 = 0, seen: [String] = []
+                var cursor: UInt64 = 0
+                var seen: [String] = []
                 let deadline = Date().addingTimeInterval(60)
                 while seen.count < writers * batches * perBatch && Date() < deadline {
                     let page = try await repo.changes(ownerID: owner, tresorID: nil, since: cursor, limit: 37)
@@ -153,7 +166,8 @@ struct RepositoryTests {
                     group.addTask {
                         for b in 0..<batches {
                             let batch = (0..<perBatch).map { i in
-                                Fixtures.version(owner: owner, record: "w\(w)-b\(b)-i\(i)", tresor: tresor, physical: Int64(b * 1000 + i), device: "dev\(w)")
+                                Fixtures.version(owner: owner, record: "w\(w)-b\(b)-i\(i)", tresor: tresor, physical: Int64(b * 1000 + i),
+                                                 device: "dev\(w)")
                             }
                             _ = try await repo.storeVersions(ownerID: owner, batch)
                         }
@@ -165,7 +179,8 @@ struct RepositoryTests {
             #expect(during.count == writers * batches * perBatch)
             #expect(Set(during).count == during.count, "no change delivered twice")
 
-            var cursor: UInt64 = 0, all: [UInt64] = []
+            var cursor: UInt64 = 0
+            var all: [UInt64] = []
             while true {
                 let page = try await repo.changes(ownerID: owner, tresorID: nil, since: cursor, limit: 100)
                 if page.isEmpty { break }
@@ -207,7 +222,8 @@ struct RepositoryTests {
     func deletingTheNewestAuditRowIsCaughtByTheHead(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
             try await repo.appendAudit([Fixtures.audit, Fixtures.audit, Fixtures.audit], now: 1)
-            try await repo.attackerExecutes(backend == .sqlite ? "DROP TRIGGER audit_append_only_d" : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only")
+            try await repo.attackerExecutes(backend == .sqlite ? "DROP TRIGGER audit_append_only_d"
+                                                               : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only")
             try await repo.attackerExecutes("DELETE FROM audit_log WHERE sequence = 3")
             let result = try await repo.verifyAudit()
             #expect(!result.ok && result.brokenAt == 3)
@@ -220,7 +236,8 @@ struct RepositoryTests {
             let first = try await repo.rememberAdminSignature("sig", at: 10, purgeBefore: 0)
             let second = try await repo.rememberAdminSignature("sig", at: 11, purgeBefore: 0)
             #expect(first && !second)
-            let secret = try await repo.serverSecret(), again = try await repo.serverSecret()
+            let secret = try await repo.serverSecret()
+            let again = try await repo.serverSecret()
             #expect(secret.count == 32 && secret == again, "the secret is stable")
         }
     }
@@ -236,7 +253,8 @@ struct ShareWorld {
 
     static func make(_ repo: any VaultRepository) async throws -> ShareWorld {
         let admin = SigningKeyPair.generate()
-        let pid = Identity.generate(), did = Identity.generate()
+        let pid = Identity.generate()
+        let did = Identity.generate()
         let patient = try Fixtures.userRow("pat-\(UUID().uuidString.prefix(6).lowercased())", role: .patient, id: pid)
         let doctor = try Fixtures.userRow("doc-\(UUID().uuidString.prefix(6).lowercased())", role: .doctor, id: did)
         try await repo.insertUser(patient, audit: Fixtures.audit)
@@ -256,5 +274,17 @@ struct ShareWorld {
     func shareRow(expiresAt: UnixMillis?) -> ShareRow {
         ShareRow(id: UUID(), patientID: patient.id, doctorID: doctor.id, tresorID: tresor.id, category: "interventions", state: .pending,
                  grant: grant, approval: nil, reason: nil, createdAt: 3, updatedAt: 3, expiresAt: expiresAt)
+    }
+}
+
+extension VaultRepository {
+    /// Decides a pending user without certificate or approval, audited with the fixture event.
+    func decide(_ id: UUID, _ status: AccountStatus, reason: String?, now: UnixMillis) async throws -> UserRow {
+        try await decideUser(id: id, status: status, certificate: nil, approval: nil, reason: reason, now: now, audit: Fixtures.audit)
+    }
+
+    /// Moves a share without an approval, audited with the fixture event.
+    func move(_ id: UUID, from: Set<ShareState>, to: ShareState, reason: String?, now: UnixMillis) async throws -> ShareRow {
+        try await transitionShare(id: id, from: from, to: to, approval: nil, reason: reason, now: now, audit: Fixtures.audit)
     }
 }

@@ -22,6 +22,11 @@ enum RowJSON {
         guard let text else { return nil }
         return try decode(T.self, text)
     }
+
+    /// The highest sequence among stored user approvals; unreadable ones count as none.
+    static func maxApprovalSequence(_ approvals: [String]) -> UInt64 {
+        approvals.compactMap { try? decode(Approval.self, $0).sequence }.max() ?? 0
+    }
 }
 
 /// Builds audit entries for a batch of events, chained onto the given head.
@@ -40,7 +45,99 @@ enum AuditBuilder {
     }
 }
 
-/// The one schema both backends create (column types differ only where the engines do).
-enum Schema {
-    static let shareStates = ShareState.allCases.map { "'\($0.rawValue)'" }.joined(separator: ",")
+/// One result row of either backend, read by column name, so each stored type is decoded once for both.
+protocol StoredRow {
+    func string(_ column: String) throws -> String
+    func optionalString(_ column: String) throws -> String?
+    func int64(_ column: String) throws -> Int64
+    func optionalInt64(_ column: String) throws -> Int64?
+    func uuid(_ column: String) throws -> UUID
+    func optionalUUID(_ column: String) throws -> UUID?
+    func bool(_ column: String) throws -> Bool
+    func bytes(_ column: String) throws -> [UInt8]
+}
+
+/// A value made from one stored row.
+protocol StoredRowDecodable {
+    init(stored row: some StoredRow) throws
+}
+
+extension StoredRow {
+    /// A column holding a signed statement as JSON.
+    func json<T: Decodable>(_ type: T.Type, _ column: String) throws -> T {
+        try RowJSON.decode(T.self, string(column))
+    }
+
+    func optionalJSON<T: Decodable>(_ type: T.Type, _ column: String) throws -> T? {
+        try RowJSON.decodeOptional(T.self, optionalString(column))
+    }
+}
+
+extension HeadKey: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        hlcPhysical = try r.int64("hlc_physical")
+        hlcCounter = try r.int64("hlc_counter")
+        hlcDevice = try r.string("hlc_device")
+        deleted = try r.bool("deleted")
+    }
+}
+
+extension ChangeRow: StoredRowDecodable {
+    /// Read from `heads.sequence` joined with `versions.envelope`.
+    init(stored r: some StoredRow) throws {
+        try self.init(sequence: UInt64(bitPattern: r.int64("sequence")), envelopeJSON: r.bytes("envelope"))
+    }
+}
+
+extension UserRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(id: r.uuid("id"), username: r.string("username"), role: Role(rawValue: r.string("role")) ?? .patient,
+                      status: AccountStatus(rawValue: r.string("status")) ?? .pending,
+                      registration: r.json(RegistrationRequest.self, "registration"), certificate: r.optionalJSON(Certificate.self, "certificate"),
+                      approval: r.optionalJSON(Approval.self, "approval"), rejectReason: r.optionalString("reject_reason"),
+                      createdAt: r.int64("created_at"), updatedAt: r.int64("updated_at"))
+    }
+}
+
+extension SessionRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(tokenHash: r.string("token_hash"), userID: r.uuid("user_id"), createdAt: r.int64("created_at"),
+                      expiresAt: r.int64("expires_at"))
+    }
+}
+
+extension TresorRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(id: r.uuid("id"), ownerID: r.uuid("owner_id"), category: r.string("category"), currentEpoch: UInt32(r.int64("current_epoch")),
+                      selfGrant: r.json(Grant.self, "self_grant"), updatedAt: r.int64("updated_at"))
+    }
+}
+
+extension ShareRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(id: r.uuid("id"), patientID: r.uuid("patient_id"), doctorID: r.uuid("doctor_id"), tresorID: r.uuid("tresor_id"),
+                      category: r.string("category"), state: ShareState(rawValue: r.string("state")) ?? .rejected,
+                      grant: r.json(Grant.self, "grant_json"), approval: r.optionalJSON(Approval.self, "approval"),
+                      latestGrant: r.optionalJSON(Grant.self, "latest_grant"), reason: r.optionalString("reason"),
+                      createdAt: r.int64("created_at"), updatedAt: r.int64("updated_at"), expiresAt: r.optionalInt64("expires_at"))
+    }
+}
+
+extension AuditEntry: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(sequence: UInt64(r.int64("sequence")), at: r.int64("at"), actor: r.string("actor"), action: r.string("action"),
+                      patientID: r.optionalUUID("patient_id"), details: r.json([String: String].self, "details"),
+                      previousHash: r.string("previous_hash"), hash: r.string("hash"))
+    }
+}
+
+/// The `audit_head` row: where the next appended entry chains on.
+struct AuditHeadRow: StoredRowDecodable {
+    var sequence: UInt64
+    var hash: String
+
+    init(stored r: some StoredRow) throws {
+        sequence = UInt64(try r.int64("sequence"))
+        hash = try r.string("hash")
+    }
 }

@@ -115,6 +115,61 @@ public struct AuditEvent: Sendable, Equatable {
     }
 }
 
+/// Rules both backends apply to a tresor update before writing it.
+extension TresorRow {
+    /// Checks `proposed` against the stored tresor: the same owner and category, never an older epoch
+    /// (Docs/design.md §2). True when it declares the stored epoch again with the same keys, so nothing is written.
+    static func unchanged(_ existing: TresorRow, proposed t: TresorRow) throws -> Bool {
+        guard existing.ownerID == t.ownerID, existing.category == t.category else {
+            throw RepositoryError.conflict("tresor belongs to another owner or category")
+        }
+        guard t.currentEpoch >= existing.currentEpoch else { throw RepositoryError.conflict("tresor is already at epoch \(existing.currentEpoch)") }
+        guard t.currentEpoch == existing.currentEpoch else { return false }
+        // Another device declared this epoch already: with other keys that is a conflict the client resolves.
+        guard t.selfGrant == existing.selfGrant else {
+            throw RepositoryError.conflict("tresor epoch \(t.currentEpoch) is already declared with other keys")
+        }
+        return true
+    }
+}
+
+extension ShareRow {
+    /// The conflict reported when the schema refuses a second open share.
+    static let openShareExists = "a pending or active share of this category with this doctor exists"
+
+    /// This share as `expireShares` reports it after moving it.
+    func expired(at now: UnixMillis) -> ShareRow {
+        var s = self
+        s.state = .expired
+        s.updatedAt = now
+        return s
+    }
+}
+
+/// The server's own events when shares run out (Docs/design.md §3), built here once so both backends
+/// record the same actions and details.
+extension AuditEvent {
+    /// Why a pending share whose expiry passed before approval was closed.
+    static let expiredBeforeApproval = "expired before approval"
+
+    /// An active share reached its expiry.
+    static func shareExpired(_ share: ShareRow) -> AuditEvent {
+        AuditEvent(actor: "server", action: "share.expired", patientID: share.patientID,
+                   details: ["share": share.id.storedText, "doctor": share.doctorID.storedText, "category": share.category])
+    }
+
+    /// A pending share's expiry passed before an admin approved it.
+    static func shareExpiredBeforeApproval(_ share: ShareRow) -> AuditEvent {
+        AuditEvent(actor: "server", action: "share.rejected", patientID: share.patientID,
+                   details: ["share": share.id.storedText, "category": share.category, "reason": expiredBeforeApproval])
+    }
+}
+
+extension UUID {
+    /// The lower-case form ids take in audit details and in SQLite's text columns.
+    var storedText: String { uuidString.lowercased() }
+}
+
 /// Errors a repository reports that the API turns into specific answers.
 public enum RepositoryError: Error, Equatable, Sendable {
     /// A unique constraint would be broken (username taken, an open share exists, …).

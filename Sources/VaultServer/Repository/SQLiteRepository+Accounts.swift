@@ -1,0 +1,65 @@
+import Foundation
+import GRDB
+import VaultAPI
+import VaultCore
+
+/// Users and sessions (Docs/design.md §2).
+extension SQLiteRepository {
+    public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
+        let registration = try RowJSON.encode(user.registration)
+        do {
+            try await pool.write { db in
+                try db.execute(sql: """
+                    INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
+                    """, arguments: [Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
+                                     user.createdAt, user.updatedAt])
+                try Self.appendAudit(db, [audit], now: user.createdAt)
+            }
+        } catch where Self.isUniqueViolation(error) {
+            throw RepositoryError.conflict("username or user id already registered")
+        }
+    }
+
+    public func user(id: UUID) async throws -> UserRow? {
+        try await pool.read { db in try Self.one(UserRow.self, db, "SELECT * FROM users WHERE id = ?", [Self.id(id)]) }
+    }
+
+    public func user(username: String) async throws -> UserRow? {
+        try await pool.read { db in try Self.one(UserRow.self, db, "SELECT * FROM users WHERE username = ?", [username]) }
+    }
+
+    public func users() async throws -> [UserRow] {
+        try await pool.read { db in try Self.all(UserRow.self, db, "SELECT * FROM users ORDER BY created_at, username") }
+    }
+
+    public func decideUser(id: UUID, status: AccountStatus, certificate: Certificate?, approval: Approval?, reason: String?,
+                           now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
+        let cert = try certificate.map(RowJSON.encode)
+        let appr = try approval.map(RowJSON.encode)
+        return try await pool.write { db in
+            try Self.compareAndSet(db, """
+                UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = 'pending'
+                """, [status.rawValue, cert, appr, reason, now, Self.id(id)], table: "users", stateColumn: "status", id: id, what: "user",
+                to: status.rawValue)
+            try Self.appendAudit(db, [audit], now: now)
+            return try Self.one(UserRow.self, db, "SELECT * FROM users WHERE id = ?", [Self.id(id)])!
+        }
+    }
+
+    public func insertSession(_ s: SessionRow) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ?", arguments: [s.createdAt])
+            try db.execute(sql: "INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                           arguments: [s.tokenHash, Self.id(s.userID), s.createdAt, s.expiresAt])
+        }
+    }
+
+    public func session(tokenHash: String) async throws -> SessionRow? {
+        try await pool.read { db in try Self.one(SessionRow.self, db, "SELECT * FROM sessions WHERE token_hash = ?", [tokenHash]) }
+    }
+
+    public func deleteSession(tokenHash: String) async throws {
+        try await pool.write { db in try db.execute(sql: "DELETE FROM sessions WHERE token_hash = ?", arguments: [tokenHash]) }
+    }
+}

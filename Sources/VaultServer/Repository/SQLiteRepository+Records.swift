@@ -1,0 +1,77 @@
+import Foundation
+import GRDB
+import VaultCore
+
+/// Append-only versions, last-writer-wins heads and per-owner change sequences (Docs/design.md §5).
+extension SQLiteRepository {
+    public func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome] {
+        let owner = Self.id(ownerID)
+        let now = Date().unixMillis
+        return try await pool.write { db in
+            var last = try Int64.fetchOne(db, sql: "SELECT last_sequence FROM owner_sequences WHERE owner_id = ?", arguments: [owner]) ?? 0
+            let start = last
+            let insertVersion = try db.cachedStatement(sql: """
+                INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (version_id) DO NOTHING
+                """)
+            let readHead = try db.cachedStatement(sql: """
+                SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?
+                """)
+            let writeHead = try db.cachedStatement(sql: """
+                INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence, changed_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, version_id = excluded.version_id,
+                    hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
+                    deleted = excluded.deleted, sequence = excluded.sequence, changed_at = excluded.changed_at
+                """)
+            var outcomes: [StoreOutcome] = []
+            outcomes.reserveCapacity(versions.count)
+            for v in versions {
+                try insertVersion.execute(arguments: [v.versionID, owner, v.recordID, Self.id(v.tresorID), Int64(v.epoch), v.hlcPhysical,
+                                                      v.hlcCounter, v.hlcDevice, v.deleted, Data(v.envelopeJSON)])
+                guard db.changesCount == 1 else {
+                    outcomes.append(.duplicate)
+                    continue
+                }
+                let head = try Row.fetchOne(readHead, arguments: [owner, v.recordID]).map { try HeadKey(stored: $0) }
+                if let head, !v.wins(over: head) {
+                    outcomes.append(.stored(sequence: nil))
+                    continue
+                }
+                last += 1
+                try writeHead.execute(arguments: [owner, v.recordID, Self.id(v.tresorID), v.versionID, v.hlcPhysical, v.hlcCounter, v.hlcDevice,
+                                                  v.deleted, last, now])
+                outcomes.append(.stored(sequence: UInt64(last)))
+            }
+            if last != start {
+                try db.execute(sql: """
+                    INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (?, ?)
+                    ON CONFLICT (owner_id) DO UPDATE SET last_sequence = excluded.last_sequence
+                    """, arguments: [owner, last])
+            }
+            return outcomes
+        }
+    }
+
+    public func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow] {
+        try await pool.read { db in
+            let sql = """
+                SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
+                WHERE h.owner_id = ? \(tresorID == nil ? "" : "AND h.tresor_id = ?") AND h.sequence > ? ORDER BY h.sequence LIMIT ?
+                """
+            var args: [(any DatabaseValueConvertible)?] = [Self.id(ownerID)]
+            if let tresorID { args.append(Self.id(tresorID)) }
+            args.append(Int64(bitPattern: since))
+            args.append(limit)
+            let statement = try db.cachedStatement(sql: sql)
+            return try Row.fetchAll(statement, arguments: StatementArguments(args)).map { try ChangeRow(stored: $0) }
+        }
+    }
+
+    public func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis? {
+        try await pool.read { db in
+            try Int64.fetchOne(db, sql: "SELECT MAX(changed_at) FROM heads WHERE owner_id = ? AND tresor_id = ?",
+                               arguments: [Self.id(ownerID), Self.id(tresorID)])
+        }
+    }
+}

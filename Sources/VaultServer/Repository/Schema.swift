@@ -1,0 +1,115 @@
+import Foundation
+import VaultCore
+
+/// The one schema both backends create (Docs/design.md §6): tables and indexes written once, column types
+/// and append-only triggers from the dialect. Migrations are named, never edited once shipped (existing
+/// databases record these names), and use SQL rather than model types.
+enum Schema {
+    /// One named migration as a list of single statements (PostgreSQL's extended protocol takes one at a time).
+    struct Migration {
+        var id: String
+        var statements: [String]
+    }
+
+    static func migrations(_ dialect: SchemaDialect) -> [Migration] {
+        [Migration(id: "v1-initial", statements: v1(dialect))]
+    }
+
+    static let shareStates = ShareState.allCases.map { "'\($0.rawValue)'" }.joined(separator: ",")
+
+    /// The tables an append-only trigger guards.
+    static let appendOnly = [
+        SchemaDialect.AppendOnly(trigger: "versions_append_only", table: "versions", message: "versions are append-only"),
+        SchemaDialect.AppendOnly(trigger: "audit_append_only", table: "audit_log", message: "audit log is append-only"),
+    ]
+
+    static func v1(_ t: SchemaDialect) -> [String] {
+        // A version's last-writer-wins key, kept on the version and copied to its record's head (Docs/design.md §5).
+        let ordering = "hlc_physical \(t.int64) NOT NULL, hlc_counter \(t.int64) NOT NULL, hlc_device \(t.text) NOT NULL, deleted \(t.bool) NOT NULL"
+        return statements("""
+            CREATE TABLE meta (key \(t.text) PRIMARY KEY, value \(t.bytes) NOT NULL);
+            CREATE TABLE users (
+                id \(t.uuid) PRIMARY KEY,
+                username \(t.text) NOT NULL UNIQUE,
+                role \(t.text) NOT NULL CHECK (role IN ('patient', 'doctor')),
+                status \(t.text) NOT NULL CHECK (status IN ('pending', 'active', 'rejected')),
+                registration \(t.text) NOT NULL,
+                certificate \(t.text),
+                approval \(t.text),
+                reject_reason \(t.text),
+                created_at \(t.int64) NOT NULL,
+                updated_at \(t.int64) NOT NULL);
+            CREATE TABLE sessions (
+                token_hash \(t.text) PRIMARY KEY,
+                user_id \(t.uuid) NOT NULL REFERENCES users(id),
+                created_at \(t.int64) NOT NULL,
+                expires_at \(t.int64) NOT NULL);
+            CREATE TABLE tresors (
+                id \(t.uuid) PRIMARY KEY,
+                owner_id \(t.uuid) NOT NULL REFERENCES users(id),
+                category \(t.text) NOT NULL,
+                current_epoch \(t.int64) NOT NULL CHECK (current_epoch >= 1),
+                self_grant \(t.text) NOT NULL,
+                updated_at \(t.int64) NOT NULL,
+                UNIQUE (owner_id, category));
+            CREATE TABLE shares (
+                id \(t.uuid) PRIMARY KEY,
+                patient_id \(t.uuid) NOT NULL REFERENCES users(id),
+                doctor_id \(t.uuid) NOT NULL REFERENCES users(id),
+                tresor_id \(t.uuid) NOT NULL REFERENCES tresors(id),
+                category \(t.text) NOT NULL,
+                state \(t.text) NOT NULL CHECK (state IN (\(shareStates))),
+                grant_json \(t.text) NOT NULL,
+                latest_grant \(t.text),
+                approval \(t.text),
+                approval_sequence \(t.int64),
+                reason \(t.text),
+                created_at \(t.int64) NOT NULL,
+                updated_at \(t.int64) NOT NULL,
+                expires_at \(t.int64));
+            CREATE UNIQUE INDEX shares_open ON shares (patient_id, doctor_id, tresor_id) WHERE state IN ('pending', 'active');
+            CREATE INDEX shares_doctor ON shares (doctor_id, state);
+            CREATE INDEX shares_patient ON shares (patient_id);
+            CREATE TABLE owner_sequences (owner_id \(t.uuid) PRIMARY KEY, last_sequence \(t.int64) NOT NULL);
+            CREATE TABLE versions (
+                version_id \(t.text) PRIMARY KEY,
+                owner_id \(t.uuid) NOT NULL,
+                record_id \(t.text) NOT NULL,
+                tresor_id \(t.uuid) NOT NULL,
+                epoch \(t.int64) NOT NULL,
+                \(ordering),
+                envelope \(t.bytes) NOT NULL);
+            CREATE TABLE heads (
+                owner_id \(t.uuid) NOT NULL,
+                record_id \(t.text) NOT NULL,
+                tresor_id \(t.uuid) NOT NULL,
+                version_id \(t.text) NOT NULL REFERENCES versions(version_id),
+                \(ordering),
+                sequence \(t.int64) NOT NULL,
+                changed_at \(t.int64) NOT NULL,
+                PRIMARY KEY (owner_id, record_id));
+            CREATE UNIQUE INDEX heads_sequence ON heads (owner_id, sequence);
+            CREATE INDEX heads_tresor_sequence ON heads (owner_id, tresor_id, sequence);
+            CREATE TABLE audit_log (
+                sequence \(t.int64) PRIMARY KEY,
+                at \(t.int64) NOT NULL,
+                actor \(t.text) NOT NULL,
+                action \(t.text) NOT NULL,
+                patient_id \(t.uuid),
+                details \(t.text) NOT NULL,
+                previous_hash \(t.text) NOT NULL,
+                hash \(t.text) NOT NULL);
+            CREATE INDEX audit_patient ON audit_log (patient_id, sequence);
+            CREATE TABLE audit_head (id \(t.int32) PRIMARY KEY CHECK (id = 1), sequence \(t.int64) NOT NULL, hash \(t.text) NOT NULL);
+            INSERT INTO audit_head (id, sequence, hash) VALUES (1, 0, '\(AuditChain.genesis)');
+            CREATE TABLE admin_signatures (signature \(t.text) PRIMARY KEY, seen_at \(t.int64) NOT NULL);
+            CREATE INDEX admin_signatures_seen ON admin_signatures (seen_at);
+            """) + t.appendOnlyTriggers(appendOnly)
+    }
+
+    /// Splits SQL into statements at semicolons that end a line.
+    static func statements(_ sql: String) -> [String] {
+        sql.components(separatedBy: ";\n").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .map { $0.hasSuffix(";") ? String($0.dropLast()) : $0 }.filter { !$0.isEmpty }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultTestSupport
+@testable import VaultServer
+
+/// The schema is written once (Docs/design.md §6): both backends must end with the same tables, columns,
+/// keys and indexes, and the shipped migration must never change under databases that already applied it.
+@Suite("Schema (both backends)")
+struct SchemaTests {
+    /// Columns per table as first shipped; a column added, dropped, renamed or moved fails here.
+    static let knownColumns: [String: [String]] = [
+        "meta": ["key", "value"],
+        "users": ["id", "username", "role", "status", "registration", "certificate", "approval", "reject_reason", "created_at", "updated_at"],
+        "sessions": ["token_hash", "user_id", "created_at", "expires_at"],
+        "tresors": ["id", "owner_id", "category", "current_epoch", "self_grant", "updated_at"],
+        "shares": ["id", "patient_id", "doctor_id", "tresor_id", "category", "state", "grant_json", "latest_grant", "approval",
+                   "approval_sequence", "reason", "created_at", "updated_at", "expires_at"],
+        "owner_sequences": ["owner_id", "last_sequence"],
+        "versions": ["version_id", "owner_id", "record_id", "tresor_id", "epoch", "hlc_physical", "hlc_counter", "hlc_device", "deleted", "envelope"],
+        "heads": ["owner_id", "record_id", "tresor_id", "version_id", "hlc_physical", "hlc_counter", "hlc_device", "deleted", "sequence",
+                  "changed_at"],
+        "audit_log": ["sequence", "at", "actor", "action", "patient_id", "details", "previous_hash", "hash"],
+        "audit_head": ["id", "sequence", "hash"],
+        "admin_signatures": ["signature", "seen_at"],
+    ]
+
+    static let knownIndexes: [String: SchemaCatalog.Index] = [
+        "shares_open": .init(table: "shares", columns: ["patient_id", "doctor_id", "tresor_id"], unique: true, partial: true),
+        "shares_doctor": .init(table: "shares", columns: ["doctor_id", "state"], unique: false, partial: false),
+        "shares_patient": .init(table: "shares", columns: ["patient_id"], unique: false, partial: false),
+        "heads_sequence": .init(table: "heads", columns: ["owner_id", "sequence"], unique: true, partial: false),
+        "heads_tresor_sequence": .init(table: "heads", columns: ["owner_id", "tresor_id", "sequence"], unique: false, partial: false),
+        "audit_patient": .init(table: "audit_log", columns: ["patient_id", "sequence"], unique: false, partial: false),
+        "admin_signatures_seen": .init(table: "admin_signatures", columns: ["seen_at"], unique: false, partial: false),
+    ]
+
+    static func catalog(_ repo: any VaultRepository) async throws -> SchemaCatalog {
+        if let sqlite = repo as? SQLiteRepository { return try await sqlite.schemaCatalog() }
+        return try await #require(repo as? PostgresRepository).schemaCatalog()
+    }
+
+    @Test(arguments: Backend.allCases)
+    func migrationCreatesTheKnownTablesColumnsAndIndexes(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let catalog = try await Self.catalog(repo)
+            #expect(catalog.tables.mapValues { $0.map(\.name) } == Self.knownColumns)
+            #expect(catalog.indexes == Self.knownIndexes)
+            #expect(catalog.primaryKeys["heads"] == ["owner_id", "record_id"])
+            #expect(catalog.uniqueConstraints == ["users": [["username"]], "tresors": [["owner_id", "category"]]])
+            let nullable = catalog.tables["shares"]?.filter { !$0.notNull }.map(\.name)
+            #expect(nullable == ["latest_grant", "approval", "approval_sequence", "reason", "expires_at"])
+        }
+    }
+
+    @Test
+    func bothBackendsEndWithTheSameSchema() async throws {
+        try await TestDatabase.with(.sqlite) { sqlite in
+            let expected = try await Self.catalog(sqlite)
+            try await TestDatabase.with(.postgres) { postgres in
+                let actual = try await Self.catalog(postgres)
+                #expect(actual.tables == expected.tables)
+                #expect(actual.primaryKeys == expected.primaryKeys)
+                #expect(actual.uniqueConstraints == expected.uniqueConstraints)
+                #expect(actual.indexes == expected.indexes)
+            }
+        }
+    }
+
+    /// Databases record "v1-initial" as applied and never run it again, so its statements must stay what they
+    /// were when it shipped (up to whitespace); a changed schema needs a new migration instead.
+    @Test(arguments: [
+        (SchemaDialect.sqlite, "cd5ba70525bf037b3b799d88b373745ac9cdf200eefaac8babb853abed578ce0"),
+        (SchemaDialect.postgres, "4738414b840bd7f6ba173990eda705f8ebe3cca6cd75b196440e47726de06606"),
+    ])
+    func shippedMigrationIsFrozen(dialect: SchemaDialect, digest: String) throws {
+        let migrations = Schema.migrations(dialect)
+        #expect(migrations.map(\.id) == ["v1-initial"])
+        let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")
+        let hex = try BLAKE2b.hash(Array(normalized.utf8)).map { String(format: "%02x", $0) }.joined()
+        #expect(hex == digest)
+    }
+}

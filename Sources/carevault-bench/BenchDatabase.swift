@@ -24,7 +24,11 @@ final class BenchDatabase: Sendable {
         self.cleanup = cleanup
     }
 
-    static let logger: Logger = { var l = Logger(label: "carevault-bench-db"); l.logLevel = .error; return l }()
+    static let logger: Logger = {
+        var l = Logger(label: "carevault-bench-db")
+        l.logLevel = .error
+        return l
+    }()
 
     /// The PostgreSQL server to use, if any.
     static var postgresURL: String? {

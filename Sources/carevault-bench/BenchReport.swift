@@ -70,8 +70,8 @@ struct BenchReport {
         f.append(("incremental_ratio", .num(incrementalRatio, 3)))
         f.append(("load", .array(load.map { l in
             .object([("clients", .int(l.clients)), ("rps", .num(l.rps, 1)), ("p50_ms", .num(l.p50Ms, 2)), ("p99_ms", .num(l.p99Ms, 2)),
-                     ("server_rss_mib", .num(l.rssMiB, 1)), ("requests", .int(l.requests)), ("pushes", .int(l.pushes)), ("pulls", .int(l.pulls)),
-                     ("errors", .int(l.errors)), ("seconds", .num(l.seconds, 2))])
+                     ("server_rss_mib", .num(l.rssMiB, 1)), ("requests", .int(l.requests)), ("pushes", .int(l.work.pushes)), ("pulls", .int(l.work.pulls)),
+                     ("errors", .int(l.work.errors)), ("seconds", .num(l.seconds, 2))])
         })))
         f.append(("login_ms", .num(login?.medianLoginMs, 1)))
 
@@ -137,7 +137,10 @@ struct BenchReport {
         out.append("   floor: raw XChaCha20-Poly1305 + Ed25519 sign (seal) / verify (open) on the same bytes, preallocated buffers)")
         out.append(row(["", "envelope", "floor", "ratio", "target", ""], w))
         for s in RecordSize.allCases {
-            guard let c = crypto(s) else { out.append("   \(s.label): not measured"); continue }
+            guard let c = crypto(s) else {
+                out.append("   \(s.label): not measured")
+                continue
+            }
             out.append(row(["seal \(s.label) (ct \(c.ciphertextBytes) B)", fmt(c.sealRps, 0), fmt(c.sealFloorRps, 0), fmt(c.sealRatio, 2), ">= 0.80", status(c.sealRatio >= Self.ratioTarget)], w))
             out.append(row(["open \(s.label) (ct \(c.ciphertextBytes) B)", fmt(c.openRps, 0), fmt(c.openFloorRps, 0), fmt(c.openRatio, 2), ">= 0.80", status(c.openRatio >= Self.ratioTarget)], w))
         }
@@ -155,7 +158,10 @@ struct BenchReport {
         for b in BackendKind.allCases {
             for s in RecordSize.allCases {
                 let label = "\(b.label) \(s.label) x \(plan.pushCount(s))"
-                guard let r = pp(b, s) else { out.append(row([label, "null", "", "", "", ""], w)); continue }
+                guard let r = pp(b, s) else {
+                    out.append(row([label, "null", "", "", "", ""], w))
+                    continue
+                }
                 let target = b == .sqlite && s == .small
                 out.append(row([label, fmt(r.pushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.pushRatio, 2), target ? ">= 10000" : "", target ? status(r.pushRps >= Self.rpsTarget) : ""], w))
                 out.append(row(["  server alone", fmt(r.serverPushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.serverPushRps / r.pushFloorRps, 2), "", ""], w))
@@ -169,7 +175,10 @@ struct BenchReport {
         for b in BackendKind.allCases {
             for s in RecordSize.allCases {
                 let label = "\(b.label) \(s.label) x \(plan.pushCount(s))"
-                guard let r = pp(b, s) else { out.append(row([label, "null", "", "", "", ""], w)); continue }
+                guard let r = pp(b, s) else {
+                    out.append(row([label, "null", "", "", "", ""], w))
+                    continue
+                }
                 let target = b == .sqlite && s == .small
                 out.append(row([label, fmt(r.pullRps, 0), fmt(r.pullFloorRps, 0), fmt(r.pullRatio, 2), target ? ">= 10000" : "", target ? status(r.pullRps >= Self.rpsTarget) : ""], w))
                 out.append(row(["  server alone (raw pages)", fmt(r.serverPullRps, 0), "", "", "", ""], w))
@@ -191,7 +200,7 @@ struct BenchReport {
         let lw = [10, 10, 10, 10, 14, 10, 8]
         out.append(row(["clients", "req/s", "p50 ms", "p99 ms", "peak RSS MiB", "requests", "errors"], lw))
         for l in load {
-            out.append(row([String(l.clients), fmt(l.rps, 0), fmt(l.p50Ms, 2), fmt(l.p99Ms, 2), l.rssMiB.map { fmt($0, 0) } ?? "n/a", String(l.requests), String(l.errors)], lw))
+            out.append(row([String(l.clients), fmt(l.rps, 0), fmt(l.p50Ms, 2), fmt(l.p99Ms, 2), l.rssMiB.map { fmt($0, 0) } ?? "n/a", String(l.requests), String(l.work.errors)], lw))
         }
         if load.isEmpty { out.append("   not measured") }
 

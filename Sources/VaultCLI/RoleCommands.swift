@@ -22,7 +22,8 @@ struct AccountWording: Sendable {
 
     static let patient = AccountWording(
         exampleUsername: "alice", registerAbstract: "Create an account; it is pending until the admin approves it.",
-        usernameHelp: "Your username: 3-32 characters of a-z, 0-9, '.', '_', '-'.", registeredNote: "the admin must approve the account before you can log in",
+        usernameHelp: "Your username: 3-32 characters of a-z, 0-9, '.', '_', '-'.",
+        registeredNote: "the admin must approve the account before you can log in",
         loginAbstract: "Log in on this device (also a new one): fetches and unlocks your keys.", loginExampleFlags: " --remember",
         rememberHelp: "Remember this device's key in a 0600 file so later commands need no password; logout erases it.")
 

@@ -46,8 +46,8 @@ extension AdminClient {
             throw ClientError.integrity("the registration of \(r.request.username) is not self-signed correctly: \(error)")
         }
         let now = Date().unixMillis
-        let cert = try Certificate.issue(userID: r.request.userID, username: r.request.username, role: r.request.role, signingKey: r.request.signingKey,
-                                         boxKey: r.request.boxKey, issuedAt: now, adminKey: key)
+        let cert = try Certificate.issue(userID: r.request.userID, username: r.request.username, role: r.request.role,
+                                         signingKey: r.request.signingKey, boxKey: r.request.boxKey, issuedAt: now, adminKey: key)
         let approval = Approval.registration(cert, issuedAt: now, sequence: sequence, adminKey: key)
         return try await transport.send(.POST, Routes.adminApproveRegistration(r.request.userID.uuidString),
                                         body: ApproveRegistrationRequest(certificate: cert, approval: approval), auth: auth)
@@ -61,8 +61,9 @@ extension AdminClient {
         do {
             try s.patient.verify(adminKey: pinnedKey, userID: s.share.patientID, role: .patient)
             try s.doctor.verify(adminKey: pinnedKey, userID: s.share.doctorID, role: .doctor)
-            try s.share.grant.verify(patient: s.patient, adminKey: pinnedKey)
-            guard s.share.grant.memberID == s.doctor.userID, s.share.grant.tresorID == s.share.tresorID, s.share.grant.category == s.share.category else {
+            let grant = s.share.grant
+            try grant.verify(patient: s.patient, adminKey: pinnedKey)
+            guard grant.memberID == s.doctor.userID, grant.tresorID == s.share.tresorID, grant.category == s.share.category else {
                 throw TrustError.mismatch(what: "share", field: "grant")
             }
         } catch { throw ClientError.integrity("the share \(s.share.shareID.uuidString.lowercased()) does not verify: \(error)") }

@@ -27,7 +27,8 @@ public struct AdminClient: Sendable {
 
     /// An admin client to `baseURL`, pinning the public half of `key`.
     public init(baseURL: String, key: SigningKeyPair, maxAttempts: Int = 4, baseDelayMs: UInt64 = 200) throws {
-        try self.init(transport: try Transport(baseURL: baseURL, maxAttempts: maxAttempts, baseDelayMs: baseDelayMs), key: key, pinnedKey: key.publicKey)
+        let transport = try Transport(baseURL: baseURL, maxAttempts: maxAttempts, baseDelayMs: baseDelayMs)
+        try self.init(transport: transport, key: key, pinnedKey: key.publicKey)
     }
 
     var auth: Transport.Auth { .admin(key) }

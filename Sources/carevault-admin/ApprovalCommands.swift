@@ -13,7 +13,8 @@ struct Pending: AsyncParsableCommand {
             pending.items.map { item in
                 switch item {
                 case let .registration(r):
-                    return ["registration", item.id, r.request.username, "\(r.request.role.rawValue), fingerprint \(AdminClient.fingerprint(r.request))"]
+                    let what = "\(r.request.role.rawValue), fingerprint \(AdminClient.fingerprint(r.request))"
+                    return ["registration", item.id, r.request.username, what]
                 case let .share(s):
                     return ["share", item.id, s.patient.username, "\(s.share.category) with \(s.doctor.username)"]
                 }
@@ -23,8 +24,9 @@ struct Pending: AsyncParsableCommand {
 }
 
 struct Approve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Approve pending registrations or shares by id (or username), or all of them.",
-                                                    discussion: "Example: carevault-admin approve 3f2a… 9c1b…   or   carevault-admin approve --all")
+    static let configuration = CommandConfiguration(
+        abstract: "Approve pending registrations or shares by id (or username), or all of them.",
+        discussion: "Example: carevault-admin approve 3f2a… 9c1b…   or   carevault-admin approve --all")
     @Argument(help: "Ids (user id, username or share id) to approve.") var ids: [String] = []
     @Flag(help: "Approve everything pending.") var all = false
     @OptionGroup var admin: AdminOptions
@@ -70,8 +72,9 @@ struct Reject: AsyncParsableCommand {
 }
 
 struct Review: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Go through everything pending and approve or reject each item (y/n), or all with --yes.",
-                                                    discussion: "Scripts/approve runs this. Example: carevault-admin review --admin-secret admin.key")
+    static let configuration = CommandConfiguration(
+        abstract: "Go through everything pending and approve or reject each item (y/n), or all with --yes.",
+        discussion: "Scripts/approve runs this. Example: carevault-admin review --admin-secret admin.key")
     @Flag(help: "Approve everything pending without asking.") var yes = false
     @OptionGroup var admin: AdminOptions
 

@@ -40,7 +40,9 @@ struct AdminOptions: ParsableArguments {
             throw CLIError.usage("the admin private key is required",
                                  hint: "pass --admin-secret FILE or set CAREVAULT_ADMIN_SECRET (made by 'carevault-admin keygen')")
         }
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CLIError.usage("cannot read the admin private key at \(path)") }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw CLIError.usage("cannot read the admin private key at \(path)")
+        }
         if let mode = SecureFiles.permissions(URL(fileURLWithPath: path)), mode & 0o077 != 0 {
             throw CLIError("\(path) is readable by others (mode \(String(mode, radix: 8)))", hint: "chmod 600 \(path)", status: .notPermitted)
         }
@@ -75,8 +77,9 @@ extension PendingItem {
 }
 
 struct Keygen: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Create the admin key pair: admin.pub (publish, pin) and admin.key (0600, keep secret).",
-                                                    discussion: "Example: carevault-admin keygen --out /secure/admin")
+    static let configuration = CommandConfiguration(
+        abstract: "Create the admin key pair: admin.pub (publish, pin) and admin.key (0600, keep secret).",
+        discussion: "Example: carevault-admin keygen --out /secure/admin")
     @Option(help: "The folder to write admin.pub and admin.key into.") var out: String
     @Flag(help: "Replace existing files.") var force = false
     func run() async throws {
@@ -129,7 +132,8 @@ struct Audit: AsyncParsableCommand {
         @OptionGroup var admin: AdminOptions
         func run() async throws {
             let page = try await admin.client().auditLog(after: after, limit: limit)
-            try await Output.show(page, json: admin.global.json, headers: ["#", "TIME", "ACTOR", "ACTION", "DETAILS"], empty: "the audit log is empty") {
+            let headers = ["#", "TIME", "ACTOR", "ACTION", "DETAILS"]
+            try await Output.show(page, json: admin.global.json, headers: headers, empty: "the audit log is empty") {
                 page.entries.map { e in [String(e.sequence), Output.date(millis: e.at), e.actor, e.action, Output.details(e.details)] }
             }
         }

@@ -67,15 +67,7 @@ final class BenchServer: Sendable {
 /// Runs `body` with a started server and always stops it afterwards.
 func withServer<T: Sendable>(repository: any VaultRepository, adminKey: SigningPublicKey,
                              _ body: (BenchServer) async throws -> T) async throws -> T {
-    let server = try await BenchServer.start(repository: repository, adminKey: adminKey)
-    do {
-        let value = try await body(server)
-        await server.stop()
-        return value
-    } catch {
-        await server.stop()
-        throw error
-    }
+    try await using(try await BenchServer.start(repository: repository, adminKey: adminKey), release: { await $0.stop() }, body)
 }
 
 /// Runs `body` but gives up after `seconds` (the work is cancelled and left behind): for steps that

@@ -24,7 +24,8 @@ struct CareVaultDoctor: AsyncParsableCommand {
           carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
           carevault-doctor export alice --format fhir --output alice.json
         """,
-        subcommands: [RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self, Adherence.self, Export.self]
+        subcommands: [RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
+                      Adherence.self, Export.self]
     )
 
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-doctor") }
@@ -71,7 +72,8 @@ struct Patients: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let list = try await openReader(options).patients()
-        try await Output.show(list, json: options.json, headers: ["PATIENT", "CATEGORIES", "LAST CHANGE"], empty: "no patients share data with you yet") {
+        let headers = ["PATIENT", "CATEGORIES", "LAST CHANGE"]
+        try await Output.show(list, json: options.json, headers: headers, empty: "no patients share data with you yet") {
             list.map { [$0.username, $0.categories.joined(separator: ", "), Output.date(millis: $0.lastChange)] }
         }
     }
@@ -137,7 +139,8 @@ struct Adherence: AsyncParsableCommand {
         print("\(selection.patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))\n")
         Output.table(["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"], rows.map { r in
             let chart = r.days.map { $0.completed == 0 ? "." : ($0.completed >= $0.expected ? "#" : "+") }.joined()
-            let bar = String(repeating: "█", count: Int((r.ratio * 10).rounded())) + String(repeating: "░", count: 10 - Int((r.ratio * 10).rounded()))
+            let tenths = Int((r.ratio * 10).rounded())
+            let bar = String(repeating: "█", count: tenths) + String(repeating: "░", count: 10 - tenths)
             return [r.activityID, "\(r.completed)/\(r.expected)", "\(bar) \(Int((r.ratio * 100).rounded()))%", chart]
         }, empty: "no activities shared")
     }

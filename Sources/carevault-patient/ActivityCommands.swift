@@ -49,7 +49,9 @@ struct ActivityCommand: AsyncParsableCommand {
             } catch let e as CareModelError { throw CLIError.usage("invalid activity: \(e)") }
             try await vault.addActivity(activity)
             try await change.sync(vault)
-            if change.json { try Output.json(activity) } else { print("added \(id): \(title) (\(category), \(CareInput.describe(activity.schedule)))") }
+            if change.json { try Output.json(activity) } else {
+                print("added \(id): \(title) (\(category), \(CareInput.describe(activity.schedule)))")
+            }
         }
     }
 
@@ -60,7 +62,9 @@ struct ActivityCommand: AsyncParsableCommand {
         func run() async throws {
             let list = try await openVault(options).activities(category: category)
             try await Output.show(list, json: options.json, headers: ["ID", "TITLE", "CATEGORY", "SCHEDULE", "TARGET"], empty: "no activities yet") {
-                list.map { [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.targetValues.map(CareInput.text).joined(separator: ", ")] }
+                list.map { a in
+                    [a.id, a.title, a.category, CareInput.describe(a.schedule), a.targetValues.map(CareInput.text).joined(separator: ", ")]
+                }
             }
         }
     }

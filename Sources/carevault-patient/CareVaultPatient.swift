@@ -57,7 +57,8 @@ struct ChangeOptions: ParsableArguments {
         progress.finish()
         report(summary, json: false, quiet: json)
         if !summary.rejected.isEmpty {
-            throw CLIError("the change was saved here but the server refused it", hint: "see the warning above (a device clock far ahead is the usual cause)")
+            throw CLIError("the change was saved here but the server refused it",
+                           hint: "see the warning above (a device clock far ahead is the usual cause)")
         }
     }
 }
@@ -87,10 +88,13 @@ struct Sync: AsyncParsableCommand {
         let summary = try await vault.sync(progress: progress.syncCallback)
         progress.finish()
         if options.json { try Output.json(summary) } else {
-            print("sent \(summary.pushed) (\(summary.duplicates) already there), received \(summary.pulled), resolved \(summary.conflictsResolved) conflicts")
+            print("sent \(summary.pushed) (\(summary.duplicates) already there), received \(summary.pulled), "
+                  + "resolved \(summary.conflictsResolved) conflicts")
             report(summary, json: false, quiet: true)
         }
-        if !summary.rejected.isEmpty { throw CLIError("\(summary.rejected.count) versions were refused by the server", hint: "see the warnings above") }
+        if !summary.rejected.isEmpty {
+            throw CLIError("\(summary.rejected.count) versions were refused by the server", hint: "see the warnings above")
+        }
     }
 }
 
@@ -100,14 +104,16 @@ struct Doctors: AsyncParsableCommand {
     func run() async throws {
         let shares = try await openVault(options).shares().filter { $0.state == .active || $0.state == .pending }
         let json = shares.map { ["doctor": $0.doctorUsername, "category": $0.category, "state": $0.state.rawValue] }
-        try await Output.show(json, json: options.json, headers: ["DOCTOR", "CATEGORY", "STATE", "SINCE"], empty: "you share nothing with any doctor") {
+        let headers = ["DOCTOR", "CATEGORY", "STATE", "SINCE"]
+        try await Output.show(json, json: options.json, headers: headers, empty: "you share nothing with any doctor") {
             shares.map { [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt)] }
         }
     }
 }
 
 struct AccessLog: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "access-log", abstract: "Who read your data, and what happened to your account and shares.")
+    static let configuration = CommandConfiguration(commandName: "access-log",
+                                                    abstract: "Who read your data, and what happened to your account and shares.")
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let entries = try await openVault(options).accessLog()

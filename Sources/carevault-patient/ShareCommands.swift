@@ -33,7 +33,8 @@ struct ShareCommand: AsyncParsableCommand {
             let shares = try await openVault(options).shares()
             try await Output.show(shares, json: options.json, headers: ["DOCTOR", "CATEGORY", "STATE", "CREATED", "EXPIRES"], empty: "no shares") {
                 shares.map {
-                    [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt), $0.expiresAt.map { Output.date(millis: $0) } ?? "-"]
+                    [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt),
+                     $0.expiresAt.map { Output.date(millis: $0) } ?? "-"]
                 }
             }
         }

@@ -33,7 +33,8 @@ struct ClientWorld: Sendable {
 
     /// A device: its own home folder and transport.
     func device(_ name: String) throws -> Device {
-        let config = ClientConfiguration(server: baseURL, home: Home(url: root.appendingPathComponent(name)), adminKey: admin.publicKey, kdf: .interactive)
+        let home = Home(url: root.appendingPathComponent(name))
+        let config = ClientConfiguration(server: baseURL, home: home, adminKey: admin.publicKey, kdf: .interactive)
         let transport = try Transport(baseURL: baseURL, maxAttempts: 2, baseDelayMs: 10)
         return Device(accounts: AccountManager(configuration: config, transport: transport), transport: transport, admin: admin.publicKey)
     }
@@ -47,7 +48,8 @@ struct ClientWorld: Sendable {
     }
 
     /// Registers `username` on `device`, approves it, logs in and returns the patient vault.
-    func patient(_ username: String, on device: Device, password: String = "password-\(UUID().uuidString.prefix(4))") async throws -> (PatientVault, String) {
+    func patient(_ username: String, on device: Device,
+                 password: String = "password-\(UUID().uuidString.prefix(4))") async throws -> (PatientVault, String) {
         _ = try await device.accounts.register(username: username, password: password, role: .patient)
         try await approveAll()
         let account = try await device.accounts.login(username: username, password: password)

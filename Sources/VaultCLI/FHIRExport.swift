@@ -17,7 +17,7 @@ public enum FHIRExport {
             "resourceType": "Patient", "id": pid,
             "identifier": [["system": "urn:carevault:username", "value": username]],
         ]
-        let byID = Dictionary(activities.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        let byID = activities.byID
         let plan: [String: Any] = [
             "resourceType": "CarePlan", "id": planID, "status": "active", "intent": "plan",
             "title": "CareVault shared care plan",

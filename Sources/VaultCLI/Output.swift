@@ -21,12 +21,6 @@ public enum Output {
         String(String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }))
     }
 
-    /// A CSV cell, quoted, with formula prefixes neutralised so a spreadsheet does not execute a value.
-    public static func csvCell(_ text: String) -> String {
-        let guarded = ["=", "+", "-", "@"].contains(where: { text.hasPrefix($0) }) && Double(text) == nil ? "'" + text : text
-        return "\"" + guarded.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
-
     /// Prints an aligned table; an empty table prints `empty` instead.
     public static func table(_ headers: [String], _ rows: [[String]], empty: String = "(none)") {
         guard !rows.isEmpty else { print(empty); return }
@@ -40,6 +34,22 @@ public enum Output {
         print(line(headers))
         print(line(widths.map { String(repeating: "-", count: $0) }))
         for row in rows { print(line(row)) }
+    }
+
+    /// With `--json` prints `value` as JSON; else an aligned table of `rows`, or `empty` when there are none.
+    /// The rows are only built for people, so a JSON caller never pays for them.
+    public static func show<T: Encodable>(_ value: T, json: Bool, headers: [String], empty: String = "(none)",
+                                          rows: () async throws -> [[String]]) async throws {
+        if json {
+            try Output.json(value)
+        } else {
+            table(headers, try await rows(), empty: empty)
+        }
+    }
+
+    /// An audit entry's details as `key=value` pairs in key order.
+    public static func details(_ details: [String: String]) -> String {
+        details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
     }
 
     /// A date in local time for people.

@@ -24,7 +24,11 @@ final class BenchDatabase: Sendable {
         self.cleanup = cleanup
     }
 
-    static let logger: Logger = { var l = Logger(label: "carevault-bench-db"); l.logLevel = .error; return l }()
+    static let logger: Logger = {
+        var l = Logger(label: "carevault-bench-db")
+        l.logLevel = .error
+        return l
+    }()
 
     /// The PostgreSQL server to use, if any.
     static var postgresURL: String? {
@@ -91,13 +95,5 @@ final class BenchDatabase: Sendable {
 
 /// Runs `body` with a fresh database of `kind` and always throws the database away afterwards.
 func withDatabase<T: Sendable>(_ kind: BackendKind, root: URL, _ body: (BenchDatabase) async throws -> T) async throws -> T {
-    let db = try await BenchDatabase.make(kind, root: root)
-    do {
-        let value = try await body(db)
-        await db.close()
-        return value
-    } catch {
-        await db.close()
-        throw error
-    }
+    try await using(try await BenchDatabase.make(kind, root: root), release: { await $0.close() }, body)
 }

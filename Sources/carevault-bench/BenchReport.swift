@@ -70,8 +70,8 @@ struct BenchReport {
         f.append(("incremental_ratio", .num(incrementalRatio, 3)))
         f.append(("load", .array(load.map { l in
             .object([("clients", .int(l.clients)), ("rps", .num(l.rps, 1)), ("p50_ms", .num(l.p50Ms, 2)), ("p99_ms", .num(l.p99Ms, 2)),
-                     ("server_rss_mib", .num(l.rssMiB, 1)), ("requests", .int(l.requests)), ("pushes", .int(l.pushes)), ("pulls", .int(l.pulls)),
-                     ("errors", .int(l.errors)), ("seconds", .num(l.seconds, 2))])
+                     ("server_rss_mib", .num(l.rssMiB, 1)), ("requests", .int(l.requests)), ("pushes", .int(l.work.pushes)), ("pulls", .int(l.work.pulls)),
+                     ("errors", .int(l.work.errors)), ("seconds", .num(l.seconds, 2))])
         })))
         f.append(("login_ms", .num(login?.medianLoginMs, 1)))
 
@@ -115,104 +115,6 @@ struct BenchReport {
         f.append(("notes", .array(notesForOutput.map { .string($0) })))
         f.append(("errors", .array(errors.map { .string($0) })))
         return .object(f)
-    }
-
-    // MARK: Table
-
-    func table() -> String {
-        var out: [String] = []
-        let cpu = Self.cpuModel().map { ", \($0)" } ?? ""
-        out.append("CareVault benchmark (\(plan.quick ? "quick" : "full") run, \(ProcessInfo.processInfo.activeProcessorCount) cores\(cpu), libsodium \(Sodium.version))")
-        out.append("Every figure is shown beside its floor measured in the same run; ratio = figure / floor (1.00 = as fast as the floor).")
-
-        func row(_ cells: [String], _ widths: [Int]) -> String {
-            zip(cells, widths).enumerated().map { i, p in i == 0 ? p.0.padding(toLength: p.1, withPad: " ", startingAt: 0) : String(repeating: " ", count: max(0, p.1 - p.0.count)) + p.0 }
-                .joined(separator: "  ")
-        }
-        let w = [34, 11, 11, 7, 10, 7]
-        func status(_ ok: Bool?) -> String { ok.map { $0 ? "met" : "MISSED" } ?? "" }
-
-        out.append("")
-        out.append("1. Envelope seal / open, records/s (median of \(plan.cryptoReps) interleaved reps; ratio = median of per-rep ratios;")
-        out.append("   floor: raw XChaCha20-Poly1305 + Ed25519 sign (seal) / verify (open) on the same bytes, preallocated buffers)")
-        out.append(row(["", "envelope", "floor", "ratio", "target", ""], w))
-        for s in RecordSize.allCases {
-            guard let c = crypto(s) else { out.append("   \(s.label): not measured"); continue }
-            out.append(row(["seal \(s.label) (ct \(c.ciphertextBytes) B)", fmt(c.sealRps, 0), fmt(c.sealFloorRps, 0), fmt(c.sealRatio, 2), ">= 0.80", status(c.sealRatio >= Self.ratioTarget)], w))
-            out.append(row(["open \(s.label) (ct \(c.ciphertextBytes) B)", fmt(c.openRps, 0), fmt(c.openFloorRps, 0), fmt(c.openRatio, 2), ">= 0.80", status(c.openRatio >= Self.ratioTarget)], w))
-        }
-        for s in RecordSize.allCases {
-            guard let c = crypto(s) else { continue }
-            out.append(row(["  with record JSON, seal \(s.label)", fmt(c.sealRecordRps, 0), fmt(c.sealFloorRps, 0), fmt(c.sealRecordRatio, 2), "", ""], w))
-            out.append(row(["  with record JSON, open \(s.label)", fmt(c.openRecordRps, 0), fmt(c.openFloorRps, 0), fmt(c.openRecordRatio, 2), "", ""], w))
-        }
-
-        out.append("")
-        out.append("2. Push through carevault-server (patient sync: upload, verify, store), records/s")
-        out.append("   floor: inserts of as many same-size rows into a fresh table of the same database, 500 per transaction")
-        out.append("   server alone: the same number of envelopes, sealed and JSON-encoded beforehand, posted in batches of 500 (no SDK client work)")
-        out.append(row(["", "push", "floor", "ratio", "target", ""], w))
-        for b in BackendKind.allCases {
-            for s in RecordSize.allCases {
-                let label = "\(b.label) \(s.label) x \(plan.pushCount(s))"
-                guard let r = pp(b, s) else { out.append(row([label, "null", "", "", "", ""], w)); continue }
-                let target = b == .sqlite && s == .small
-                out.append(row([label, fmt(r.pushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.pushRatio, 2), target ? ">= 10000" : "", target ? status(r.pushRps >= Self.rpsTarget) : ""], w))
-                out.append(row(["  server alone", fmt(r.serverPushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.serverPushRps / r.pushFloorRps, 2), "", ""], w))
-            }
-        }
-        out.append("")
-        out.append("3. Doctor pull + decrypt (view of the category, cold cache), records/s")
-        out.append("   floor: paged select of those rows + raw Ed25519 verify + XChaCha20-Poly1305 decrypt")
-        out.append("   server alone: the doctor's pages of 1,000 fetched as raw bytes (no decoding, verification or decryption)")
-        out.append(row(["", "pull", "floor", "ratio", "target", ""], w))
-        for b in BackendKind.allCases {
-            for s in RecordSize.allCases {
-                let label = "\(b.label) \(s.label) x \(plan.pushCount(s))"
-                guard let r = pp(b, s) else { out.append(row([label, "null", "", "", "", ""], w)); continue }
-                let target = b == .sqlite && s == .small
-                out.append(row([label, fmt(r.pullRps, 0), fmt(r.pullFloorRps, 0), fmt(r.pullRatio, 2), target ? ">= 10000" : "", target ? status(r.pullRps >= Self.rpsTarget) : ""], w))
-                out.append(row(["  server alone (raw pages)", fmt(r.serverPullRps, 0), "", "", "", ""], w))
-            }
-        }
-        if let p = postgresUnavailable { out.append("   PostgreSQL unavailable (\(p)): its figures are null") }
-
-        out.append("")
-        out.append("4. Incremental sync of one changed record (SQLite; median of \(plan.incrementalReps) syncs), ms")
-        if plan.quick { out.append("   quick run: the large store holds \(plan.incrementalLarge) records instead of 100,000") }
-        out.append(row(["store of \(plan.incrementalSmall) records", incrementalSmall.map { fmt($0.medianMs, 2) } ?? "null", "", "", "", ""], w))
-        out.append(row(["store of \(plan.incrementalLarge) records", incrementalLarge.map { fmt($0.medianMs, 2) } ?? "null", "", "", "", ""], w))
-        out.append(row(["ratio large / small", incrementalRatio.map { fmt($0, 2) } ?? "null", "", "", "<= 1.2", status(incrementalRatio.map { $0 <= Self.incrementalTarget })], w))
-
-        out.append("")
-        out.append("5. Server under load: 127.0.0.1, SQLite, each client on its own connection alternating pushes of \(LoadBench.pushSize) envelopes")
-        out.append("   and pulls of \(LoadBench.pullSize) changes; each level bounded to \(Int(plan.loadSeconds)) s and \(plan.loadRequestBudget) requests.")
-        out.append("   the server is the release carevault-server in its own process; peak RSS is its VmHWM during the level.")
-        let lw = [10, 10, 10, 10, 14, 10, 8]
-        out.append(row(["clients", "req/s", "p50 ms", "p99 ms", "peak RSS MiB", "requests", "errors"], lw))
-        for l in load {
-            out.append(row([String(l.clients), fmt(l.rps, 0), fmt(l.p50Ms, 2), fmt(l.p99Ms, 2), l.rssMiB.map { fmt($0, 0) } ?? "n/a", String(l.requests), String(l.errors)], lw))
-        }
-        if load.isEmpty { out.append("   not measured") }
-
-        out.append("")
-        out.append("6. Login with Argon2id \(KDFParameters.moderate) (the default; a deliberate cost), median of \(plan.loginReps)")
-        if let l = login {
-            out.append(row(["login", fmt(l.medianLoginMs, 0) + " ms", "", "", "", ""], w))
-            out.append(row(["floor: Argon2id alone", fmt(l.medianArgon2Ms, 0) + " ms", "", fmt(l.medianArgon2Ms / l.medianLoginMs, 2), "", ""], w))
-        } else {
-            out.append("   not measured")
-        }
-
-        out.append("")
-        out.append("Notes:")
-        for n in notesForOutput { out.append("  - " + n) }
-        if !errors.isEmpty {
-            out.append("Errors:")
-            for e in errors { out.append("  - " + e) }
-        }
-        out.append(String(format: "Total time: %.1f s", elapsedSeconds))
-        return out.joined(separator: "\n")
     }
 
     static func cpuModel() -> String? {

@@ -40,8 +40,8 @@ final class BenchServer: Sendable {
             defer { continuation.finish() }
             try await group.run()
         }
-        var port = 0
-        for await p in ports { port = p; break }
+        var iterator = ports.makeAsyncIterator()
+        let port = await iterator.next() ?? 0
         guard port > 0 else {
             task.cancel()
             let outcome = await task.result
@@ -67,15 +67,7 @@ final class BenchServer: Sendable {
 /// Runs `body` with a started server and always stops it afterwards.
 func withServer<T: Sendable>(repository: any VaultRepository, adminKey: SigningPublicKey,
                              _ body: (BenchServer) async throws -> T) async throws -> T {
-    let server = try await BenchServer.start(repository: repository, adminKey: adminKey)
-    do {
-        let value = try await body(server)
-        await server.stop()
-        return value
-    } catch {
-        await server.stop()
-        throw error
-    }
+    try await using(try await BenchServer.start(repository: repository, adminKey: adminKey), release: { await $0.stop() }, body)
 }
 
 /// Runs `body` but gives up after `seconds` (the work is cancelled and left behind): for steps that
@@ -83,7 +75,12 @@ func withServer<T: Sendable>(repository: any VaultRepository, adminKey: SigningP
 func withDeadline<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let state = NIOLockedValueBox<CheckedContinuation<T, any Error>?>(nil)
     let resume: @Sendable (Result<T, any Error>) -> Bool = { result in
-        guard let c = state.withLockedValue({ s -> CheckedContinuation<T, any Error>? in defer { s = nil }; return s }) else { return false }
+        // Whoever comes first takes the continuation; the other finds nil.
+        let taken = state.withLockedValue { s -> CheckedContinuation<T, any Error>? in
+            defer { s = nil }
+            return s
+        }
+        guard let c = taken else { return false }
         c.resume(with: result)
         return true
     }

@@ -31,25 +31,9 @@ struct BenchWorld: Sendable {
         return (AccountManager(configuration: config, transport: transport), transport)
     }
 
-    /// Approves every pending registration and share with admin-signed requests.
+    /// Approves every pending registration and share with admin-signed requests (no retries either).
     func approveAll() async throws {
-        let t = try Transport(baseURL: baseURL, maxAttempts: 1)
-        let pending: PendingResponse = try await t.send(.GET, Routes.adminPending, auth: .admin(admin))
-        var seq = pending.nextSequence
-        for r in pending.registrations {
-            let cert = try Certificate.issue(userID: r.request.userID, username: r.request.username, role: r.request.role,
-                                             signingKey: r.request.signingKey, boxKey: r.request.boxKey, issuedAt: Date().unixMillis, adminKey: admin)
-            let approval = Approval.registration(cert, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
-            seq += 1
-            let _: UserSummary = try await t.send(.POST, Routes.adminApproveRegistration(r.request.userID.uuidString),
-                                                  body: ApproveRegistrationRequest(certificate: cert, approval: approval), auth: .admin(admin))
-        }
-        for s in pending.shares {
-            let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
-            seq += 1
-            let _: ShareInfo = try await t.send(.POST, Routes.adminApproveShare(s.share.shareID.uuidString),
-                                                body: ApproveShareRequest(approval: approval), auth: .admin(admin))
-        }
+        try await AdminClient(baseURL: baseURL, key: admin, maxAttempts: 1).approveAll()
     }
 
     /// Registers `username` as `role` on a new device, has the admin approve it, and logs in.
@@ -73,3 +57,17 @@ struct BenchWorld: Sendable {
 
 /// A short random suffix for names (usernames, databases, folders).
 func shortID() -> String { Hex.encode(RandomBytes.bytes(count: 4)) }
+
+/// Runs `body` with `resource` and always runs `release` on it afterwards, whether `body` threw or not
+/// (an async `defer` does not exist, and every benchmark owns servers, clients or databases to close).
+func using<Resource, T: Sendable>(_ resource: Resource, release: (Resource) async -> Void,
+                                  _ body: (Resource) async throws -> T) async throws -> T {
+    do {
+        let value = try await body(resource)
+        await release(resource)
+        return value
+    } catch {
+        await release(resource)
+        throw error
+    }
+}

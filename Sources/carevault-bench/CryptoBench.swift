@@ -58,7 +58,10 @@ struct CryptoBench {
 
         let ops: [(String, (Int) throws -> Void)] = [
             ("seal", { _ in benchSink &+= Int(try Envelope.seal(payload: payload, header: header, key: key, author: author).signature.bytes[0]) }),
-            ("seal floor", { _ in sealBlob.withUnsafeMutableBytes { floor.seal(into: $0) }; benchSink &+= Int(sealBlob[sealBlob.count - 1]) }),
+            ("seal floor", { _ in
+                sealBlob.withUnsafeMutableBytes { floor.seal(into: $0) }
+                benchSink &+= Int(sealBlob[sealBlob.count - 1])
+            }),
             ("open", { i in benchSink &+= try envelopes[i % variety].open(keys: keys, authorKey: authorKey, expecting: context).count }),
             ("open floor", { i in
                 guard blobs[i % variety].withUnsafeBytes({ floor.open($0) }) else { throw BenchError("raw open failed") }

@@ -6,21 +6,44 @@ import VaultClient
 import VaultCore
 import VaultCrypto
 
+/// What load clients did: the latency of each answered request in milliseconds, how many of those
+/// were pushes and pulls, and the failures with the first one's message.
+struct LoadWork: Sendable {
+    var latencies: [Double] = []
+    var pushes = 0
+    var pulls = 0
+    var errors = 0
+    var firstError: String?
+
+    /// This work and `other` together.
+    func merged(with other: LoadWork) -> LoadWork {
+        LoadWork(latencies: latencies + other.latencies, pushes: pushes + other.pushes, pulls: pulls + other.pulls, errors: errors + other.errors,
+                 firstError: firstError ?? other.firstError)
+    }
+}
+
 /// One load level: N concurrent clients, each on its own keep-alive connection to 127.0.0.1,
 /// alternating pushes and pulls until the level's time or request budget runs out.
 struct LoadLevelResult: Sendable {
+    /// Concurrent clients, each on its own connection.
     var clients: Int
+    /// Wall time of the level, from the first request to the last answer.
     var seconds: Double
-    var requests: Int
-    var pushes: Int
-    var pulls: Int
-    var errors: Int
-    var rps: Double
-    var p50Ms: Double
-    var p99Ms: Double
+    /// Every client's work; the latencies sorted.
+    var work: LoadWork
     /// Peak RSS of the carevault-server process during the level.
     var rssMiB: Double?
+    /// Whether the kernel reset the peak before the level (else the peak is the highest 50 ms sample).
     var peakWasReset: Bool
+
+    /// Answered requests.
+    var requests: Int { work.latencies.count }
+    /// Answered requests per second over the level.
+    var rps: Double { Double(requests) / seconds }
+    /// Median latency in milliseconds.
+    var p50Ms: Double { Measure.percentile(sorted: work.latencies, 50) }
+    /// 99th-percentile latency in milliseconds.
+    var p99Ms: Double { Measure.percentile(sorted: work.latencies, 99) }
 }
 
 /// The server under load (Docs/benchmarks.md §5): the release `carevault-server` executable in its own process on
@@ -47,7 +70,10 @@ struct LoadBench {
         let nextIndex: NIOLockedValueBox<Int>
 
         func bodies(batches: Int, size: Int, noteLength: Int) async throws -> [ByteBuffer] {
-            let first = nextIndex.withLockedValue { i -> Int in defer { i += batches * size }; return i }
+            let first = nextIndex.withLockedValue { i -> Int in
+                defer { i += batches * size }
+                return i
+            }
             return try await EnvelopeFactory.pushBodies(identity: identity, tresor: tresor, deviceID: deviceID, first: first, batches: batches,
                                                         size: size, noteLength: noteLength)
         }
@@ -102,6 +128,15 @@ struct LoadBench {
     }
 
     static let decoder = JSONDecoder()
+
+    /// Takes one request from the level's budget; false once it is spent.
+    static func take(_ budget: NIOLockedValueBox<Int>) -> Bool {
+        budget.withLockedValue { left in
+            guard left > 0 else { return false }
+            left -= 1
+            return true
+        }
+    }
 
     /// Sends one push; checks every envelope was stored and updates the owner's last sequence.
     func push(_ http: RawHTTPClient, _ account: Account, _ body: ByteBuffer) async throws {
@@ -160,19 +195,24 @@ struct LoadBench {
         let clock = Measure.clock
         let start = clock.now
         let deadline = start + .seconds(plan.loadSeconds)
-        struct ClientStats: Sendable { var latencies: [Double] = []; var pushes = 0; var pulls = 0; var errors = 0; var firstError: String? }
-        let stats = try await withThrowingTaskGroup(of: ClientStats.self) { group in
+        let stats = try await withThrowingTaskGroup(of: LoadWork.self) { group in
             for c in 0..<clients {
                 let account = accounts[c % accounts.count]
                 let slot = c % accounts.count
                 group.addTask {
-                    var s = ClientStats()
+                    var s = LoadWork()
                     var i = c  // half the clients start with a pull, half with a push
-                    while clock.now < deadline, remaining.withLockedValue({ r -> Bool in guard r > 0 else { return false }; r -= 1; return true }) {
+                    while clock.now < deadline, Self.take(remaining) {
                         let body: ByteBuffer? = i % 2 == 0 ? poolState.withLockedValue { $0[slot].popLast() } : nil
                         let t0 = clock.now
                         do {
-                            if let body { try await push(http, account, body); s.pushes += 1 } else { try await pull(http, account); s.pulls += 1 }
+                            if let body {
+                                try await push(http, account, body)
+                                s.pushes += 1
+                            } else {
+                                try await pull(http, account)
+                                s.pulls += 1
+                            }
                             s.latencies.append(Measure.seconds(clock.now - t0) * 1_000)
                         } catch {
                             s.errors += 1
@@ -183,8 +223,8 @@ struct LoadBench {
                     return s
                 }
             }
-            var all: [ClientStats] = []
-            for try await s in group { all.append(s) }
+            var all = LoadWork()
+            for try await s in group { all = all.merged(with: s) }
             return all
         }
         let elapsed = Measure.since(start)
@@ -192,16 +232,13 @@ struct LoadBench {
         _ = await sampler.result
         // VmHWM since the reset; where the kernel refused the reset, the highest of the 50 ms samples.
         let peak = peakReset ? server.peakMiB() : sampled.withLockedValue { $0 }
-        let latencies = stats.flatMap(\.latencies).sorted()
-        let errors = stats.reduce(0) { $0 + $1.errors }
-        if errors > 0, let first = stats.compactMap(\.firstError).first {
-            Progress.say("load \(clients) clients: \(errors) failed requests, first: \(first)")
+        var work = stats
+        work.latencies.sort()
+        if work.errors > 0, let first = work.firstError {
+            Progress.say("load \(clients) clients: \(work.errors) failed requests, first: \(first)")
         }
-        let r = LoadLevelResult(clients: clients, seconds: elapsed, requests: latencies.count, pushes: stats.reduce(0) { $0 + $1.pushes },
-                                pulls: stats.reduce(0) { $0 + $1.pulls }, errors: errors, rps: Double(latencies.count) / elapsed,
-                                p50Ms: Measure.percentile(sorted: latencies, 50), p99Ms: Measure.percentile(sorted: latencies, 99),
-                                rssMiB: peak, peakWasReset: peakReset)
-        Progress.say("load \(clients) clients: \(r.requests) requests (\(r.pushes) pushes, \(r.pulls) pulls) in \(fmt(elapsed, 2)) s: "
+        let r = LoadLevelResult(clients: clients, seconds: elapsed, work: work, rssMiB: peak, peakWasReset: peakReset)
+        Progress.say("load \(clients) clients: \(r.requests) requests (\(work.pushes) pushes, \(work.pulls) pulls) in \(fmt(elapsed, 2)) s: "
                      + "\(fmt(r.rps, 0)) req/s, p50 \(fmt(r.p50Ms, 2)) ms, p99 \(fmt(r.p99Ms, 2)) ms, peak RSS \(fmt(peak ?? .nan, 0)) MiB")
         return r
     }

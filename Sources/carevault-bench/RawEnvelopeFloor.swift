@@ -48,8 +48,9 @@ final class RawEnvelopeFloor: @unchecked Sendable {
     private let adTemplate: [UInt8]
 
     deinit {
-        sodium_memzero(key, 32); sodium_memzero(secretKey, 64)
-        key.deallocate(); secretKey.deallocate(); publicKey.deallocate(); plaintext.deallocate(); opened.deallocate()
+        sodium_memzero(key, 32)
+        sodium_memzero(secretKey, 64)
+        for buffer in [key, secretKey, publicKey, plaintext, opened] { buffer.deallocate() }
     }
 
     /// A zeroed blob of `count` bytes (at least `itemCount`) with the associated data in place.

@@ -40,13 +40,5 @@ final class RawHTTPClient: Sendable {
 
 /// Runs `body` with a raw client and always shuts it down.
 func withRawHTTP<T: Sendable>(_ baseURL: String, connections: Int, _ body: (RawHTTPClient) async throws -> T) async throws -> T {
-    let client = RawHTTPClient(baseURL: baseURL, connections: connections)
-    do {
-        let value = try await body(client)
-        await client.shutdown()
-        return value
-    } catch {
-        await client.shutdown()
-        throw error
-    }
+    try await using(RawHTTPClient(baseURL: baseURL, connections: connections), release: { await $0.shutdown() }, body)
 }

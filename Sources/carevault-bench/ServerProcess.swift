@@ -97,13 +97,5 @@ final class ServerProcess: Sendable {
 
 /// Runs `body` with a started server process and always stops it afterwards.
 func withServerProcess<T: Sendable>(adminKey: SigningPublicKey, folder: URL, _ body: (ServerProcess) async throws -> T) async throws -> T {
-    let server = try await ServerProcess.start(adminKey: adminKey, folder: folder)
-    do {
-        let value = try await body(server)
-        await server.stop()
-        return value
-    } catch {
-        await server.stop()
-        throw error
-    }
+    try await using(try await ServerProcess.start(adminKey: adminKey, folder: folder), release: { await $0.stop() }, body)
 }

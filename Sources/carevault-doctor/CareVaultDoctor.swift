@@ -24,18 +24,29 @@ struct CareVaultDoctor: AsyncParsableCommand {
           carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
           carevault-doctor export alice --format fhir --output alice.json
         """,
-        subcommands: [Register.self, Login.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self, Adherence.self, Export.self]
+        subcommands: [RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
+                      Adherence.self, Export.self]
     )
 
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-doctor") }
 }
 
 func openReader(_ options: GlobalOptions) throws -> DoctorReader {
-    let account = try options.unlock()
-    guard account.profile.role == .doctor else {
-        throw CLIError("the account '\(account.profile.username)' is a patient", hint: "use carevault-patient", status: .notPermitted)
-    }
+    let account = try options.unlock(as: .doctor)
     return try DoctorReader(account: account, transport: try options.transport(), adminKey: try options.adminPublicKey())
+}
+
+/// Whose shared data a command reads, which category and which days.
+struct PatientSelection: ParsableArguments {
+    @Argument(help: "The patient's username.") var patient: String
+    @Option(help: "Only this category.") var category: String?
+    @OptionGroup var range: Range
+    @OptionGroup var options: GlobalOptions
+
+    /// Reads and decrypts the selected category (or all shared ones) on this device.
+    func view(progress: (@Sendable (Int) -> Void)? = nil) async throws -> PatientView {
+        try await openReader(options).view(patient: patient, category: category, progress: progress)
+    }
 }
 
 struct Range: ParsableArguments {
@@ -50,41 +61,20 @@ struct Range: ParsableArguments {
     }
 }
 
-struct Register: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Create a doctor account; pending until the admin approves it.",
-                                                    discussion: "Example: carevault-doctor register --username drbob")
-    @Option(help: "Your username.") var username: String
-    @OptionGroup var options: GlobalOptions
-    func run() async throws {
-        let r = try await options.accounts().register(username: username, password: try options.password(prompt: "Choose a password (8+ characters): "), role: .doctor)
-        if options.json { try Output.json(r) } else { print("registered \(username.lowercased()) (\(r.status.rawValue)); the admin must approve the account") }
-    }
+/// The doctor tool's side of `register` and `login`: doctors' accounts; nothing more happens at login.
+enum DoctorRole: ToolRole {
+    static let role = Role.doctor
+    static func afterLogin(_ account: UnlockedAccount, options: GlobalOptions) async throws -> String { "" }
 }
-
-struct Login: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Log in on this device.", discussion: "Example: carevault-doctor login --username drbob")
-    @Option(help: "Your username.") var username: String
-    @Flag(help: "Remember this device's key (0600 file); logout erases it.") var remember = false
-    @OptionGroup var options: GlobalOptions
-    func run() async throws {
-        let account = try await options.accounts().login(username: username, password: try options.password(), remember: remember)
-        guard account.profile.role == .doctor else { throw CLIError("'\(username)' is a patient's account", hint: "use carevault-patient", status: .notPermitted) }
-        if options.json { try Output.json(["username": account.profile.username, "userID": account.profile.userID.uuidString, "role": "doctor"]) } else {
-            print("logged in as \(account.profile.username) (doctor) at \(options.serverURL)")
-        }
-    }
-}
-
-
 
 struct Patients: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "My Patients: everyone with an active share naming you.")
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let list = try await openReader(options).patients()
-        if options.json { try Output.json(list) } else {
-            Output.table(["PATIENT", "CATEGORIES", "LAST CHANGE"], list.map { [$0.username, $0.categories.joined(separator: ", "), Output.date(millis: $0.lastChange)] },
-                         empty: "no patients share data with you yet")
+        let headers = ["PATIENT", "CATEGORIES", "LAST CHANGE"]
+        try await Output.show(list, json: options.json, headers: headers, empty: "no patients share data with you yet") {
+            list.map { [$0.username, $0.categories.joined(separator: ", "), Output.date(millis: $0.lastChange)] }
         }
     }
 }
@@ -92,64 +82,65 @@ struct Patients: AsyncParsableCommand {
 struct Show: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show a patient's shared activities and outcomes.",
                                                     discussion: "Example: carevault-doctor show alice --category interventions --from 2026-11-01")
-    @Argument(help: "The patient's username.") var patient: String
-    @Option(help: "Only this category.") var category: String?
-    @OptionGroup var range: Range
-    @OptionGroup var options: GlobalOptions
+    @OptionGroup var selection: PatientSelection
     func run() async throws {
         let progress = ProgressLine()
-        let view = try await openReader(options).view(patient: patient, category: category, progress: { progress.update("pulled \($0) records") })
+        let view = try await selection.view(progress: { progress.update("pulled \($0) records") })
         progress.finish()
-        let (from, to) = try range.resolve()
-        let byID = Dictionary(view.activities.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        let (from, to) = try selection.range.resolve()
+        let byID = view.activities.byID
         let outcomes = view.outcomes.filter { o in
             guard let start = byID[o.activityID]?.schedule.event(occurrence: o.occurrence)?.start else { return true }
             return start >= from && start < to
         }
-        if options.json {
-            try Output.json(ShownPatient(patient: patient, categories: view.categories, activities: view.activities, outcomes: outcomes, unreadable: view.unreadable))
+        if selection.options.json {
+            try Output.json(ShownPatient(selection.patient, view: view, outcomes: outcomes))
             return
         }
-        print("\(patient) — shared with you: \(view.categories.joined(separator: ", "))\n")
+        print("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))\n")
         Output.table(["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"], view.activities.map {
             [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.instructions ?? ""]
         }, empty: "no activities")
         print("")
-        Output.table(["ACTIVITY", "WHEN", "VALUES", "NOTE"], outcomes.map { o in
-            [o.activityID, byID[o.activityID]?.schedule.event(occurrence: o.occurrence).map { Output.date($0.start) } ?? "#\(o.occurrence)",
-             o.liveValues.map(CareInput.text).joined(separator: ", "), o.note ?? ""]
-        }, empty: "no outcomes in this period")
+        Output.table(Output.outcomeHeaders, Output.outcomeRows(outcomes, activities: byID), empty: "no outcomes in this period")
         if view.unreadable > 0 { Output.note("\(view.unreadable) records use a key not granted to you and were not shown") }
     }
 }
 
+/// What `show --json` and `export --format json` print: the view, with the outcomes the command kept.
 struct ShownPatient: Encodable {
     var patient: String
     var categories: [String]
     var activities: [Activity]
     var outcomes: [Outcome]
     var unreadable: Int
+
+    init(_ patient: String, view: PatientView, outcomes: [Outcome]) {
+        self.patient = patient
+        categories = view.categories
+        activities = view.activities
+        self.outcomes = outcomes
+        unreadable = view.unreadable
+    }
 }
 
 struct Adherence: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Completion per activity: scheduled occurrences against recorded outcomes.",
                                                     discussion: "Example: carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-14")
-    @Argument(help: "The patient's username.") var patient: String
-    @Option(help: "Only this category.") var category: String?
-    @OptionGroup var range: Range
-    @OptionGroup var options: GlobalOptions
+    @OptionGroup var selection: PatientSelection
     func run() async throws {
-        let view = try await openReader(options).view(patient: patient, category: category)
-        let (from, to) = try range.resolve()
+        let view = try await selection.view()
+        let (from, to) = try selection.range.resolve()
         let rows: [AdherenceRow]
         do { rows = try VaultCore.Adherence.rows(activities: view.activities, outcomes: view.outcomes, from: from, to: to) } catch {
             throw ClientError.invalidRequest("cannot list the occurrences in that range: \(error)")
         }
-        if options.json { try Output.json(rows); return }
-        print("\(patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))\n")
+        if selection.options.json { try Output.json(rows); return }
+        print("\(selection.patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))\n")
         Output.table(["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"], rows.map { r in
             let chart = r.days.map { $0.completed == 0 ? "." : ($0.completed >= $0.expected ? "#" : "+") }.joined()
-            let bar = String(repeating: "█", count: Int((r.ratio * 10).rounded())) + String(repeating: "░", count: 10 - Int((r.ratio * 10).rounded()))
+            let tenths = Int((r.ratio * 10).rounded())
+            let bar = String(repeating: "█", count: tenths) + String(repeating: "░", count: 10 - tenths)
             return [r.activityID, "\(r.completed)/\(r.expected)", "\(bar) \(Int((r.ratio * 100).rounded()))%", chart]
         }, empty: "no activities shared")
     }
@@ -171,23 +162,9 @@ struct Export: AsyncParsableCommand {
             let e = JSONEncoder()
             e.outputFormatting = [.prettyPrinted, .sortedKeys]
             e.dateEncodingStrategy = .iso8601
-            data = try e.encode(ShownPatient(patient: patient, categories: view.categories, activities: view.activities, outcomes: view.outcomes, unreadable: view.unreadable))
+            data = try e.encode(ShownPatient(patient, view: view, outcomes: view.outcomes))
         case .csv:
-            var lines = ["activity_id,activity_title,category,occurrence,scheduled,value,units,recorded,note"]
-            let byID = Dictionary(view.activities.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-            let iso = ISO8601DateFormatter()
-            func q(_ s: String) -> String { Output.csvCell(s) }
-            for o in view.outcomes {
-                for v in o.liveValues {
-                    let a = byID[o.activityID]
-                    let value: String
-                    switch v.value { case let .number(n): value = String(n); case let .boolean(b): value = String(b); case let .text(t): value = t }
-                    lines.append([q(o.activityID), q(a?.title ?? ""), q(a?.category ?? ""), String(o.occurrence),
-                                  a?.schedule.event(occurrence: o.occurrence).map { iso.string(from: $0.start) } ?? "", q(value), q(v.units ?? ""),
-                                  iso.string(from: v.createdAt), q(o.note ?? "")].joined(separator: ","))
-                }
-            }
-            data = Data((lines.joined(separator: "\n") + "\n").utf8)
+            data = CSVExport.document(activities: view.activities, outcomes: view.outcomes)
         case .fhir:
             let bundle = FHIRExport.bundle(patientID: view.patient.userID, username: patient, activities: view.activities, outcomes: view.outcomes)
             data = try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])

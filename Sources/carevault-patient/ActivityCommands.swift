@@ -37,11 +37,10 @@ struct ActivityCommand: AsyncParsableCommand {
         @Option(help: "The tresor category, e.g. interventions or assessments.") var category: String
         @Option(help: "How to do it.") var instructions: String?
         @OptionGroup var when: ScheduleOptions
-        @Flag(help: "Do not sync afterwards.") var offline = false
-        @OptionGroup var options: GlobalOptions
+        @OptionGroup var change: ChangeOptions
 
         func run() async throws {
-            let vault = try openVault(options)
+            let vault = try change.vault()
             let now = Date(unixMillis: Date().unixMillis)
             let activity: Activity
             do {
@@ -49,8 +48,10 @@ struct ActivityCommand: AsyncParsableCommand {
                                         targetValues: when.target.map { CareInput.target($0, at: now) }, createdAt: now)
             } catch let e as CareModelError { throw CLIError.usage("invalid activity: \(e)") }
             try await vault.addActivity(activity)
-            try await syncAfterChange(vault, offline: offline, json: options.json)
-            if options.json { try Output.json(activity) } else { print("added \(id): \(title) (\(category), \(CareInput.describe(activity.schedule)))") }
+            try await change.sync(vault)
+            if change.json { try Output.json(activity) } else {
+                print("added \(id): \(title) (\(category), \(CareInput.describe(activity.schedule)))")
+            }
         }
     }
 
@@ -60,10 +61,10 @@ struct ActivityCommand: AsyncParsableCommand {
         @OptionGroup var options: GlobalOptions
         func run() async throws {
             let list = try await openVault(options).activities(category: category)
-            if options.json { try Output.json(list) } else {
-                Output.table(["ID", "TITLE", "CATEGORY", "SCHEDULE", "TARGET"], list.map {
-                    [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.targetValues.map(CareInput.text).joined(separator: ", ")]
-                }, empty: "no activities yet")
+            try await Output.show(list, json: options.json, headers: ["ID", "TITLE", "CATEGORY", "SCHEDULE", "TARGET"], empty: "no activities yet") {
+                list.map { a in
+                    [a.id, a.title, a.category, CareInput.describe(a.schedule), a.targetValues.map(CareInput.text).joined(separator: ", ")]
+                }
             }
         }
     }
@@ -75,32 +76,30 @@ struct ActivityCommand: AsyncParsableCommand {
         @Option(help: "New title.") var title: String?
         @Option(help: "New instructions.") var instructions: String?
         @OptionGroup var when: ScheduleOptions
-        @Flag(help: "Do not sync afterwards.") var offline = false
-        @OptionGroup var options: GlobalOptions
+        @OptionGroup var change: ChangeOptions
 
         func run() async throws {
-            let vault = try openVault(options)
+            let vault = try change.vault()
             guard var a = try await vault.activity(id: id) else { throw ClientError.notFound("no activity '\(id)'") }
             if let title { a.title = title }
             if let instructions { a.instructions = instructions }
             if when.schedule != nil { a.schedule = try when.build(default: "daily@08:00") }
             if !when.target.isEmpty { a.targetValues = when.target.map { CareInput.target($0, at: Date(unixMillis: Date().unixMillis)) } }
             try await vault.updateActivity(a)
-            try await syncAfterChange(vault, offline: offline, json: options.json)
-            if options.json { try Output.json(a) } else { print("updated \(id)") }
+            try await change.sync(vault)
+            if change.json { try Output.json(a) } else { print("updated \(id)") }
         }
     }
 
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove an activity.", discussion: "Example: carevault-patient activity remove --id walk")
         @Option(help: "The activity's id.") var id: String
-        @Flag(help: "Do not sync afterwards.") var offline = false
-        @OptionGroup var options: GlobalOptions
+        @OptionGroup var change: ChangeOptions
         func run() async throws {
-            let vault = try openVault(options)
+            let vault = try change.vault()
             try await vault.removeActivity(id: id)
-            try await syncAfterChange(vault, offline: offline, json: options.json)
-            if options.json { try Output.json(["removed": id]) } else { print("removed \(id)") }
+            try await change.sync(vault)
+            if change.json { try Output.json(["removed": id]) } else { print("removed \(id)") }
         }
     }
 }
@@ -119,8 +118,7 @@ struct OutcomeCommand: AsyncParsableCommand {
         @Option(help: "The value: a number, yes/no, or text.") var value: String
         @Option(help: "Units, e.g. steps or mg.") var units: String?
         @Option(help: "A note.") var note: String?
-        @Flag(help: "Do not sync afterwards.") var offline = false
-        @OptionGroup var options: GlobalOptions
+        @OptionGroup var change: ChangeOptions
 
         func validate() throws {
             if occurrence != nil && date != nil { throw ValidationError("give --date or --occurrence, not both") }
@@ -128,7 +126,7 @@ struct OutcomeCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let vault = try openVault(options)
+            let vault = try change.vault()
             guard let a = try await vault.activity(id: activity) else { throw ClientError.notFound("no activity '\(activity)'") }
             let index: Int
             if let occurrence { index = occurrence } else {
@@ -141,8 +139,8 @@ struct OutcomeCommand: AsyncParsableCommand {
             }
             let v = OutcomeValue(value: CareInput.value(value), units: units, createdAt: Date(unixMillis: Date().unixMillis))
             let outcome = try await vault.recordOutcome(activityID: activity, occurrence: index, value: v, note: note)
-            try await syncAfterChange(vault, offline: offline, json: options.json)
-            if options.json { try Output.json(outcome) } else { print("recorded \(CareInput.text(v)) for \(activity), occurrence \(index)") }
+            try await change.sync(vault)
+            if change.json { try Output.json(outcome) } else { print("recorded \(CareInput.text(v)) for \(activity), occurrence \(index)") }
         }
     }
 
@@ -156,63 +154,8 @@ struct OutcomeCommand: AsyncParsableCommand {
             let vault = try openVault(options)
             let outcomes = try await vault.outcomes(activityID: activity, from: try from.map { try CareInput.day($0) },
                                                     to: try to.map { try CareInput.day($0).addingTimeInterval(86_400) })
-            if options.json { try Output.json(outcomes) } else {
-                let acts = Dictionary(try await vault.activities().map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-                Output.table(["ACTIVITY", "WHEN", "VALUES", "NOTE"], outcomes.map { o in
-                    [o.activityID, acts[o.activityID]?.schedule.event(occurrence: o.occurrence).map { Output.date($0.start) } ?? "#\(o.occurrence)",
-                     o.liveValues.map(CareInput.text).joined(separator: ", "), o.note ?? ""]
-                }, empty: "no outcomes yet")
-            }
-        }
-    }
-}
-
-struct ShareCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "share", abstract: "Share a category with a doctor, list shares, revoke them.",
-                                                    subcommands: [Grant.self, List.self, Revoke.self])
-
-    struct Grant: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Share one category with a doctor (the admin approves it).",
-                                                        discussion: "Example: carevault-patient share grant --doctor drbob --category interventions --expires 2027-06-30")
-        @Option(help: "The doctor's username.") var doctor: String
-        @Option(help: "The category to share.") var category: String
-        @Option(help: "Last day of the share (YYYY-MM-DD).") var expires: String?
-        @OptionGroup var options: GlobalOptions
-        func run() async throws {
-            let vault = try openVault(options)
-            let until = try expires.map { try CareInput.day($0).addingTimeInterval(86_400) }
-            _ = try await vault.sync()
-            let share = try await vault.grant(doctor: doctor, category: category, expiresAt: until)
-            if options.json { try Output.json(share) } else {
-                print("shared \(category) with \(share.doctorUsername): \(share.state.rawValue) until the admin approves it (share \(share.shareID.uuidString.lowercased()))")
-            }
-        }
-    }
-
-    struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List your shares and their state.")
-        @OptionGroup var options: GlobalOptions
-        func run() async throws {
-            let shares = try await openVault(options).shares()
-            if options.json { try Output.json(shares) } else {
-                Output.table(["DOCTOR", "CATEGORY", "STATE", "CREATED", "EXPIRES"], shares.map {
-                    [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt), $0.expiresAt.map { Output.date(millis: $0) } ?? "-"]
-                }, empty: "no shares")
-            }
-        }
-    }
-
-    struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Revoke a share at once and rotate the category's key.",
-                                                        discussion: "Example: carevault-patient share revoke --doctor drbob --category interventions --reencrypt")
-        @Option(help: "The doctor's username.") var doctor: String
-        @Option(help: "The category.") var category: String
-        @Flag(help: "Also re-encrypt older records under the new key.") var reencrypt = false
-        @OptionGroup var options: GlobalOptions
-        func run() async throws {
-            let share = try await openVault(options).revoke(doctor: doctor, category: category, reencrypt: reencrypt)
-            if options.json { try Output.json(share) } else {
-                print("revoked \(category) for \(share.doctorUsername); new records use a new key the doctor does not have")
+            try await Output.show(outcomes, json: options.json, headers: Output.outcomeHeaders, empty: "no outcomes yet") {
+                Output.outcomeRows(outcomes, activities: try await vault.activities().byID)
             }
         }
     }

@@ -24,8 +24,8 @@ struct CareVaultPatient: AsyncParsableCommand {
           carevault-patient outcome record --activity walk --value 4200 --units steps
           carevault-patient share grant --doctor drbob --category interventions
         """,
-        subcommands: [Register.self, Login.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self, OutcomeCommand.self, Sync.self,
-                      ShareCommand.self, Doctors.self, AccessLog.self]
+        subcommands: [RegisterCommand<PatientRole>.self, LoginCommand<PatientRole>.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self,
+                      OutcomeCommand.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self]
     )
 
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-patient") }
@@ -33,25 +33,33 @@ struct CareVaultPatient: AsyncParsableCommand {
 
 /// Opens the vault of the current patient.
 func openVault(_ options: GlobalOptions) throws -> PatientVault {
-    let account = try options.unlock()
-    guard account.profile.role == .patient else {
-        throw CLIError("the account '\(account.profile.username)' is a doctor", hint: "use carevault-doctor", status: .notPermitted)
-    }
+    let account = try options.unlock(as: .patient)
     return try PatientVault(account: account, transport: try options.transport(), adminKey: try options.adminPublicKey())
 }
 
-/// Syncs unless `offline`, reporting what happened on stderr.
-func syncAfterChange(_ vault: PatientVault, offline: Bool, json: Bool) async throws {
-    if offline {
-        if !json { Output.note("saved on this device (offline); run 'carevault-patient sync' to send it") }
-        return
-    }
-    let progress = ProgressLine()
-    let summary = try await vault.sync(progress: progress.syncCallback)
-    progress.finish()
-    report(summary, json: false, quiet: json)
-    if !summary.rejected.isEmpty {
-        throw CLIError("the change was saved here but the server refused it", hint: "see the warning above (a device clock far ahead is the usual cause)")
+/// The options of every command that changes data: whether to sync afterwards, then the global ones.
+struct ChangeOptions: ParsableArguments {
+    @Flag(help: "Do not sync afterwards.") var offline = false
+    @OptionGroup var options: GlobalOptions
+
+    var json: Bool { options.json }
+
+    func vault() throws -> PatientVault { try openVault(options) }
+
+    /// Syncs unless `offline`, reporting what happened on stderr.
+    func sync(_ vault: PatientVault) async throws {
+        if offline {
+            if !json { Output.note("saved on this device (offline); run 'carevault-patient sync' to send it") }
+            return
+        }
+        let progress = ProgressLine()
+        let summary = try await vault.sync(progress: progress.syncCallback)
+        progress.finish()
+        report(summary, json: false, quiet: json)
+        if !summary.rejected.isEmpty {
+            throw CLIError("the change was saved here but the server refused it",
+                           hint: "see the warning above (a device clock far ahead is the usual cause)")
+        }
     }
 }
 
@@ -60,42 +68,16 @@ func report(_ s: SyncSummary, json: Bool, quiet: Bool = false) {
     if !quiet { Output.note("synced: \(s.pushed) sent, \(s.pulled) received, \(s.conflictsResolved) conflicts resolved") }
 }
 
-struct Register: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Create an account; it is pending until the admin approves it.",
-                                                    discussion: "Example: carevault-patient register --username alice")
-    @Option(help: "Your username: 3-32 characters of a-z, 0-9, '.', '_', '-'.") var username: String
-    @OptionGroup var options: GlobalOptions
+/// The patient tool's side of `register` and `login`: patients' accounts, and a first sync at login.
+enum PatientRole: ToolRole {
+    static let role = Role.patient
 
-    func run() async throws {
-        let password = try options.password(prompt: "Choose a password (8+ characters): ")
-        let response = try await options.accounts().register(username: username, password: password, role: .patient)
-        if options.json { try Output.json(response) } else {
-            print("registered \(username.lowercased()) (\(response.status.rawValue)); the admin must approve the account before you can log in")
-        }
-    }
-}
-
-struct Login: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Log in on this device (also a new one): fetches and unlocks your keys.",
-                                                    discussion: "Example: carevault-patient login --username alice --remember")
-    @Option(help: "Your username.") var username: String
-    @Flag(help: "Remember this device's key in a 0600 file so later commands need no password; logout erases it.") var remember = false
-    @OptionGroup var options: GlobalOptions
-
-    func run() async throws {
-        let account = try await options.accounts().login(username: username, password: try options.password(), remember: remember)
-        guard account.profile.role == .patient else {
-            throw CLIError("'\(username)' is a doctor's account", hint: "use carevault-doctor", status: .notPermitted)
-        }
+    static func afterLogin(_ account: UnlockedAccount, options: GlobalOptions) async throws -> String {
         let vault = try PatientVault(account: account, transport: try options.transport(), adminKey: try options.adminPublicKey())
         let summary = try await vault.sync()
-        if options.json { try Output.json(["username": account.profile.username, "userID": account.profile.userID.uuidString, "role": "patient"]) } else {
-            print("logged in as \(account.profile.username) (patient) at \(options.serverURL); \(summary.pulled) records synced")
-        }
+        return "; \(summary.pulled) records synced"
     }
 }
-
-
 
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Send local changes and receive changes from your other devices.")
@@ -106,10 +88,13 @@ struct Sync: AsyncParsableCommand {
         let summary = try await vault.sync(progress: progress.syncCallback)
         progress.finish()
         if options.json { try Output.json(summary) } else {
-            print("sent \(summary.pushed) (\(summary.duplicates) already there), received \(summary.pulled), resolved \(summary.conflictsResolved) conflicts")
+            print("sent \(summary.pushed) (\(summary.duplicates) already there), received \(summary.pulled), "
+                  + "resolved \(summary.conflictsResolved) conflicts")
             report(summary, json: false, quiet: true)
         }
-        if !summary.rejected.isEmpty { throw CLIError("\(summary.rejected.count) versions were refused by the server", hint: "see the warnings above") }
+        if !summary.rejected.isEmpty {
+            throw CLIError("\(summary.rejected.count) versions were refused by the server", hint: "see the warnings above")
+        }
     }
 }
 
@@ -118,22 +103,22 @@ struct Doctors: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let shares = try await openVault(options).shares().filter { $0.state == .active || $0.state == .pending }
-        if options.json { try Output.json(shares.map { ["doctor": $0.doctorUsername, "category": $0.category, "state": $0.state.rawValue] }) } else {
-            Output.table(["DOCTOR", "CATEGORY", "STATE", "SINCE"], shares.map { [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt)] },
-                         empty: "you share nothing with any doctor")
+        let json = shares.map { ["doctor": $0.doctorUsername, "category": $0.category, "state": $0.state.rawValue] }
+        let headers = ["DOCTOR", "CATEGORY", "STATE", "SINCE"]
+        try await Output.show(json, json: options.json, headers: headers, empty: "you share nothing with any doctor") {
+            shares.map { [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt)] }
         }
     }
 }
 
 struct AccessLog: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "access-log", abstract: "Who read your data, and what happened to your account and shares.")
+    static let configuration = CommandConfiguration(commandName: "access-log",
+                                                    abstract: "Who read your data, and what happened to your account and shares.")
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let entries = try await openVault(options).accessLog()
-        if options.json { try Output.json(entries) } else {
-            Output.table(["TIME", "WHAT", "DETAILS"], entries.map { e in
-                [Output.date(millis: e.at), e.action, e.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")]
-            })
+        try await Output.show(entries, json: options.json, headers: ["TIME", "WHAT", "DETAILS"]) {
+            entries.map { e in [Output.date(millis: e.at), e.action, Output.details(e.details)] }
         }
     }
 }

@@ -11,9 +11,9 @@ struct OutputTests {
     }
 
     @Test func csvCellsCannotBecomeFormulas() {
-        #expect(Output.csvCell("=HYPERLINK(\"http://x\")") == "\"'=HYPERLINK(\"\"http://x\"\")\"")
-        #expect(Output.csvCell("@SUM(A1)") == "\"'@SUM(A1)\"")
-        #expect(Output.csvCell("-3.5") == "\"-3.5\"", "negative numbers stay numbers")
-        #expect(Output.csvCell("plain") == "\"plain\"")
+        #expect(CSVExport.cell("=HYPERLINK(\"http://x\")") == "\"'=HYPERLINK(\"\"http://x\"\")\"")
+        #expect(CSVExport.cell("@SUM(A1)") == "\"'@SUM(A1)\"")
+        #expect(CSVExport.cell("-3.5") == "\"-3.5\"", "negative numbers stay numbers")
+        #expect(CSVExport.cell("plain") == "\"plain\"")
     }
 }

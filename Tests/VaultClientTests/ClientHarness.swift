@@ -33,37 +33,23 @@ struct ClientWorld: Sendable {
 
     /// A device: its own home folder and transport.
     func device(_ name: String) throws -> Device {
-        let config = ClientConfiguration(server: baseURL, home: Home(url: root.appendingPathComponent(name)), adminKey: admin.publicKey, kdf: .interactive)
+        let home = Home(url: root.appendingPathComponent(name))
+        let config = ClientConfiguration(server: baseURL, home: home, adminKey: admin.publicKey, kdf: .interactive)
         let transport = try Transport(baseURL: baseURL, maxAttempts: 2, baseDelayMs: 10)
         return Device(accounts: AccountManager(configuration: config, transport: transport), transport: transport, admin: admin.publicKey)
     }
 
-    var adminTransport: Transport { get throws { try Transport(baseURL: baseURL) } }
+    /// The admin, signing in this process as `Scripts/approve` would on the admin's machine.
+    var adminClient: AdminClient { get throws { try AdminClient(baseURL: baseURL, key: admin) } }
 
     /// Approves every pending registration and share, as the admin would.
     func approveAll() async throws {
-        let t = try adminTransport
-        defer { Task { await t.shutdown() } }
-        let pending: PendingResponse = try await t.send(.GET, Routes.adminPending, auth: .admin(admin))
-        var seq = pending.nextSequence
-        for r in pending.registrations {
-            let cert = try Certificate.issue(userID: r.request.userID, username: r.request.username, role: r.request.role, signingKey: r.request.signingKey,
-                                             boxKey: r.request.boxKey, issuedAt: Date().unixMillis, adminKey: admin)
-            let approval = Approval.registration(cert, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
-            seq += 1
-            let _: UserSummary = try await t.send(.POST, Routes.adminApproveRegistration(r.request.userID.uuidString),
-                                                  body: ApproveRegistrationRequest(certificate: cert, approval: approval), auth: .admin(admin))
-        }
-        for s in pending.shares {
-            let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: Date().unixMillis, sequence: seq, adminKey: admin)
-            seq += 1
-            let _: ShareInfo = try await t.send(.POST, Routes.adminApproveShare(s.share.shareID.uuidString), body: ApproveShareRequest(approval: approval),
-                                                auth: .admin(admin))
-        }
+        try await adminClient.approveAll()
     }
 
     /// Registers `username` on `device`, approves it, logs in and returns the patient vault.
-    func patient(_ username: String, on device: Device, password: String = "password-\(UUID().uuidString.prefix(4))") async throws -> (PatientVault, String) {
+    func patient(_ username: String, on device: Device,
+                 password: String = "password-\(UUID().uuidString.prefix(4))") async throws -> (PatientVault, String) {
         _ = try await device.accounts.register(username: username, password: password, role: .patient)
         try await approveAll()
         let account = try await device.accounts.login(username: username, password: password)

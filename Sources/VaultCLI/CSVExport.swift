@@ -1,0 +1,40 @@
+import Foundation
+import VaultCore
+
+/// Builds the CSV export of one patient's shared outcomes: a header, then one row per recorded value
+/// with its activity, occurrence and when it was scheduled and recorded (ISO 8601, UTC).
+public enum CSVExport {
+    /// The header row.
+    public static let header = "activity_id,activity_title,category,occurrence,scheduled,value,units,recorded,note"
+
+    /// The whole file: the header and a row per live value, each line ending in a newline.
+    public static func document(activities: [Activity], outcomes: [Outcome]) -> Data {
+        var lines = [header]
+        let byID = activities.byID
+        let iso = ISO8601DateFormatter()
+        for o in outcomes {
+            for v in o.liveValues {
+                let a = byID[o.activityID]
+                lines.append([cell(o.activityID), cell(a?.title ?? ""), cell(a?.category ?? ""), String(o.occurrence),
+                              a?.schedule.event(occurrence: o.occurrence).map { iso.string(from: $0.start) } ?? "", cell(text(v.value)),
+                              cell(v.units ?? ""), iso.string(from: v.createdAt), cell(o.note ?? "")].joined(separator: ","))
+            }
+        }
+        return Data((lines.joined(separator: "\n") + "\n").utf8)
+    }
+
+    /// A value as a spreadsheet reads it back: numbers as Swift prints a Double, booleans as true/false.
+    static func text(_ value: OutcomeValue.Value) -> String {
+        switch value {
+        case let .number(n): return String(n)
+        case let .boolean(b): return String(b)
+        case let .text(t): return t
+        }
+    }
+
+    /// A CSV cell, quoted, with formula prefixes neutralised so a spreadsheet does not execute a value.
+    public static func cell(_ text: String) -> String {
+        let guarded = ["=", "+", "-", "@"].contains(where: { text.hasPrefix($0) }) && Double(text) == nil ? "'" + text : text
+        return "\"" + guarded.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

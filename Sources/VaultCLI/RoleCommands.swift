@@ -1,0 +1,114 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultCore
+
+/// The words a tool uses in the account commands it shares with the other tool.
+struct AccountWording: Sendable {
+    /// The username of the examples.
+    let exampleUsername: String
+    /// The one-line help of `register`.
+    let registerAbstract: String
+    /// The help of `register --username`.
+    let usernameHelp: String
+    /// What `register` says after "registered NAME (pending); ".
+    let registeredNote: String
+    /// The one-line help of `login`.
+    let loginAbstract: String
+    /// What the `login` example passes besides the username.
+    let loginExampleFlags: String
+    /// The help of `login --remember`.
+    let rememberHelp: String
+
+    static let patient = AccountWording(
+        exampleUsername: "alice", registerAbstract: "Create an account; it is pending until the admin approves it.",
+        usernameHelp: "Your username: 3-32 characters of a-z, 0-9, '.', '_', '-'.",
+        registeredNote: "the admin must approve the account before you can log in",
+        loginAbstract: "Log in on this device (also a new one): fetches and unlocks your keys.", loginExampleFlags: " --remember",
+        rememberHelp: "Remember this device's key in a 0600 file so later commands need no password; logout erases it.")
+
+    static let doctor = AccountWording(exampleUsername: "drbob", registerAbstract: "Create a doctor account; pending until the admin approves it.",
+                                       usernameHelp: "Your username.", registeredNote: "the admin must approve the account",
+                                       loginAbstract: "Log in on this device.", loginExampleFlags: "",
+                                       rememberHelp: "Remember this device's key (0600 file); logout erases it.")
+
+    static func of(_ role: Role) -> AccountWording {
+        switch role {
+        case .patient: return patient
+        case .doctor: return doctor
+        }
+    }
+}
+
+/// A tool's role in the commands the patient's and the doctor's tools share (`register`, `login`):
+/// its accounts' role, its wording, and what it does once its user has logged in (Docs/design.md §7).
+public protocol ToolRole: Sendable {
+    /// The role the tool's accounts have.
+    static var role: Role { get }
+    /// Work done right after logging in; returns what to add to the "logged in as" line.
+    static func afterLogin(_ account: UnlockedAccount, options: GlobalOptions) async throws -> String
+}
+
+extension ToolRole {
+    /// The tool's command name, e.g. `carevault-patient`.
+    public static var tool: String { "carevault-\(role.rawValue)" }
+    static var wording: AccountWording { .of(role) }
+}
+
+extension GlobalOptions {
+    /// Refuses an account of the other role, pointing at that role's tool.
+    public func require(_ role: Role, _ account: UnlockedAccount, message: (String) -> String) throws {
+        let actual = account.profile.role
+        guard actual == role else { throw CLIError(message(actual.rawValue), hint: "use carevault-\(actual.rawValue)", status: .notPermitted) }
+    }
+
+    /// Unlocks the current account, which must have `role`.
+    public func unlock(as role: Role) throws -> UnlockedAccount {
+        let account = try unlock()
+        try require(role, account) { "the account '\(account.profile.username)' is a \($0)" }
+        return account
+    }
+}
+
+/// `register`, shared by the patient and doctor tools: a new account, pending until the admin approves it.
+public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
+    public static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: "register", abstract: R.wording.registerAbstract,
+                             discussion: "Example: \(R.tool) register --username \(R.wording.exampleUsername)")
+    }
+    @Option(help: ArgumentHelp(R.wording.usernameHelp)) var username: String
+    @OptionGroup var options: GlobalOptions
+    public init() {}
+
+    public func run() async throws {
+        let accounts = try options.accounts()
+        let response = try await accounts.register(username: username, password: try options.password(prompt: "Choose a password (8+ characters): "),
+                                                   role: R.role)
+        if options.json { try Output.json(response) } else {
+            print("registered \(username.lowercased()) (\(response.status.rawValue)); \(R.wording.registeredNote)")
+        }
+    }
+}
+
+/// `login`, shared by the patient and doctor tools: on this device or a new one.
+public struct LoginCommand<R: ToolRole>: AsyncParsableCommand {
+    public static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: "login", abstract: R.wording.loginAbstract,
+                             discussion: "Example: \(R.tool) login --username \(R.wording.exampleUsername)\(R.wording.loginExampleFlags)")
+    }
+    @Option(help: "Your username.") var username: String
+    @Flag(help: ArgumentHelp(R.wording.rememberHelp)) var remember = false
+    @OptionGroup var options: GlobalOptions
+    public init() {}
+
+    public func run() async throws {
+        let account = try await options.accounts().login(username: username, password: try options.password(), remember: remember)
+        try options.require(R.role, account) { "'\(username)' is a \($0)'s account" }
+        let suffix = try await R.afterLogin(account, options: options)
+        if options.json {
+            try Output.json(["username": account.profile.username, "userID": account.profile.userID.uuidString, "role": R.role.rawValue])
+        } else {
+            print("logged in as \(account.profile.username) (\(R.role.rawValue)) at \(options.serverURL)\(suffix)")
+        }
+    }
+}

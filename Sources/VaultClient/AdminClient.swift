@@ -1,0 +1,73 @@
+import Foundation
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// The trust anchor's side of the service (Docs/design.md §2, §3): what is pending, approving and
+/// rejecting it, the accounts and the audit log. The private key stays in this process: every
+/// certificate and approval is signed here, and every request carries an admin request signature
+/// (`AdminRequestSignature`, made by `Transport` for `.admin` authentication, anew on each attempt).
+public struct AdminClient: Sendable {
+    /// The server connection the admin requests go through.
+    public let transport: Transport
+    /// The public key clients pin: certificates are checked against it before an approval is signed.
+    public let pinnedKey: SigningPublicKey
+    let key: SigningKeyPair
+
+    /// An admin client over `transport`, signing with `key`. The key must be the one clients pin,
+    /// or every certificate it issued would be refused by them.
+    public init(transport: Transport, key: SigningKeyPair, pinnedKey: SigningPublicKey) throws {
+        guard key.publicKey == pinnedKey else {
+            throw ClientError.localState("the admin private key does not belong to the pinned admin public key")
+        }
+        self.transport = transport
+        self.key = key
+        self.pinnedKey = pinnedKey
+    }
+
+    /// An admin client to `baseURL`, pinning the public half of `key`.
+    public init(baseURL: String, key: SigningKeyPair, maxAttempts: Int = 4, baseDelayMs: UInt64 = 200) throws {
+        let transport = try Transport(baseURL: baseURL, maxAttempts: maxAttempts, baseDelayMs: baseDelayMs)
+        try self.init(transport: transport, key: key, pinnedKey: key.publicKey)
+    }
+
+    var auth: Transport.Auth { .admin(key) }
+
+    /// Registrations and shares waiting for a decision, and the next free approval sequence number.
+    public func pending() async throws -> PendingResponse {
+        try await transport.send(.GET, Routes.adminPending, auth: auth)
+    }
+
+    /// Rejects the pending registration (by user id or username) or share (by id) that `id` names, with
+    /// a reason the user sees. `pending` is the list to look in; without it the server is asked.
+    public func reject(id: String, reason: String, pending: PendingResponse? = nil) async throws {
+        let list: PendingResponse
+        if let pending { list = pending } else { list = try await self.pending() }
+        guard let item = list.items.first(where: { $0.isNamed(by: id) }) else {
+            throw ClientError.notFound("nothing pending with id or username '\(id)'")
+        }
+        switch item {
+        case let .registration(r):
+            let _: UserSummary = try await transport.send(.POST, Routes.adminRejectRegistration(r.request.userID.uuidString),
+                                                          body: RejectRequest(reason: reason), auth: auth)
+        case let .share(s):
+            let _: ShareInfo = try await transport.send(.POST, Routes.adminRejectShare(s.share.shareID.uuidString),
+                                                        body: RejectRequest(reason: reason), auth: auth)
+        }
+    }
+
+    /// Every account, whatever its state.
+    public func users() async throws -> UserList {
+        try await transport.send(.GET, Routes.adminUsers, auth: auth)
+    }
+
+    /// Up to `limit` audit entries after entry `after`.
+    public func auditLog(after: UInt64 = 0, limit: Int = 200) async throws -> AuditPage {
+        try await transport.send(.GET, Routes.adminAudit + "?after=\(after)&limit=\(limit)", auth: auth)
+    }
+
+    /// The server's check of the whole hash chain of the audit log.
+    public func verifyAudit() async throws -> AuditVerification {
+        try await transport.send(.GET, Routes.adminAuditVerify, auth: auth)
+    }
+}

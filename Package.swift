@@ -100,3 +100,14 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer targets, one per decoder of untrusted bytes (Scripts/fuzz builds them with
+// `--sanitize=fuzzer --sanitize=address` in .build-fuzz). Declared only when CAREVAULT_FUZZ is set, so the
+// normal build and `swift test` never compile them.
+if Context.environment["CAREVAULT_FUZZ"] != nil {
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["VaultAPI", "VaultCore", "VaultCrypto"], path: "Fuzz/Support"))
+    for name in ["envelope", "certificate", "approval", "grant", "keybundle", "registration", "payload", "schedule", "pushbody"] {
+        package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "VaultAPI", "VaultCore", "VaultCrypto"],
+                                                 path: "Fuzz/Targets/\(name)"))
+    }
+}

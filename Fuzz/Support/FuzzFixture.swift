@@ -15,30 +15,64 @@ public enum FuzzFixture {
     /// The admin key pair whose public half the targets pin.
     public static let admin = signing(1)
     /// A patient with a certificate under `admin`.
-    public static let patient = Identity(userID: UUID(uuid: (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)), signing: signing(2), box: box(3),
-                                         recordIDKey: try! SymmetricKey(bytes: bytes(4)))
+    public static let patient = Identity(
+        userID: UUID(uuid: (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)),
+        signing: signing(2),
+        box: box(3),
+        recordIDKey: try! SymmetricKey(bytes: bytes(4))
+    )
     /// A doctor with a certificate under `admin`.
-    public static let doctor = Identity(userID: UUID(uuid: (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2)), signing: signing(5), box: box(6),
-                                        recordIDKey: try! SymmetricKey(bytes: bytes(7)))
+    public static let doctor = Identity(
+        userID: UUID(uuid: (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2)),
+        signing: signing(5),
+        box: box(6),
+        recordIDKey: try! SymmetricKey(bytes: bytes(7))
+    )
     public static let patientCertificate = try! Certificate.issue(
-        userID: patient.userID, username: "alice", role: .patient, signingKey: patient.signing.publicKey, boxKey: patient.box.publicKey,
-        issuedAt: 1_767_000_000_000, adminKey: admin)
+        userID: patient.userID,
+        username: "alice",
+        role: .patient,
+        signingKey: patient.signing.publicKey,
+        boxKey: patient.box.publicKey,
+        issuedAt: 1_767_000_000_000,
+        adminKey: admin
+    )
     public static let doctorCertificate = try! Certificate.issue(
-        userID: doctor.userID, username: "drbob", role: .doctor, signingKey: doctor.signing.publicKey, boxKey: doctor.box.publicKey,
-        issuedAt: 1_767_000_000_000, adminKey: admin)
+        userID: doctor.userID,
+        username: "drbob",
+        role: .doctor,
+        signingKey: doctor.signing.publicKey,
+        boxKey: doctor.box.publicKey,
+        issuedAt: 1_767_000_000_000,
+        adminKey: admin
+    )
     /// The patient's `interventions` tresor with two fixed epoch keys.
-    public static let tresor = Tresor(ownerID: patient.userID, category: "interventions",
-                                      keys: [1: try! SymmetricKey(bytes: bytes(8)), 2: try! SymmetricKey(bytes: bytes(9))])
+    public static let tresor = Tresor(
+        ownerID: patient.userID,
+        category: "interventions",
+        keys: [1: try! SymmetricKey(bytes: bytes(8)), 2: try! SymmetricKey(bytes: bytes(9))]
+    )
     /// What a reader of the patient's tresor expects.
     public static let context = EnvelopeContext(ownerID: patient.userID, tresorID: tresor.id, category: tresor.category)
 
     /// A header for a record of `type` in the fixture tresor.
     public static func header(_ type: RecordType, deleted: Bool = false, occurrence: Int? = nil) -> RecordHeader {
-        RecordHeader(ownerID: patient.userID, tresorID: tresor.id, category: tresor.category, epoch: 2, recordType: type,
-                     recordID: RecordID.make(type: type, activityID: "walk", occurrence: type == .outcome ? (occurrence ?? 3) : nil,
-                                             key: patient.recordIDKey),
-                     timestamp: HLCTimestamp(physicalMs: 1_767_000_000_000, counter: 1, deviceID: "fuzz-device"),
-                     deleted: deleted, authorID: patient.userID)
+        RecordHeader(
+            ownerID: patient.userID,
+            tresorID: tresor.id,
+            category: tresor.category,
+            epoch: 2,
+            recordType: type,
+            recordID: RecordID.make(
+                type: type,
+                activityID: "walk",
+                occurrence: type == .outcome ? (occurrence ?? 3) : nil,
+                key: patient.recordIDKey
+            ),
+            timestamp: HLCTimestamp(physicalMs: 1_767_000_000_000, counter: 1, deviceID: "fuzz-device"),
+            deleted: deleted,
+            authorID: patient.userID
+        )
     }
 
     /// Seals `payload` as the patient under the fixture tresor's current key.
@@ -58,13 +92,20 @@ public enum FuzzFixture {
     public static let start = Date(unixMillis: 1_767_000_000_000)
     public static func sampleActivity() -> Activity {
         let utc = TimeZone(identifier: "UTC")!
-        let schedule = try! Schedule.weekly(start: start, weekdays: [2, 5], at: DateComponents(hour: 9, minute: 0), timeZone: utc)
+        let schedule =
+            try! Schedule.weekly(start: start, weekdays: [2, 5], at: DateComponents(hour: 9, minute: 0), timeZone: utc)
             + Schedule(elements: [try! ScheduleElement(start: start, interval: .hours(6), timeZoneIdentifier: "Europe/Berlin")])
         return try! Activity(id: "walk", title: "Walk 30 minutes", category: "interventions", schedule: schedule, createdAt: start)
     }
     public static func sampleOutcome() -> Outcome {
-        Outcome(activityID: "walk", occurrence: 3, values: [OutcomeValue(id: "v1", value: .number(3.5), units: "km", createdAt: start)],
-                removedValueIDs: ["v0"], note: "felt fine", createdAt: start)
+        Outcome(
+            activityID: "walk",
+            occurrence: 3,
+            values: [OutcomeValue(id: "v1", value: .number(3.5), units: "km", createdAt: start)],
+            removedValueIDs: ["v0"],
+            note: "felt fine",
+            createdAt: start
+        )
     }
 }
 

@@ -134,9 +134,23 @@ public struct ShareInfo: Codable, Sendable, Equatable {
     public var createdAt: UnixMillis
     public var updatedAt: UnixMillis
     public var expiresAt: UnixMillis?
-    public init(shareID: UUID, patientID: UUID, patientUsername: String, doctorID: UUID, doctorUsername: String, tresorID: UUID,
-                category: String, state: ShareState, grant: Grant, approval: Approval?, latestGrant: Grant? = nil, reason: String?,
-                createdAt: UnixMillis, updatedAt: UnixMillis, expiresAt: UnixMillis?) {
+    public init(
+        shareID: UUID,
+        patientID: UUID,
+        patientUsername: String,
+        doctorID: UUID,
+        doctorUsername: String,
+        tresorID: UUID,
+        category: String,
+        state: ShareState,
+        grant: Grant,
+        approval: Approval?,
+        latestGrant: Grant? = nil,
+        reason: String?,
+        createdAt: UnixMillis,
+        updatedAt: UnixMillis,
+        expiresAt: UnixMillis?
+    ) {
         self.shareID = shareID
         self.patientID = patientID
         self.patientUsername = patientUsername
@@ -342,8 +356,16 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     /// The hash of the previous entry (hex), and of this one.
     public var previousHash: String
     public var hash: String
-    public init(sequence: UInt64, at: UnixMillis, actor: String, action: String, patientID: UUID?, details: [String: String],
-                previousHash: String, hash: String) {
+    public init(
+        sequence: UInt64,
+        at: UnixMillis,
+        actor: String,
+        action: String,
+        patientID: UUID?,
+        details: [String: String],
+        previousHash: String,
+        hash: String
+    ) {
         self.sequence = sequence
         self.at = at
         self.actor = actor

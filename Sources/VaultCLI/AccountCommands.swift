@@ -30,7 +30,10 @@ public struct WhoAmICommand: AsyncParsableCommand {
             "fingerprint": p.certificate?.fingerprint ?? "pending approval",
             "session": session.map { $0.expiresAt > Date().unixMillis ? "valid until \(Output.date(millis: $0.expiresAt))" : "expired" } ?? "none",
         ]
-        if options.json { try Output.json(info); return }
+        if options.json {
+            try Output.json(info)
+            return
+        }
         for k in ["username", "role", "userID", "server", "device", "fingerprint", "session"] {
             print("\(k.padding(toLength: 12, withPad: " ", startingAt: 0)) \(info[k]!)")
         }

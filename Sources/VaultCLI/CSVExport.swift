@@ -15,9 +15,13 @@ public enum CSVExport {
         for o in outcomes {
             for v in o.liveValues {
                 let a = byID[o.activityID]
-                lines.append([cell(o.activityID), cell(a?.title ?? ""), cell(a?.category ?? ""), String(o.occurrence),
-                              a?.schedule.event(occurrence: o.occurrence).map { iso.string(from: $0.start) } ?? "", cell(text(v.value)),
-                              cell(v.units ?? ""), iso.string(from: v.createdAt), cell(o.note ?? "")].joined(separator: ","))
+                lines.append(
+                    [
+                        cell(o.activityID), cell(a?.title ?? ""), cell(a?.category ?? ""), String(o.occurrence),
+                        a?.schedule.event(occurrence: o.occurrence).map { iso.string(from: $0.start) } ?? "", cell(text(v.value)),
+                        cell(v.units ?? ""), iso.string(from: v.createdAt), cell(o.note ?? ""),
+                    ].joined(separator: ",")
+                )
             }
         }
         return Data((lines.joined(separator: "\n") + "\n").utf8)

@@ -15,7 +15,7 @@ public enum CareInput {
         }
         let parts = text.split(separator: "-").compactMap { Int($0) }
         guard parts.count == 3, let d = cal.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])),
-              cal.component(.day, from: d) == parts[2]
+            cal.component(.day, from: d) == parts[2]
         else { throw CLIError.usage("'\(text)' is not a date", hint: "use YYYY-MM-DD, today, yesterday or tomorrow") }
         return d
     }
@@ -60,19 +60,44 @@ public enum CareInput {
                     parts.append(try Schedule.dailyAtTimes(start: start, end: end, times: times, timeZone: timeZone, targetValues: targets))
                 } else if head.hasPrefix("weekly:") {
                     let days = try head.dropFirst("weekly:".count).split(separator: ",").map { d -> Int in
-                        guard let n = weekdays[String(d.prefix(3))] else { throw CLIError.usage("'\(d)' is not a weekday", hint: "use mon, tue, wed, thu, fri, sat, sun") }
+                        guard let n = weekdays[String(d.prefix(3))] else {
+                            throw CLIError.usage("'\(d)' is not a weekday", hint: "use mon, tue, wed, thu, fri, sat, sun")
+                        }
                         return n
                     }
-                    parts.append(try Schedule.weekly(start: start, end: end, weekdays: days, at: try time(at ?? "08:00"), timeZone: timeZone, targetValues: targets))
+                    parts.append(
+                        try Schedule.weekly(
+                            start: start,
+                            end: end,
+                            weekdays: days,
+                            at: try time(at ?? "08:00"),
+                            timeZone: timeZone,
+                            targetValues: targets
+                        )
+                    )
                 } else if head.hasPrefix("every:"), head.hasSuffix("d"), let n = Int(head.dropFirst("every:".count).dropLast()) {
-                    parts.append(try Schedule.everyNDays(n, start: start, end: end, at: try time(at ?? "08:00"), timeZone: timeZone, targetValues: targets))
+                    parts.append(
+                        try Schedule.everyNDays(n, start: start, end: end, at: try time(at ?? "08:00"), timeZone: timeZone, targetValues: targets)
+                    )
                 } else if head.hasPrefix("every:"), head.hasSuffix("h"), let n = Int(head.dropFirst("every:".count).dropLast()) {
-                    parts.append(Schedule(elements: [try ScheduleElement(start: start, end: end, interval: .hours(n), targetValues: targets,
-                                                                         timeZoneIdentifier: timeZone.identifier)]))
+                    parts.append(
+                        Schedule(elements: [
+                            try ScheduleElement(
+                                start: start,
+                                end: end,
+                                interval: .hours(n),
+                                targetValues: targets,
+                                timeZoneIdentifier: timeZone.identifier
+                            )
+                        ])
+                    )
                 } else if head == "allday" {
                     parts.append(try Schedule.allDay(start: start, end: end, timeZone: timeZone, targetValues: targets))
                 } else {
-                    throw CLIError.usage("unknown schedule '\(raw)'", hint: "use daily@08:00,20:00 · weekly:mon,thu@09:00 · every:3d@08:00 · every:6h · allday")
+                    throw CLIError.usage(
+                        "unknown schedule '\(raw)'",
+                        hint: "use daily@08:00,20:00 · weekly:mon,thu@09:00 · every:3d@08:00 · every:6h · allday"
+                    )
                 }
             } catch let e as CLIError {
                 throw e

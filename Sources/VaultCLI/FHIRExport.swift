@@ -10,7 +10,13 @@ public enum FHIRExport {
         return f.string(from: d)
     }
 
-    public static func bundle(patientID: UUID, username: String, activities: [Activity], outcomes: [Outcome], generated: Date = Date()) -> [String: Any] {
+    public static func bundle(
+        patientID: UUID,
+        username: String,
+        activities: [Activity],
+        outcomes: [Outcome],
+        generated: Date = Date()
+    ) -> [String: Any] {
         let pid = patientID.uuidString.lowercased()
         let planID = "careplan-" + pid
         let patient: [String: Any] = [

@@ -11,16 +11,24 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Server URL (env CAREVAULT_SERVER; default http://127.0.0.1:8080).", valueName: "url"))
     public var server: String?
 
-    @Option(help: ArgumentHelp("Folder for profiles, keyrings and caches, one per device (env CAREVAULT_HOME; default ~/.carevault).", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp("Folder for profiles, keyrings and caches, one per device (env CAREVAULT_HOME; default ~/.carevault).", valueName: "dir")
+    )
     public var home: String?
 
-    @Option(name: .customLong("admin-key"), help: ArgumentHelp("The pinned admin public key file (env CAREVAULT_ADMIN_KEY; default HOME/admin.pub).", valueName: "file"))
+    @Option(
+        name: .customLong("admin-key"),
+        help: ArgumentHelp("The pinned admin public key file (env CAREVAULT_ADMIN_KEY; default HOME/admin.pub).", valueName: "file")
+    )
     public var adminKey: String?
 
     @Flag(help: "Machine-readable JSON on stdout.")
     public var json = false
 
-    @Flag(name: .customLong("password-stdin"), help: "Read the password from the first line of standard input (else env CAREVAULT_PASSWORD, else a prompt).")
+    @Flag(
+        name: .customLong("password-stdin"),
+        help: "Read the password from the first line of standard input (else env CAREVAULT_PASSWORD, else a prompt)."
+    )
     public var passwordStdin = false
 
     public init() {}
@@ -37,11 +45,16 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     public func adminPublicKey() throws -> SigningPublicKey {
         let path = adminKey ?? env["CAREVAULT_ADMIN_KEY"] ?? resolvedHome.url.appendingPathComponent("admin.pub").path
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw CLIError.usage("cannot read the admin public key at \(path)",
-                                 hint: "pass --admin-key FILE (or set CAREVAULT_ADMIN_KEY) with the deployment's admin.pub")
+            throw CLIError.usage(
+                "cannot read the admin public key at \(path)",
+                hint: "pass --admin-key FILE (or set CAREVAULT_ADMIN_KEY) with the deployment's admin.pub"
+            )
         }
         do { return try SigningPublicKey(base64URL: text.trimmingCharacters(in: .whitespacesAndNewlines)) } catch {
-            throw CLIError.usage("\(path) is not an admin public key", hint: "it should hold one line: the base64url key written by 'carevault-admin keygen'")
+            throw CLIError.usage(
+                "\(path) is not an admin public key",
+                hint: "it should hold one line: the base64url key written by 'carevault-admin keygen'"
+            )
         }
     }
 
@@ -56,7 +69,9 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     /// The password: --password-stdin, then CAREVAULT_PASSWORD, then a prompt without echo on a terminal.
     public func password(prompt: String = "Password: ") throws -> String {
         if passwordStdin {
-            guard let line = readLine(strippingNewline: true), !line.isEmpty else { throw CLIError.usage("--password-stdin was given but standard input is empty") }
+            guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+                throw CLIError.usage("--password-stdin was given but standard input is empty")
+            }
             return line
         }
         if let p = env["CAREVAULT_PASSWORD"], !p.isEmpty { return p }

@@ -14,8 +14,10 @@ extension Output {
     /// its live values and its note.
     public static func outcomeRows(_ outcomes: [Outcome], activities: [String: Activity]) -> [[String]] {
         outcomes.map { o in
-            [o.activityID, activities[o.activityID]?.schedule.event(occurrence: o.occurrence).map { date($0.start) } ?? "#\(o.occurrence)",
-             o.liveValues.map(CareInput.text).joined(separator: ", "), o.note ?? ""]
+            [
+                o.activityID, activities[o.activityID]?.schedule.event(occurrence: o.occurrence).map { date($0.start) } ?? "#\(o.occurrence)",
+                o.liveValues.map(CareInput.text).joined(separator: ", "), o.note ?? "",
+            ]
         }
     }
 }

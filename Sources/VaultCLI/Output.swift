@@ -23,7 +23,10 @@ public enum Output {
 
     /// Prints an aligned table; an empty table prints `empty` instead.
     public static func table(_ headers: [String], _ rows: [[String]], empty: String = "(none)") {
-        guard !rows.isEmpty else { print(empty); return }
+        guard !rows.isEmpty else {
+            print(empty)
+            return
+        }
         let rows = rows.map { $0.map(printable) }
         var widths = headers.map(\.count)
         for row in rows { for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) } }
@@ -38,8 +41,13 @@ public enum Output {
 
     /// With `--json` prints `value` as JSON; else an aligned table of `rows`, or `empty` when there are none.
     /// The rows are only built for people, so a JSON caller never pays for them.
-    public static func show<T: Encodable>(_ value: T, json: Bool, headers: [String], empty: String = "(none)",
-                                          rows: () async throws -> [[String]]) async throws {
+    public static func show<T: Encodable>(
+        _ value: T,
+        json: Bool,
+        headers: [String],
+        empty: String = "(none)",
+        rows: () async throws -> [[String]]
+    ) async throws {
         if json {
             try Output.json(value)
         } else {
@@ -80,7 +88,8 @@ public final class ProgressLine: @unchecked Sendable {
 
     public func update(_ text: String) {
         guard enabled else { return }
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         let padded = text.padding(toLength: max(text.count, last.count), withPad: " ", startingAt: 0)
         FileHandle.standardError.write(Data(("\r" + padded).utf8))
         last = text
@@ -97,7 +106,8 @@ public final class ProgressLine: @unchecked Sendable {
         { [self] p in
             switch (p.phase, p.total) {
             case let (.push, total?) where total > 0:
-                let width = 24, filled = min(width, p.done * width / total)
+                let width = 24
+                let filled = min(width, p.done * width / total)
                 update("sync: push [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(p.done)/\(total)")
             case (.pull, _): update("sync: pulled \(p.done)")
             default: update("sync: \(p.phase.rawValue)…")

@@ -21,16 +21,24 @@ struct AccountWording: Sendable {
     let rememberHelp: String
 
     static let patient = AccountWording(
-        exampleUsername: "alice", registerAbstract: "Create an account; it is pending until the admin approves it.",
+        exampleUsername: "alice",
+        registerAbstract: "Create an account; it is pending until the admin approves it.",
         usernameHelp: "Your username: 3-32 characters of a-z, 0-9, '.', '_', '-'.",
         registeredNote: "the admin must approve the account before you can log in",
-        loginAbstract: "Log in on this device (also a new one): fetches and unlocks your keys.", loginExampleFlags: " --remember",
-        rememberHelp: "Remember this device's key in a 0600 file so later commands need no password; logout erases it.")
+        loginAbstract: "Log in on this device (also a new one): fetches and unlocks your keys.",
+        loginExampleFlags: " --remember",
+        rememberHelp: "Remember this device's key in a 0600 file so later commands need no password; logout erases it."
+    )
 
-    static let doctor = AccountWording(exampleUsername: "drbob", registerAbstract: "Create a doctor account; pending until the admin approves it.",
-                                       usernameHelp: "Your username.", registeredNote: "the admin must approve the account",
-                                       loginAbstract: "Log in on this device.", loginExampleFlags: "",
-                                       rememberHelp: "Remember this device's key (0600 file); logout erases it.")
+    static let doctor = AccountWording(
+        exampleUsername: "drbob",
+        registerAbstract: "Create a doctor account; pending until the admin approves it.",
+        usernameHelp: "Your username.",
+        registeredNote: "the admin must approve the account",
+        loginAbstract: "Log in on this device.",
+        loginExampleFlags: "",
+        rememberHelp: "Remember this device's key (0600 file); logout erases it."
+    )
 
     static func of(_ role: Role) -> AccountWording {
         switch role {
@@ -73,8 +81,11 @@ extension GlobalOptions {
 /// `register`, shared by the patient and doctor tools: a new account, pending until the admin approves it.
 public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
     public static var configuration: CommandConfiguration {
-        CommandConfiguration(commandName: "register", abstract: R.wording.registerAbstract,
-                             discussion: "Example: \(R.tool) register --username \(R.wording.exampleUsername)")
+        CommandConfiguration(
+            commandName: "register",
+            abstract: R.wording.registerAbstract,
+            discussion: "Example: \(R.tool) register --username \(R.wording.exampleUsername)"
+        )
     }
     @Option(help: ArgumentHelp(R.wording.usernameHelp)) var username: String
     @OptionGroup var options: GlobalOptions
@@ -82,9 +93,14 @@ public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
 
     public func run() async throws {
         let accounts = try options.accounts()
-        let response = try await accounts.register(username: username, password: try options.password(prompt: "Choose a password (8+ characters): "),
-                                                   role: R.role)
-        if options.json { try Output.json(response) } else {
+        let response = try await accounts.register(
+            username: username,
+            password: try options.password(prompt: "Choose a password (8+ characters): "),
+            role: R.role
+        )
+        if options.json {
+            try Output.json(response)
+        } else {
             print("registered \(username.lowercased()) (\(response.status.rawValue)); \(R.wording.registeredNote)")
         }
     }
@@ -93,8 +109,11 @@ public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
 /// `login`, shared by the patient and doctor tools: on this device or a new one.
 public struct LoginCommand<R: ToolRole>: AsyncParsableCommand {
     public static var configuration: CommandConfiguration {
-        CommandConfiguration(commandName: "login", abstract: R.wording.loginAbstract,
-                             discussion: "Example: \(R.tool) login --username \(R.wording.exampleUsername)\(R.wording.loginExampleFlags)")
+        CommandConfiguration(
+            commandName: "login",
+            abstract: R.wording.loginAbstract,
+            discussion: "Example: \(R.tool) login --username \(R.wording.exampleUsername)\(R.wording.loginExampleFlags)"
+        )
     }
     @Option(help: "Your username.") var username: String
     @Flag(help: ArgumentHelp(R.wording.rememberHelp)) var remember = false

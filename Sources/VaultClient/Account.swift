@@ -73,12 +73,28 @@ public struct AccountManager: Sendable {
         let identity = Identity.generate()
         let salt = Salt.random()
         let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: configuration.kdf)
-        let request = try RegistrationRequest.make(identity: identity, username: username, role: role, passwordKeys: keys, kdf: configuration.kdf,
-                                                   salt: salt, requestedAt: Date().unixMillis)
+        let request = try RegistrationRequest.make(
+            identity: identity,
+            username: username,
+            role: role,
+            passwordKeys: keys,
+            kdf: configuration.kdf,
+            salt: salt,
+            requestedAt: Date().unixMillis
+        )
         let response: RegisterResponse = try await transport.send(.POST, Routes.register, body: request)
         let store = configuration.home.store(server: configuration.server, username: username)
-        try store.save(Profile(server: configuration.server, username: username, userID: identity.userID, role: role,
-                               deviceID: Self.newDeviceID(), certificate: nil, keyBundle: request.keyBundle))
+        try store.save(
+            Profile(
+                server: configuration.server,
+                username: username,
+                userID: identity.userID,
+                role: role,
+                deviceID: Self.newDeviceID(),
+                certificate: nil,
+                keyBundle: request.keyBundle
+            )
+        )
         try configuration.home.setCurrent(server: configuration.server, username: username)
         return response
     }
@@ -88,8 +104,11 @@ public struct AccountManager: Sendable {
     /// pinned admin key before trusting anything. With `remember`, keeps the wrapping key in a 0600 file.
     public func login(username raw: String, password: String, remember: Bool = false) async throws -> UnlockedAccount {
         let username = Username.lookupKey(raw)
-        let params: LoginParametersResponse = try await transport.send(.POST, Routes.loginParameters,
-                                                                        body: LoginParametersRequest(username: username))
+        let params: LoginParametersResponse = try await transport.send(
+            .POST,
+            Routes.loginParameters,
+            body: LoginParametersRequest(username: username)
+        )
         let keys: PasswordKeys
         do { keys = try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf) } catch {
             throw ClientError.integrity("the server offered unacceptable password-hashing parameters: \(error)")
@@ -109,16 +128,28 @@ public struct AccountManager: Sendable {
         }
         let store = configuration.home.store(server: configuration.server, username: username)
         let existing = try store.loadProfile()
-        let profile = Profile(server: configuration.server, username: username, userID: response.userID, role: response.role,
-                              deviceID: existing?.userID == response.userID ? existing!.deviceID : Self.newDeviceID(),
-                              certificate: response.certificate, keyBundle: response.keyBundle)
+        let profile = Profile(
+            server: configuration.server,
+            username: username,
+            userID: response.userID,
+            role: response.role,
+            deviceID: existing?.userID == response.userID ? existing!.deviceID : Self.newDeviceID(),
+            certificate: response.certificate,
+            keyBundle: response.keyBundle
+        )
         try store.save(profile)
         let session = StoredSession(token: response.token, expiresAt: response.expiresAt)
         try store.save(session)
         if remember { try store.saveDeviceKey(keys.wrappingKey) } else { SecureFiles.erase(store.deviceKeyURL) }
         try configuration.home.setCurrent(server: configuration.server, username: username)
-        return UnlockedAccount(profile: profile, identity: identity, certificate: response.certificate, wrappingKey: keys.wrappingKey,
-                               store: store, session: session)
+        return UnlockedAccount(
+            profile: profile,
+            identity: identity,
+            certificate: response.certificate,
+            wrappingKey: keys.wrappingKey,
+            store: store,
+            session: session
+        )
     }
 
     /// The current account's folder, or a clear error when nobody is logged in on this server.
@@ -134,8 +165,10 @@ public struct AccountManager: Sendable {
         let store = try currentStore()
         guard let profile = try store.loadProfile() else { throw ClientError.localState("not logged in") }
         guard let certificate = profile.certificate else {
-            throw ClientError.notPermitted(code: .pendingApproval,
-                                           "account '\(profile.username)' is waiting for admin approval; run 'login' once it is approved")
+            throw ClientError.notPermitted(
+                code: .pendingApproval,
+                "account '\(profile.username)' is waiting for admin approval; run 'login' once it is approved"
+            )
         }
         let wrappingKey: SymmetricKey
         if let remembered = try store.loadDeviceKey() {
@@ -152,8 +185,14 @@ public struct AccountManager: Sendable {
         do { try certificate.verify(adminKey: configuration.adminKey, userID: profile.userID, role: profile.role) } catch {
             throw ClientError.integrity("stored certificate does not verify under the pinned admin key")
         }
-        return UnlockedAccount(profile: profile, identity: identity, certificate: certificate, wrappingKey: wrappingKey, store: store,
-                               session: try store.loadSession())
+        return UnlockedAccount(
+            profile: profile,
+            identity: identity,
+            certificate: certificate,
+            wrappingKey: wrappingKey,
+            store: store,
+            session: try store.loadSession()
+        )
     }
 
     /// Ends the session on the server (best effort) and erases the session and remembered key here.

@@ -46,11 +46,22 @@ extension AdminClient {
             throw ClientError.integrity("the registration of \(r.request.username) is not self-signed correctly: \(error)")
         }
         let now = Date().unixMillis
-        let cert = try Certificate.issue(userID: r.request.userID, username: r.request.username, role: r.request.role,
-                                         signingKey: r.request.signingKey, boxKey: r.request.boxKey, issuedAt: now, adminKey: key)
+        let cert = try Certificate.issue(
+            userID: r.request.userID,
+            username: r.request.username,
+            role: r.request.role,
+            signingKey: r.request.signingKey,
+            boxKey: r.request.boxKey,
+            issuedAt: now,
+            adminKey: key
+        )
         let approval = Approval.registration(cert, issuedAt: now, sequence: sequence, adminKey: key)
-        return try await transport.send(.POST, Routes.adminApproveRegistration(r.request.userID.uuidString),
-                                        body: ApproveRegistrationRequest(certificate: cert, approval: approval), auth: auth)
+        return try await transport.send(
+            .POST,
+            Routes.adminApproveRegistration(r.request.userID.uuidString),
+            body: ApproveRegistrationRequest(certificate: cert, approval: approval),
+            auth: auth
+        )
     }
 
     /// Checks that the share is what it claims (both certificates verify under the pinned key, the grant
@@ -68,8 +79,12 @@ extension AdminClient {
             }
         } catch { throw ClientError.integrity("the share \(s.share.shareID.uuidString.lowercased()) does not verify: \(error)") }
         let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: Date().unixMillis, sequence: sequence, adminKey: key)
-        return try await transport.send(.POST, Routes.adminApproveShare(s.share.shareID.uuidString), body: ApproveShareRequest(approval: approval),
-                                        auth: auth)
+        return try await transport.send(
+            .POST,
+            Routes.adminApproveShare(s.share.shareID.uuidString),
+            body: ApproveShareRequest(approval: approval),
+            auth: auth
+        )
     }
 
     /// Approves one pending item with approval sequence number `sequence`.

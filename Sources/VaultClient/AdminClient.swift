@@ -48,11 +48,19 @@ public struct AdminClient: Sendable {
         }
         switch item {
         case let .registration(r):
-            let _: UserSummary = try await transport.send(.POST, Routes.adminRejectRegistration(r.request.userID.uuidString),
-                                                          body: RejectRequest(reason: reason), auth: auth)
+            let _: UserSummary = try await transport.send(
+                .POST,
+                Routes.adminRejectRegistration(r.request.userID.uuidString),
+                body: RejectRequest(reason: reason),
+                auth: auth
+            )
         case let .share(s):
-            let _: ShareInfo = try await transport.send(.POST, Routes.adminRejectShare(s.share.shareID.uuidString),
-                                                        body: RejectRequest(reason: reason), auth: auth)
+            let _: ShareInfo = try await transport.send(
+                .POST,
+                Routes.adminRejectShare(s.share.shareID.uuidString),
+                body: RejectRequest(reason: reason),
+                auth: auth
+            )
         }
     }
 

@@ -68,8 +68,10 @@ public actor DoctorReader {
         let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
         let mine = list.shares.filter { $0.patientUsername == username.lowercased() && $0.state == .active }
         guard let first = mine.first else {
-            throw ClientError.notPermitted(code: .shareNotActive,
-                                           "no active share from '\(username)': not shared, not yet approved, revoked or expired")
+            throw ClientError.notPermitted(
+                code: .shareNotActive,
+                "no active share from '\(username)': not shared, not yet approved, revoked or expired"
+            )
         }
         let cert = try await patientCertificate(id: first.patientID, username: username)
         var out: [VerifiedShare] = []

@@ -62,8 +62,12 @@ public struct Keyring: Sendable {
             let sealed = try JSONDecoder().decode(Sealed.self, from: data)
             var ad = CanonicalWriter(domain: domain)
             ad.append(ownerID)
-            var plain = try AEAD.open(try Base64URL.decode(sealed.ciphertext), key: wrappingKey.deriveSubkey(id: 1, context: context),
-                                      nonce: sealed.nonce, associatedData: ad.bytes)
+            var plain = try AEAD.open(
+                try Base64URL.decode(sealed.ciphertext),
+                key: wrappingKey.deriveSubkey(id: 1, context: context),
+                nonce: sealed.nonce,
+                associatedData: ad.bytes
+            )
             defer { Memory.zero(&plain) }
             var r = try CanonicalReader(plain, domain: domain)
             var ring = Keyring()

@@ -45,33 +45,38 @@ final class LocalStore: Sendable {
             // WAL with NORMAL sync: a crash loses at most the last transaction, never consistency.
             try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
         }
-        queue = try SecureFiles.openDatabase(at: url, configuration: config, migration: "v1-local", schema: """
-            CREATE TABLE records (
-                record_id TEXT PRIMARY KEY,
-                record_type TEXT NOT NULL CHECK (record_type IN ('activity', 'outcome')),
-                tresor_id TEXT NOT NULL,
-                category TEXT NOT NULL,
-                hlc_physical INTEGER NOT NULL,
-                hlc_counter INTEGER NOT NULL,
-                hlc_device TEXT NOT NULL,
-                deleted INTEGER NOT NULL,
-                envelope BLOB NOT NULL,
-                server_physical INTEGER,
-                server_counter INTEGER,
-                server_device TEXT);
-            CREATE INDEX records_category ON records (category, record_type);
-            CREATE TABLE outbox (
-                seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                version_id TEXT NOT NULL UNIQUE,
-                record_id TEXT NOT NULL UNIQUE,
-                envelope BLOB NOT NULL);
-            CREATE TABLE rejected (
-                version_id TEXT PRIMARY KEY,
-                record_id TEXT NOT NULL,
-                reason TEXT NOT NULL,
-                at INTEGER NOT NULL);
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            """)
+        queue = try SecureFiles.openDatabase(
+            at: url,
+            configuration: config,
+            migration: "v1-local",
+            schema: """
+                CREATE TABLE records (
+                    record_id TEXT PRIMARY KEY,
+                    record_type TEXT NOT NULL CHECK (record_type IN ('activity', 'outcome')),
+                    tresor_id TEXT NOT NULL,
+                    category TEXT NOT NULL,
+                    hlc_physical INTEGER NOT NULL,
+                    hlc_counter INTEGER NOT NULL,
+                    hlc_device TEXT NOT NULL,
+                    deleted INTEGER NOT NULL,
+                    envelope BLOB NOT NULL,
+                    server_physical INTEGER,
+                    server_counter INTEGER,
+                    server_device TEXT);
+                CREATE INDEX records_category ON records (category, record_type);
+                CREATE TABLE outbox (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    version_id TEXT NOT NULL UNIQUE,
+                    record_id TEXT NOT NULL UNIQUE,
+                    envelope BLOB NOT NULL);
+                CREATE TABLE rejected (
+                    version_id TEXT PRIMARY KEY,
+                    record_id TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    at INTEGER NOT NULL);
+                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                """
+        )
     }
 
     // MARK: Reads
@@ -83,9 +88,11 @@ final class LocalStore: Sendable {
         """
 
     static func row(_ r: Row) throws -> LocalRecordRow {
-        LocalRecordRow(envelope: try decoder.decode(Envelope.self, from: r["envelope"] as Data),
-                       serverTimestamp: timestamp(r["server_physical"], r["server_counter"], r["server_device"]),
-                       pending: (r["pending"] as Int64? ?? 0) != 0)
+        LocalRecordRow(
+            envelope: try decoder.decode(Envelope.self, from: r["envelope"] as Data),
+            serverTimestamp: timestamp(r["server_physical"], r["server_counter"], r["server_device"]),
+            pending: (r["pending"] as Int64? ?? 0) != 0
+        )
     }
 
     /// A timestamp from its three columns, or nil when any is NULL.
@@ -123,8 +130,12 @@ final class LocalStore: Sendable {
             let sql = "SELECT seq, version_id, envelope FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?"
             return try Row.fetchAll(db, sql: sql, arguments: [after, limit]).map {
                 let json: Data = $0["envelope"]
-                return OutboxItem(position: $0["seq"], versionID: $0["version_id"],
-                                  envelope: try Self.decoder.decode(Envelope.self, from: json), json: json)
+                return OutboxItem(
+                    position: $0["seq"],
+                    versionID: $0["version_id"],
+                    envelope: try Self.decoder.decode(Envelope.self, from: json),
+                    json: json
+                )
             }
         }
     }
@@ -176,14 +187,18 @@ final class LocalStore: Sendable {
             let h = env.header
             let json = try encoder.encode(env)
             // Cached statements: compiled once per connection, not once per record.
-            try db.cachedStatement(sql: """
-                INSERT INTO records (record_id, record_type, tresor_id, category, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (record_id) DO UPDATE SET record_type = excluded.record_type, tresor_id = excluded.tresor_id,
-                    category = excluded.category, hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter,
-                    hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
-                """).execute(arguments: [h.recordID.hex, h.recordType.rawValue, h.tresorID.uuidString, h.category,
-                                         Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, json])
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO records (record_id, record_type, tresor_id, category, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (record_id) DO UPDATE SET record_type = excluded.record_type, tresor_id = excluded.tresor_id,
+                        category = excluded.category, hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter,
+                        hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
+                    """
+            ).execute(arguments: [
+                h.recordID.hex, h.recordType.rawValue, h.tresorID.uuidString, h.category,
+                Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, json,
+            ])
             if let serverTimestamp { try noteServer(h.recordID.hex, serverTimestamp) }
             if outbox {
                 try dropOutbox(recordID: h.recordID.hex)
@@ -220,8 +235,10 @@ final class LocalStore: Sendable {
 
         /// The server refused a pushed version: it leaves the outbox and its reason is kept.
         func reject(_ item: OutboxItem, reason: String, at: Int64) throws {
-            try db.execute(sql: "INSERT OR REPLACE INTO rejected (version_id, record_id, reason, at) VALUES (?, ?, ?, ?)",
-                           arguments: [item.versionID, item.envelope.header.recordID.hex, reason, at])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO rejected (version_id, record_id, reason, at) VALUES (?, ?, ?, ?)",
+                arguments: [item.versionID, item.envelope.header.recordID.hex, reason, at]
+            )
             try dropOutbox(versionID: item.versionID)
         }
 
@@ -242,7 +259,8 @@ final class LocalStore: Sendable {
         /// The device's saved clock (a fresh one for a new device, or after the device id changed).
         func clock(deviceID: String) throws -> HybridLogicalClock {
             if let text = try meta("hlc"), var clock = try? decoder.decode(HybridLogicalClock.self, from: Data(text.utf8)),
-               clock.deviceID == deviceID {
+                clock.deviceID == deviceID
+            {
                 clock.maxForwardDriftMs = SyncPolicy.maxForwardDriftMs
                 return clock
             }
@@ -259,8 +277,10 @@ final class LocalStore: Sendable {
         }
 
         private func setMeta(_ key: String, _ value: String) throws {
-            try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                           arguments: [key, value])
+            try db.execute(
+                sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                arguments: [key, value]
+            )
         }
     }
 }

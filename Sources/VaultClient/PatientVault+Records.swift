@@ -36,9 +36,17 @@ extension PatientVault {
                     throw ClientError.conflict(message)
                 }
                 guard let t = keyring[change.category] else { throw ClientError.localState("no keys for \(change.category)") }
-                let header = RecordHeader(ownerID: me, tresorID: t.id, category: change.category, epoch: t.currentEpoch, recordType: change.type,
-                                          recordID: change.recordID, timestamp: try clock.tick(wallClockMs: wall), deleted: change.record == nil,
-                                          authorID: me)
+                let header = RecordHeader(
+                    ownerID: me,
+                    tresorID: t.id,
+                    category: change.category,
+                    epoch: t.currentEpoch,
+                    recordType: change.type,
+                    recordID: change.recordID,
+                    timestamp: try clock.tick(wallClockMs: wall),
+                    deleted: change.record == nil,
+                    authorID: me
+                )
                 let env = try Envelope.seal(record: change.record, type: change.type, header: header, key: t.currentKey, author: identity.signing)
                 try tx.put(env, outbox: true)
                 return env
@@ -57,10 +65,17 @@ extension PatientVault {
     public func addActivities(_ list: [Activity]) throws {
         for a in list { try Self.validate(a, "invalid activity \(a.id)") }
         guard Set(list.map(\.id)).count == list.count else { throw ClientError.invalidRequest("duplicate activity ids in the import") }
-        try write(list.map {
-            LocalChange(record: .activity($0), type: .activity, recordID: recordID(activity: $0.id), category: $0.category,
-                        conflictIfLive: "activity '\($0.id)' exists")
-        })
+        try write(
+            list.map {
+                LocalChange(
+                    record: .activity($0),
+                    type: .activity,
+                    recordID: recordID(activity: $0.id),
+                    category: $0.category,
+                    conflictIfLive: "activity '\($0.id)' exists"
+                )
+            }
+        )
     }
 
     /// Replaces an activity (same id; its category cannot change, that would move it to another tresor).
@@ -91,7 +106,8 @@ extension PatientVault {
         let date = Date(unixMillis: now().unixMillis)
         var value = value
         value.createdAt = Date(unixMillis: value.createdAt.unixMillis)
-        var outcome = try self.outcome(activityID: activityID, occurrence: occurrence)
+        var outcome =
+            try self.outcome(activityID: activityID, occurrence: occurrence)
             ?? Outcome(activityID: activityID, occurrence: occurrence, values: [], createdAt: date, updatedAt: date)
         outcome.values.append(value)
         if let note { outcome.note = note }
@@ -119,8 +135,11 @@ extension PatientVault {
     func open(_ row: LocalRecordRow) throws -> CareRecord? {
         guard let t = keyring[row.category] else { throw ClientError.integrity("no keys for category \(row.category)") }
         do {
-            return try row.envelope.openRecord(keys: t.keys, authorKey: account.certificate.signingKey,
-                                               expecting: EnvelopeContext(ownerID: me, tresorID: t.id, category: row.category)).record
+            return try row.envelope.openRecord(
+                keys: t.keys,
+                authorKey: account.certificate.signingKey,
+                expecting: EnvelopeContext(ownerID: me, tresorID: t.id, category: row.category)
+            ).record
         } catch { throw ClientError.from(error) }
     }
 

@@ -27,8 +27,14 @@ extension PatientVault {
         guard let t = keyring[category] else { throw ClientError.localState("no keys for \(category)") }
         let grant: Grant
         do {
-            grant = try Grant.make(patient: account.identity, member: doctor, adminKey: adminKey, tresor: t, createdAt: Date().unixMillis,
-                                   expiresAt: expiresAt?.unixMillis)
+            grant = try Grant.make(
+                patient: account.identity,
+                member: doctor,
+                adminKey: adminKey,
+                tresor: t,
+                createdAt: Date().unixMillis,
+                expiresAt: expiresAt?.unixMillis
+            )
         } catch { throw ClientError.from(error) }
         return try await transport.send(.POST, Routes.shares, body: CreateShareRequest(grant: grant), auth: try auth)
     }
@@ -76,21 +82,33 @@ extension PatientVault {
             do {
                 try share.grant.verify(patient: account.certificate, adminKey: adminKey)
                 guard let approval = share.approval, share.grant.patientID == me, share.grant.memberID == doctor.userID,
-                      share.doctorID == doctor.userID, share.grant.tresorID == current.id
+                    share.doctorID == doctor.userID, share.grant.tresorID == current.id
                 else { throw TrustError.mismatch(what: "share", field: "parties") }
                 try approval.verifyShare(adminKey: adminKey, shareID: share.shareID, grant: share.grant)
             } catch {
                 throw ClientError.integrity("the server lists a share of \(category) that this patient did not make or the admin did not approve")
             }
-            let g = try Grant.make(patient: account.identity, member: doctor, adminKey: adminKey, tresor: current, createdAt: Date().unixMillis,
-                                   expiresAt: share.grant.expiresAt)
-            let _: ShareInfo = try await transport.send(.PUT, Routes.shareGrant(share.shareID.uuidString), body: UpdateShareGrantRequest(grant: g),
-                                                        auth: try auth)
+            let g = try Grant.make(
+                patient: account.identity,
+                member: doctor,
+                adminKey: adminKey,
+                tresor: current,
+                createdAt: Date().unixMillis,
+                expiresAt: share.grant.expiresAt
+            )
+            let _: ShareInfo = try await transport.send(
+                .PUT,
+                Routes.shareGrant(share.shareID.uuidString),
+                body: UpdateShareGrantRequest(grant: g),
+                auth: try auth
+            )
         }
         if reencrypt {
             // Only records whose local copy is the server's head: an unsent or stale copy is not rewritten.
-            for row in try store.records(category: category) where row.envelope.header.epoch < current.currentEpoch
-                && !row.pending && row.serverTimestamp == row.timestamp {
+            for row in try store.records(category: category)
+            where row.envelope.header.epoch < current.currentEpoch
+                && !row.pending && row.serverTimestamp == row.timestamp
+            {
                 let record = row.deleted ? nil : try open(row)
                 try write(record, type: row.recordType, recordID: row.envelope.header.recordID, category: category)
             }

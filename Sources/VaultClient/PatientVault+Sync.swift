@@ -31,7 +31,6 @@ public struct SyncProgress: Sendable {
     public var total: Int?
 }
 
-
 extension PatientVault {
     // MARK: Sync
 
@@ -143,10 +142,15 @@ extension PatientVault {
     /// applies nothing. Returns how many conflicts it resolved.
     func apply(_ page: PullResponse, after cursor: UInt64) throws -> Int {
         guard page.changes.allSatisfy({ $0.sequence > cursor }), page.nextCursor >= cursor,
-              zip(page.changes, page.changes.dropFirst()).allSatisfy({ $0.sequence < $1.sequence })
+            zip(page.changes, page.changes.dropFirst()).allSatisfy({ $0.sequence < $1.sequence })
         else { throw ClientError.integrity("the server sent changes out of order") }
-        let pulled = PulledVersions(ownerID: me, identity: account.identity, certificate: account.certificate, keyring: keyring,
-                                    wallClockMs: wallClockMs)
+        let pulled = PulledVersions(
+            ownerID: me,
+            identity: account.identity,
+            certificate: account.certificate,
+            keyring: keyring,
+            wallClockMs: wallClockMs
+        )
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             var resolved = 0
             for change in page.changes where try pulled.apply(change.envelope, tx, &clock) {
@@ -206,8 +210,10 @@ struct PulledVersions {
             var header = env.header
             header.timestamp = try clock.tick(wallClockMs: wallClockMs)
             header.epoch = t.currentEpoch
-            try tx.put(try Envelope.seal(record: .outcome(merged), type: .outcome, header: header, key: t.currentKey, author: identity.signing),
-                       outbox: true)
+            try tx.put(
+                try Envelope.seal(record: .outcome(merged), type: .outcome, header: header, key: t.currentKey, author: identity.signing),
+                outbox: true
+            )
             try tx.noteServerIfNewer(rid, env.header.timestamp)
             return true
         }

@@ -16,8 +16,12 @@ public actor PatientVault {
     let now: @Sendable () -> Date
 
     /// Opens the vault of an unlocked patient account: its local store and keyring.
-    public init(account: UnlockedAccount, transport: Transport, adminKey: SigningPublicKey,
-                now: @escaping @Sendable () -> Date = { Date() }) throws {
+    public init(
+        account: UnlockedAccount,
+        transport: Transport,
+        adminKey: SigningPublicKey,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
         guard account.profile.role == .patient else { throw ClientError.notPermitted(code: .forbidden, "this account is not a patient") }
         self.account = account
         self.transport = transport
@@ -51,8 +55,13 @@ public actor PatientVault {
     }
 
     func selfGrant(_ t: Tresor) throws -> Grant {
-        try Grant.make(patient: account.identity, member: account.certificate, adminKey: adminKey, tresor: t,
-                       createdAt: Date().unixMillis)
+        try Grant.make(
+            patient: account.identity,
+            member: account.certificate,
+            adminKey: adminKey,
+            tresor: t,
+            createdAt: Date().unixMillis
+        )
     }
 
     /// Declares `t`'s current epoch to the server with a fresh self-grant; another device's different
@@ -73,7 +82,7 @@ public actor PatientVault {
                 try signed.verify(patient: account.certificate, adminKey: adminKey)
                 // Everything is keyed by what the patient signed, never by the server's labels.
                 guard signed.memberID == me, info.ownerID == me, info.category == signed.category, info.tresorID == signed.tresorID,
-                      signed.hasContiguousEpochs, info.currentEpoch == signed.epochs.last
+                    signed.hasContiguousEpochs, info.currentEpoch == signed.epochs.last
                 else { throw TrustError.mismatch(what: "self-grant", field: "tresor, category or epoch") }
             } catch { throw ClientError.integrity("the server's self-grant for a category is not what this account signed: \(error)") }
             let remote: Tresor

@@ -85,7 +85,7 @@ public struct ProfileStore: Sendable {
     public func loadDeviceKey() throws -> SymmetricKey? {
         guard let data = try SecureFiles.read(deviceKeyURL) else { return nil }
         guard let text = String(data: data, encoding: .utf8), let bytes = try? Base64URL.decode(text.trimmingCharacters(in: .whitespacesAndNewlines)),
-              let key = try? SymmetricKey(bytes: bytes)
+            let key = try? SymmetricKey(bytes: bytes)
         else { throw ClientError.localState("remembered device key is corrupt; log in again") }
         return key
     }
@@ -129,7 +129,8 @@ public struct Home: Sendable {
     /// The profile folder of the current account on `server`, if any.
     public func current(server: String) throws -> ProfileStore? {
         guard let data = try SecureFiles.read(currentURL), let c = try? JSONDecoder().decode([String: String].self, from: data),
-              let username = c[server] else { return nil }
+            let username = c[server]
+        else { return nil }
         return ProfileStore(folder: Profile.folder(home: url, server: server, username: username))
     }
 

@@ -41,8 +41,12 @@ public enum SecureFiles {
 
     /// Opens (creating it where missing) an owner-only SQLite database at `url` and brings its schema up
     /// to date: `schema` is the one migration named `migration`.
-    static func openDatabase(at url: URL, configuration: Configuration = Configuration(), migration: String,
-                             schema: String) throws -> DatabaseQueue {
+    static func openDatabase(
+        at url: URL,
+        configuration: Configuration = Configuration(),
+        migration: String,
+        schema: String
+    ) throws -> DatabaseQueue {
         try ensureDirectory(url.deletingLastPathComponent())
         let queue = try DatabaseQueue(path: url.path, configuration: configuration)
         try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
@@ -61,7 +65,8 @@ public enum SecureFiles {
     /// Overwrites a secret file with zeros before removing it.
     public static func erase(_ url: URL) {
         if let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int, size > 0,
-           let handle = FileHandle(forWritingAtPath: url.path) {
+            let handle = FileHandle(forWritingAtPath: url.path)
+        {
             handle.write(Data(count: size))
             try? handle.synchronize()
             try? handle.close()

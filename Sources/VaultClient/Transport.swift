@@ -41,7 +41,8 @@ public final class Transport: Sendable {
         let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host ?? "")
         if scheme == "http", !loopback, ProcessInfo.processInfo.environment["CAREVAULT_ALLOW_INSECURE_HTTP"] != "1" {
             throw ClientError.invalidRequest(
-                "refusing plain http to \(url.host ?? "?"): use https (or set CAREVAULT_ALLOW_INSECURE_HTTP=1 on a trusted network)")
+                "refusing plain http to \(url.host ?? "?"): use https (or set CAREVAULT_ALLOW_INSECURE_HTTP=1 on a trusted network)"
+            )
         }
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.maxAttempts = max(1, maxAttempts)
@@ -59,8 +60,13 @@ public final class Transport: Sendable {
     }
 
     /// Sends a request and decodes the JSON answer.
-    public func send<Response: Decodable>(_ method: HTTPMethod, _ path: String, body: (any Encodable & Sendable)? = nil, auth: Auth = .none,
-                                          as: Response.Type = Response.self) async throws -> Response {
+    public func send<Response: Decodable>(
+        _ method: HTTPMethod,
+        _ path: String,
+        body: (any Encodable & Sendable)? = nil,
+        auth: Auth = .none,
+        as: Response.Type = Response.self
+    ) async throws -> Response {
         let bytes = try await sendRaw(method, path, body: body, auth: auth)
         do {
             return try Self.decoder.decode(Response.self, from: Data(bytes))
@@ -75,8 +81,13 @@ public final class Transport: Sendable {
     }
 
     /// Sends a body that is already JSON (e.g. envelopes as they are stored) and decodes the answer.
-    public func send<Response: Decodable>(_ method: HTTPMethod, _ path: String, json payload: [UInt8], auth: Auth = .none,
-                                          as: Response.Type = Response.self) async throws -> Response {
+    public func send<Response: Decodable>(
+        _ method: HTTPMethod,
+        _ path: String,
+        json payload: [UInt8],
+        auth: Auth = .none,
+        as: Response.Type = Response.self
+    ) async throws -> Response {
         let bytes = try await sendRaw(method, path, payload: payload, auth: auth)
         do {
             return try Self.decoder.decode(Response.self, from: Data(bytes))
@@ -117,8 +128,13 @@ public final class Transport: Sendable {
         case let .session(token): request.headers.add(name: "Authorization", value: "Bearer \(token)")
         case let .admin(key):
             // Each attempt is signed anew: the server accepts a signature once.
-            let h = AdminRequestSignature.sign(method: method.rawValue, pathAndQuery: path, body: payload, timestamp: Date().unixMillis,
-                                               adminKey: key)
+            let h = AdminRequestSignature.sign(
+                method: method.rawValue,
+                pathAndQuery: path,
+                body: payload,
+                timestamp: Date().unixMillis,
+                adminKey: key
+            )
             request.headers.add(name: AdminRequestSignature.timestampHeader, value: h.timestamp)
             request.headers.add(name: AdminRequestSignature.nonceHeader, value: h.nonce)
             request.headers.add(name: AdminRequestSignature.signatureHeader, value: h.signature)

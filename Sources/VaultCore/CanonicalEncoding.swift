@@ -44,11 +44,21 @@ public struct CanonicalWriter: Sendable {
     public mutating func append(_ value: String) { append(Array(value.utf8)) }
     /// Appends an optional string with a presence byte.
     public mutating func append(_ value: String?) {
-        if let value { append(true); append(value) } else { append(false) }
+        if let value {
+            append(true)
+            append(value)
+        } else {
+            append(false)
+        }
     }
     /// Appends an optional 64-bit integer with a presence byte.
     public mutating func append(_ value: Int64?) {
-        if let value { append(true); append(value) } else { append(false) }
+        if let value {
+            append(true)
+            append(value)
+        } else {
+            append(false)
+        }
     }
     /// Appends a fixed-size public value (key, nonce, signature) length-prefixed.
     public mutating func append<T: FixedSizeBytes>(_ value: T) { append(value.bytes) }
@@ -109,7 +119,9 @@ public struct CanonicalReader: Sendable {
     public mutating func readOptionalInt64() throws(EncodingError) -> Int64? { try readBool() ? try readInt64() : nil }
     /// Reads a fixed-size value, checking its length.
     public mutating func read<T: FixedSizeBytes>(_: T.Type) throws(EncodingError) -> T {
-        do { return try T(bytes: try readBytes()) } catch let e as CryptoError { throw .invalidValue(e.description) } catch { throw error as! EncodingError }
+        do { return try T(bytes: try readBytes()) } catch let e as CryptoError { throw .invalidValue(e.description) } catch {
+            throw error as! EncodingError
+        }
     }
     /// Reads a UUID (exactly 16 bytes).
     public mutating func readUUID() throws(EncodingError) -> UUID {

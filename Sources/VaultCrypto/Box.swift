@@ -68,8 +68,13 @@ public enum SealedBox {
         }
         return try recipient.secretKey.withUnsafeBytes { (sk) throws(CryptoError) -> SecureBytes in
             try SecureBytes(count: box.count - overhead) { (out) throws(CryptoError) in
-                let rc = crypto_box_seal_open(out.baseAddress!.assumingMemoryBound(to: UInt8.self), box, UInt64(box.count),
-                                              recipient.publicKey.bytes, sk.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                let rc = crypto_box_seal_open(
+                    out.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    box,
+                    UInt64(box.count),
+                    recipient.publicKey.bytes,
+                    sk.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                )
                 if rc != 0 { throw CryptoError.sealedBoxOpenFailed }
             }
         }
@@ -85,8 +90,11 @@ public enum X25519 {
         try checkLength("X25519 secret key", secretKey.count, Int(crypto_scalarmult_scalarbytes()))
         return try secretKey.withUnsafeBytes { (sk) throws(CryptoError) -> SecureBytes in
             try SecureBytes(count: Int(crypto_scalarmult_bytes())) { (out) throws(CryptoError) in
-                let rc = crypto_scalarmult(out.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                           sk.baseAddress!.assumingMemoryBound(to: UInt8.self), publicKey.bytes)
+                let rc = crypto_scalarmult(
+                    out.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    sk.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    publicKey.bytes
+                )
                 if rc != 0 { throw CryptoError.invalidPublicKey }
             }
         }

@@ -26,8 +26,16 @@ public enum Base64URL {
         var end: UnsafePointer<CChar>? = nil
         let result: Int32 = utf8.withUnsafeBufferPointer { inp in
             inp.withMemoryRebound(to: CChar.self) { chars in
-                let r = sodium_base642bin(&output, output.count, chars.baseAddress, chars.count, nil,
-                                          &written, &end, sodium_base64_VARIANT_URLSAFE_NO_PADDING)
+                let r = sodium_base642bin(
+                    &output,
+                    output.count,
+                    chars.baseAddress,
+                    chars.count,
+                    nil,
+                    &written,
+                    &end,
+                    sodium_base64_VARIANT_URLSAFE_NO_PADDING
+                )
                 // The whole input must be consumed: a stray character is an error, not a truncation.
                 if r == 0, let end, end != chars.baseAddress! + chars.count { return -1 }
                 return r
@@ -45,7 +53,10 @@ public enum Hex {
         let digits: [UInt8] = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 0x0f)]) }
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0f)])
+        }
         return String(decoding: out, as: UTF8.self)
     }
 
@@ -95,7 +106,8 @@ public enum ConstantTime {
     public static func equals<A: Collection, B: Collection>(_ a: A, _ b: B) -> Bool
     where A.Element == UInt8, B.Element == UInt8 {
         Sodium.ensureInitialized()
-        let x = Array(a), y = Array(b)
+        let x = Array(a)
+        let y = Array(b)
         guard x.count == y.count else { return false }
         if x.isEmpty { return true }
         return x.withUnsafeBytes { p in y.withUnsafeBytes { q in sodium_memcmp(p.baseAddress, q.baseAddress, x.count) == 0 } }

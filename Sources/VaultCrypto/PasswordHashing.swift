@@ -81,9 +81,16 @@ public enum PasswordHasher {
             let input = password.isEmpty ? [0] : password
             let rc = input.withUnsafeBufferPointer { pw in
                 pw.withMemoryRebound(to: CChar.self) { pwc in
-                    crypto_pwhash(out.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(out.count),
-                                  pwc.baseAddress!, UInt64(password.count), salt.bytes,
-                                  parameters.opsLimit, Int(parameters.memLimitBytes), crypto_pwhash_ALG_ARGON2ID13)
+                    crypto_pwhash(
+                        out.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        UInt64(out.count),
+                        pwc.baseAddress!,
+                        UInt64(password.count),
+                        salt.bytes,
+                        parameters.opsLimit,
+                        Int(parameters.memLimitBytes),
+                        crypto_pwhash_ALG_ARGON2ID13
+                    )
                 }
             }
             if rc != 0 { throw CryptoError.passwordHashingFailed }
@@ -123,8 +130,13 @@ extension SymmetricKey {
             SecureBytes(count: SymmetricKey.byteCount) { sub in
                 context.bytes.withUnsafeBufferPointer { ctx in
                     ctx.withMemoryRebound(to: CChar.self) { c in
-                        _ = crypto_kdf_derive_from_key(sub.baseAddress!.assumingMemoryBound(to: UInt8.self), sub.count, id,
-                                                       c.baseAddress!, master.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                        _ = crypto_kdf_derive_from_key(
+                            sub.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                            sub.count,
+                            id,
+                            c.baseAddress!,
+                            master.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                        )
                     }
                 }
             }

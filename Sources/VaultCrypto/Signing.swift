@@ -43,8 +43,11 @@ public struct SigningKeyPair: Sendable, CustomStringConvertible {
         var pk = [UInt8](repeating: 0, count: SigningPublicKey.byteCount)
         secretKey = seed.withUnsafeBytes { s in
             SecureBytes(count: Int(crypto_sign_secretkeybytes())) { sk in
-                _ = crypto_sign_seed_keypair(&pk, sk.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                             s.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                _ = crypto_sign_seed_keypair(
+                    &pk,
+                    sk.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    s.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                )
             }
         }
         publicKey = SigningPublicKey(uncheckedBytes: pk)

@@ -52,8 +52,16 @@ public enum AEAD {
             var outLen: UInt64 = 0
             key.secret.withUnsafeBytes { k in
                 _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
-                    out.baseAddress!, &outLen, plaintext, UInt64(plaintext.count), associatedData, UInt64(associatedData.count),
-                    nil, nonce.bytes, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                    out.baseAddress!,
+                    &outLen,
+                    plaintext,
+                    UInt64(plaintext.count),
+                    associatedData,
+                    UInt64(associatedData.count),
+                    nil,
+                    nonce.bytes,
+                    k.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                )
             }
             initialized = count
         }
@@ -76,8 +84,16 @@ public enum AEAD {
             var outLen: UInt64 = 0
             rc = key.secret.withUnsafeBytes { k in
                 crypto_aead_xchacha20poly1305_ietf_decrypt(
-                    base, &outLen, nil, ciphertext, UInt64(ciphertext.count), associatedData, UInt64(associatedData.count),
-                    nonce.bytes, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                    base,
+                    &outLen,
+                    nil,
+                    ciphertext,
+                    UInt64(ciphertext.count),
+                    associatedData,
+                    UInt64(associatedData.count),
+                    nonce.bytes,
+                    k.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                )
             }
             if rc != 0 { sodium_memzero(base, count) }
             initialized = count

@@ -26,7 +26,8 @@ struct Pending: AsyncParsableCommand {
 struct Approve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Approve pending registrations or shares by id (or username), or all of them.",
-        discussion: "Example: carevault-admin approve 3f2a… 9c1b…   or   carevault-admin approve --all")
+        discussion: "Example: carevault-admin approve 3f2a… 9c1b…   or   carevault-admin approve --all"
+    )
     @Argument(help: "Ids (user id, username or share id) to approve.") var ids: [String] = []
     @Flag(help: "Approve everything pending.") var all = false
     @OptionGroup var admin: AdminOptions
@@ -50,7 +51,9 @@ struct Approve: AsyncParsableCommand {
             }
         }
         let failures = results.count - approved.count
-        if admin.global.json { try Output.json(["approved": approved]) } else {
+        if admin.global.json {
+            try Output.json(["approved": approved])
+        } else {
             for a in approved { print("approved \(a)") }
             if approved.isEmpty && failures == 0 { print("nothing to approve") }
         }
@@ -60,8 +63,10 @@ struct Approve: AsyncParsableCommand {
 }
 
 struct Reject: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Reject a pending registration or share with a reason.",
-                                                    discussion: "Example: carevault-admin reject 3f2a… --reason \"unknown person\"")
+    static let configuration = CommandConfiguration(
+        abstract: "Reject a pending registration or share with a reason.",
+        discussion: "Example: carevault-admin reject 3f2a… --reason \"unknown person\""
+    )
     @Argument(help: "The user id, username or share id.") var id: String
     @Option(help: "Why (shown to the user).") var reason: String
     @OptionGroup var admin: AdminOptions
@@ -74,7 +79,8 @@ struct Reject: AsyncParsableCommand {
 struct Review: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Go through everything pending and approve or reject each item (y/n), or all with --yes.",
-        discussion: "Scripts/approve runs this. Example: carevault-admin review --admin-secret admin.key")
+        discussion: "Scripts/approve runs this. Example: carevault-admin review --admin-secret admin.key"
+    )
     @Flag(help: "Approve everything pending without asking.") var yes = false
     @OptionGroup var admin: AdminOptions
 

@@ -14,15 +14,15 @@ struct CareVaultAdmin: AsyncParsableCommand {
         commandName: "carevault-admin",
         abstract: "Create the admin key, approve or reject registrations and shares, read and verify the audit log.",
         discussion: """
-        The private key comes from --admin-secret FILE (env CAREVAULT_ADMIN_SECRET).
+            The private key comes from --admin-secret FILE (env CAREVAULT_ADMIN_SECRET).
 
-        Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
 
-        Example:
-          carevault-admin keygen --out /secure/admin
-          carevault-admin pending --admin-secret /secure/admin/admin.key
-          carevault-admin approve --all --admin-secret /secure/admin/admin.key
-        """,
+            Example:
+              carevault-admin keygen --out /secure/admin
+              carevault-admin pending --admin-secret /secure/admin/admin.key
+              carevault-admin approve --all --admin-secret /secure/admin/admin.key
+            """,
         subcommands: [Keygen.self, Pending.self, Approve.self, Reject.self, Review.self, Users.self, Audit.self]
     )
 
@@ -30,15 +30,19 @@ struct CareVaultAdmin: AsyncParsableCommand {
 }
 
 struct AdminOptions: ParsableArguments {
-    @Option(name: .customLong("admin-secret"),
-            help: ArgumentHelp("The admin private key file (env CAREVAULT_ADMIN_SECRET).", valueName: "file"))
+    @Option(
+        name: .customLong("admin-secret"),
+        help: ArgumentHelp("The admin private key file (env CAREVAULT_ADMIN_SECRET).", valueName: "file")
+    )
     var secret: String?
     @OptionGroup var global: GlobalOptions
 
     func key() throws -> SigningKeyPair {
         guard let path = secret ?? ProcessInfo.processInfo.environment["CAREVAULT_ADMIN_SECRET"] else {
-            throw CLIError.usage("the admin private key is required",
-                                 hint: "pass --admin-secret FILE or set CAREVAULT_ADMIN_SECRET (made by 'carevault-admin keygen')")
+            throw CLIError.usage(
+                "the admin private key is required",
+                hint: "pass --admin-secret FILE or set CAREVAULT_ADMIN_SECRET (made by 'carevault-admin keygen')"
+            )
         }
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw CLIError.usage("cannot read the admin private key at \(path)")
@@ -47,7 +51,8 @@ struct AdminOptions: ParsableArguments {
             throw CLIError("\(path) is readable by others (mode \(String(mode, radix: 8)))", hint: "chmod 600 \(path)", status: .notPermitted)
         }
         guard var raw = try? Base64URL.decode(text.trimmingCharacters(in: .whitespacesAndNewlines)), raw.count == 32,
-              let pair = try? SigningKeyPair(seed: SecureBytes(copying: raw)) else {
+            let pair = try? SigningKeyPair(seed: SecureBytes(copying: raw))
+        else {
             throw CLIError.usage("\(path) is not an admin private key")
         }
         Memory.zero(&raw)
@@ -79,7 +84,8 @@ extension PendingItem {
 struct Keygen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create the admin key pair: admin.pub (publish, pin) and admin.key (0600, keep secret).",
-        discussion: "Example: carevault-admin keygen --out /secure/admin")
+        discussion: "Example: carevault-admin keygen --out /secure/admin"
+    )
     @Option(help: "The folder to write admin.pub and admin.key into.") var out: String
     @Flag(help: "Replace existing files.") var force = false
     func run() async throws {

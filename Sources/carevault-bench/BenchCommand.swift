@@ -11,7 +11,8 @@ struct BenchCommand: AsyncParsableCommand {
         discussion: """
             PostgreSQL figures need CAREVAULT_TEST_POSTGRES_URL (Scripts/bench sets it through Scripts/with-postgres); \
             without it they are null. Progress goes to stderr; stdout carries the table, or with --json only the JSON object.
-            """)
+            """
+    )
 
     @Flag(help: "Run the reduced version (under two minutes after the build).")
     var quick = false
@@ -46,7 +47,9 @@ struct BenchCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
         let start = Measure.clock.now
-        Progress.say("carevault-bench: \(quick ? "quick" : "full") run on \(ProcessInfo.processInfo.activeProcessorCount) cores; work folder \(root.path)")
+        Progress.say(
+            "carevault-bench: \(quick ? "quick" : "full") run on \(ProcessInfo.processInfo.activeProcessorCount) cores; work folder \(root.path)"
+        )
 
         if sections.contains(.crypto) {
             Progress.say("1. envelope seal/open against raw libsodium")
@@ -92,7 +95,12 @@ struct BenchCommand: AsyncParsableCommand {
         if sections.contains(.incremental) {
             Progress.say("4. incremental sync: \(plan.incrementalSmall) against \(plan.incrementalLarge) records")
             do {
-                let r = try await IncrementalSyncBench(small: plan.incrementalSmall, large: plan.incrementalLarge, reps: plan.incrementalReps, root: root).run()
+                let r = try await IncrementalSyncBench(
+                    small: plan.incrementalSmall,
+                    large: plan.incrementalLarge,
+                    reps: plan.incrementalReps,
+                    root: root
+                ).run()
                 report.incrementalSmall = r.small
                 report.incrementalLarge = r.large
             } catch {

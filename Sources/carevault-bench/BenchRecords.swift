@@ -24,10 +24,17 @@ enum BenchRecords {
     static let start = Date(unixMillis: 1_767_254_400_000)  // 2026-01-01T08:00:00Z
 
     static func activity(id: String = activityID, title: String = "Walk", category: String = category) throws -> Activity {
-        try Activity(id: id, title: title, category: category,
-                     schedule: Schedule.dailyAtTimes(start: start, times: [DateComponents(hour: 8, minute: 0)],
-                                                     timeZone: TimeZone(identifier: "UTC")!),
-                     createdAt: start)
+        try Activity(
+            id: id,
+            title: title,
+            category: category,
+            schedule: Schedule.dailyAtTimes(
+                start: start,
+                times: [DateComponents(hour: 8, minute: 0)],
+                timeZone: TimeZone(identifier: "UTC")!
+            ),
+            createdAt: start
+        )
     }
 
     /// The value every benchmark outcome records (a constant, so payload lengths depend only on the note).
@@ -41,11 +48,26 @@ enum BenchRecords {
         return Outcome(activityID: activityID, occurrence: occurrence, values: [value(at: ms)], note: note, createdAt: ms, updatedAt: ms)
     }
 
-    static func header(owner: Identity, tresor: Tresor, type: RecordType = .outcome, recordID: RecordID, counter: UInt32,
-                       deviceID: String = "dev-0123456789abcdef", physicalMs: UInt64 = UInt64(Date().unixMillis)) -> RecordHeader {
-        RecordHeader(ownerID: owner.userID, tresorID: tresor.id, category: tresor.category, epoch: tresor.currentEpoch, recordType: type,
-                     recordID: recordID, timestamp: HLCTimestamp(physicalMs: physicalMs, counter: counter, deviceID: deviceID),
-                     deleted: false, authorID: owner.userID)
+    static func header(
+        owner: Identity,
+        tresor: Tresor,
+        type: RecordType = .outcome,
+        recordID: RecordID,
+        counter: UInt32,
+        deviceID: String = "dev-0123456789abcdef",
+        physicalMs: UInt64 = UInt64(Date().unixMillis)
+    ) -> RecordHeader {
+        RecordHeader(
+            ownerID: owner.userID,
+            tresorID: tresor.id,
+            category: tresor.category,
+            epoch: tresor.currentEpoch,
+            recordType: type,
+            recordID: recordID,
+            timestamp: HLCTimestamp(physicalMs: physicalMs, counter: counter, deviceID: deviceID),
+            deleted: false,
+            authorID: owner.userID
+        )
     }
 
     /// The note length that makes an outcome's payload `size.targetPayloadBytes` long, found by sealing
@@ -56,8 +78,13 @@ enum BenchRecords {
         func payloadLength(_ noteLength: Int) throws -> (payload: Int, ciphertext: Int) {
             let o = outcome(occurrence: 5_000, note: String(repeating: "x", count: noteLength))
             let rid = RecordID.make(type: .outcome, activityID: activityID, occurrence: 5_000, key: identity.recordIDKey)
-            let env = try Envelope.seal(record: .outcome(o), type: .outcome, header: header(owner: identity, tresor: tresor, recordID: rid, counter: 0),
-                                        key: tresor.currentKey, author: identity.signing)
+            let env = try Envelope.seal(
+                record: .outcome(o),
+                type: .outcome,
+                header: header(owner: identity, tresor: tresor, recordID: rid, counter: 0),
+                key: tresor.currentKey,
+                author: identity.signing
+            )
             let payload = try env.open(keys: tresor.keys, authorKey: identity.signing.publicKey)
             return (payload.count, env.ciphertext.count)
         }

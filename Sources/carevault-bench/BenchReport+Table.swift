@@ -36,9 +36,11 @@ extension BenchReport {
 
     func cryptoSection() -> [String] {
         let w = Self.widths
-        var out = ["", "1. Envelope seal / open, records/s (median of \(plan.cryptoReps) interleaved reps; ratio = median of per-rep ratios;",
-                   "   floor: raw XChaCha20-Poly1305 + Ed25519 sign (seal) / verify (open) on the same bytes, preallocated buffers)",
-                   Self.row(["", "envelope", "floor", "ratio", "target", ""], w)]
+        var out = [
+            "", "1. Envelope seal / open, records/s (median of \(plan.cryptoReps) interleaved reps; ratio = median of per-rep ratios;",
+            "   floor: raw XChaCha20-Poly1305 + Ed25519 sign (seal) / verify (open) on the same bytes, preallocated buffers)",
+            Self.row(["", "envelope", "floor", "ratio", "target", ""], w),
+        ]
         for s in RecordSize.allCases {
             guard let c = crypto(s) else {
                 out.append("   \(s.label): not measured")
@@ -64,24 +66,35 @@ extension BenchReport {
     /// Sections 2 (push) and 3 (pull): per backend and size, the figure against its floor (the target
     /// is about SQLite with small records), then what the server alone manages.
     func throughputSections() -> [String] {
-        var out = ["", "2. Push through carevault-server (patient sync: upload, verify, store), records/s",
-                   "   floor: inserts of as many same-size rows into a fresh table of the same database, 500 per transaction",
-                   "   server alone: the same number of envelopes, sealed and JSON-encoded beforehand, posted in batches of 500 (no SDK client work)"]
-        out += throughput("push", figure: { ($0.pushRps, $0.pushFloorRps, $0.pushRatio) }) { r in
-            ["  server alone", fmt(r.serverPushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.serverPushRps / r.pushFloorRps, 2), "", ""]
-        }
-        out += ["", "3. Doctor pull + decrypt (view of the category, cold cache), records/s",
-                "   floor: paged select of those rows + raw Ed25519 verify + XChaCha20-Poly1305 decrypt",
-                "   server alone: the doctor's pages of 1,000 fetched as raw bytes (no decoding, verification or decryption)"]
-        out += throughput("pull", figure: { ($0.pullRps, $0.pullFloorRps, $0.pullRatio) }) { r in
-            ["  server alone (raw pages)", fmt(r.serverPullRps, 0), "", "", "", ""]
-        }
+        var out = [
+            "", "2. Push through carevault-server (patient sync: upload, verify, store), records/s",
+            "   floor: inserts of as many same-size rows into a fresh table of the same database, 500 per transaction",
+            "   server alone: the same number of envelopes, sealed and JSON-encoded beforehand, posted in batches of 500 (no SDK client work)",
+        ]
+        out += throughput(
+            "push",
+            figure: { ($0.pushRps, $0.pushFloorRps, $0.pushRatio) },
+            alone: { r in ["  server alone", fmt(r.serverPushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.serverPushRps / r.pushFloorRps, 2), "", ""] }
+        )
+        out += [
+            "", "3. Doctor pull + decrypt (view of the category, cold cache), records/s",
+            "   floor: paged select of those rows + raw Ed25519 verify + XChaCha20-Poly1305 decrypt",
+            "   server alone: the doctor's pages of 1,000 fetched as raw bytes (no decoding, verification or decryption)",
+        ]
+        out += throughput(
+            "pull",
+            figure: { ($0.pullRps, $0.pullFloorRps, $0.pullRatio) },
+            alone: { r in ["  server alone (raw pages)", fmt(r.serverPullRps, 0), "", "", "", ""] }
+        )
         if let p = postgresUnavailable { out.append("   PostgreSQL unavailable (\(p)): its figures are null") }
         return out
     }
 
-    func throughput(_ name: String, figure: (PushPullResult) -> (rps: Double, floor: Double, ratio: Double),
-                    alone: (PushPullResult) -> [String]) -> [String] {
+    func throughput(
+        _ name: String,
+        figure: (PushPullResult) -> (rps: Double, floor: Double, ratio: Double),
+        alone: (PushPullResult) -> [String]
+    ) -> [String] {
         let w = Self.widths
         var out = [Self.row(["", name, "floor", "ratio", "target", ""], w)]
         for b in BackendKind.allCases {
@@ -93,8 +106,15 @@ extension BenchReport {
                 }
                 let target = b == .sqlite && s == .small
                 let f = figure(r)
-                out.append(Self.row([label, fmt(f.rps, 0), fmt(f.floor, 0), fmt(f.ratio, 2), target ? ">= 10000" : "",
-                                     target ? Self.status(f.rps >= Self.rpsTarget) : ""], w))
+                out.append(
+                    Self.row(
+                        [
+                            label, fmt(f.rps, 0), fmt(f.floor, 0), fmt(f.ratio, 2), target ? ">= 10000" : "",
+                            target ? Self.status(f.rps >= Self.rpsTarget) : "",
+                        ],
+                        w
+                    )
+                )
                 out.append(Self.row(alone(r), w))
             }
         }
@@ -105,19 +125,26 @@ extension BenchReport {
         let w = Self.widths
         var out = ["", "4. Incremental sync of one changed record (SQLite; median of \(plan.incrementalReps) syncs), ms"]
         if plan.quick { out.append("   quick run: the large store holds \(plan.incrementalLarge) records instead of 100,000") }
-        out.append(Self.row(["store of \(plan.incrementalSmall) records", incrementalSmall.map { fmt($0.medianMs, 2) } ?? "null", "", "", "", ""], w))
-        out.append(Self.row(["store of \(plan.incrementalLarge) records", incrementalLarge.map { fmt($0.medianMs, 2) } ?? "null", "", "", "", ""], w))
+        out.append(
+            Self.row(["store of \(plan.incrementalSmall) records", incrementalSmall.map { fmt($0.medianMs, 2) } ?? "null", "", "", "", ""], w)
+        )
+        out.append(
+            Self.row(["store of \(plan.incrementalLarge) records", incrementalLarge.map { fmt($0.medianMs, 2) } ?? "null", "", "", "", ""], w)
+        )
         let ratio = incrementalRatio.map { fmt($0, 2) } ?? "null"
         out.append(Self.row(["ratio large / small", ratio, "", "", "<= 1.2", Self.status(incrementalRatio.map { $0 <= Self.incrementalTarget })], w))
         return out
     }
 
     func loadSection() -> [String] {
-        var out = ["", "5. Server under load: 127.0.0.1, SQLite, each client on its own connection alternating pushes of "
-                   + "\(LoadBench.pushSize) envelopes",
-                   "   and pulls of \(LoadBench.pullSize) changes; each level bounded to \(Int(plan.loadSeconds)) s and "
-                   + "\(plan.loadRequestBudget) requests.",
-                   "   the server is the release carevault-server in its own process; peak RSS is its VmHWM during the level."]
+        var out = [
+            "",
+            "5. Server under load: 127.0.0.1, SQLite, each client on its own connection alternating pushes of "
+                + "\(LoadBench.pushSize) envelopes",
+            "   and pulls of \(LoadBench.pullSize) changes; each level bounded to \(Int(plan.loadSeconds)) s and "
+                + "\(plan.loadRequestBudget) requests.",
+            "   the server is the release carevault-server in its own process; peak RSS is its VmHWM during the level.",
+        ]
         let lw = [10, 10, 10, 10, 14, 10, 8]
         out.append(Self.row(["clients", "req/s", "p50 ms", "p99 ms", "peak RSS MiB", "requests", "errors"], lw))
         for l in load {

@@ -46,8 +46,10 @@ struct BenchReport {
             "load: mixed pushes of \(LoadBench.pushSize) outcome envelopes and pulls of \(LoadBench.pullSize) changes on SQLite; server_rss_mib is the peak RSS (VmHWM) of the carevault-server process during the level; the load clients run in the bench process on the same 2 cores",
         ]
         if plan.quick {
-            out.append("quick run: incremental_100k_ms is measured with \(plan.incrementalLarge) records (see incremental_large_records); "
-                       + "the 16 KiB push/pull uses \(plan.pushCount(.large)) records; fewer reps")
+            out.append(
+                "quick run: incremental_100k_ms is measured with \(plan.incrementalLarge) records (see incremental_large_records); "
+                    + "the 16 KiB push/pull uses \(plan.pushCount(.large)) records; fewer reps"
+            )
         }
         if let p = postgresUnavailable { out.append("PostgreSQL unavailable: \(p); postgres figures are null") }
         return out + notes
@@ -68,11 +70,21 @@ struct BenchReport {
         f.append(("incremental_1k_ms", .num(incrementalSmall?.medianMs, 2)))
         f.append(("incremental_100k_ms", .num(incrementalLarge?.medianMs, 2)))
         f.append(("incremental_ratio", .num(incrementalRatio, 3)))
-        f.append(("load", .array(load.map { l in
-            .object([("clients", .int(l.clients)), ("rps", .num(l.rps, 1)), ("p50_ms", .num(l.p50Ms, 2)), ("p99_ms", .num(l.p99Ms, 2)),
-                     ("server_rss_mib", .num(l.rssMiB, 1)), ("requests", .int(l.requests)), ("pushes", .int(l.work.pushes)), ("pulls", .int(l.work.pulls)),
-                     ("errors", .int(l.work.errors)), ("seconds", .num(l.seconds, 2))])
-        })))
+        f.append(
+            (
+                "load",
+                .array(
+                    load.map { l in
+                        .object([
+                            ("clients", .int(l.clients)), ("rps", .num(l.rps, 1)), ("p50_ms", .num(l.p50Ms, 2)), ("p99_ms", .num(l.p99Ms, 2)),
+                            ("server_rss_mib", .num(l.rssMiB, 1)), ("requests", .int(l.requests)), ("pushes", .int(l.work.pushes)),
+                            ("pulls", .int(l.work.pulls)),
+                            ("errors", .int(l.work.errors)), ("seconds", .num(l.seconds, 2)),
+                        ])
+                    }
+                )
+            )
+        )
         f.append(("login_ms", .num(login?.medianLoginMs, 1)))
 
         // Details: every figure beside its floor.

@@ -28,13 +28,15 @@ final class BenchServer: Sendable {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         var logger = Logger(label: "carevault-bench-server")
         logger.logLevel = .error
-        let app = Application(router: buildRouter(repository: repository, adminKey: adminKey),
-                              configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "carevault"),
-                              onServerRunning: { channel in
-                                  continuation.yield(channel.localAddress?.port ?? 0)
-                                  continuation.finish()
-                              },
-                              logger: logger)
+        let app = Application(
+            router: buildRouter(repository: repository, adminKey: adminKey),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "carevault"),
+            onServerRunning: { channel in
+                continuation.yield(channel.localAddress?.port ?? 0)
+                continuation.finish()
+            },
+            logger: logger
+        )
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
         let task = Task {
             defer { continuation.finish() }
@@ -65,8 +67,11 @@ final class BenchServer: Sendable {
 }
 
 /// Runs `body` with a started server and always stops it afterwards.
-func withServer<T: Sendable>(repository: any VaultRepository, adminKey: SigningPublicKey,
-                             _ body: (BenchServer) async throws -> T) async throws -> T {
+func withServer<T: Sendable>(
+    repository: any VaultRepository,
+    adminKey: SigningPublicKey,
+    _ body: (BenchServer) async throws -> T
+) async throws -> T {
     try await using(try await BenchServer.start(repository: repository, adminKey: adminKey), release: { await $0.stop() }, body)
 }
 

@@ -60,8 +60,11 @@ func shortID() -> String { Hex.encode(RandomBytes.bytes(count: 4)) }
 
 /// Runs `body` with `resource` and always runs `release` on it afterwards, whether `body` threw or not
 /// (an async `defer` does not exist, and every benchmark owns servers, clients or databases to close).
-func using<Resource, T: Sendable>(_ resource: Resource, release: (Resource) async -> Void,
-                                  _ body: (Resource) async throws -> T) async throws -> T {
+func using<Resource, T: Sendable>(
+    _ resource: Resource,
+    release: (Resource) async -> Void,
+    _ body: (Resource) async throws -> T
+) async throws -> T {
     do {
         let value = try await body(resource)
         await release(resource)

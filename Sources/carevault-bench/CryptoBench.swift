@@ -38,7 +38,10 @@ struct CryptoBench {
     func run(_ size: RecordSize) throws -> CryptoResult {
         let identity = Identity.generate()
         let tresor = Tresor.create(ownerID: identity.userID, category: BenchRecords.category)
-        let key = tresor.currentKey, keys = tresor.keys, author = identity.signing, authorKey = identity.signing.publicKey
+        let key = tresor.currentKey
+        let keys = tresor.keys
+        let author = identity.signing
+        let authorKey = identity.signing.publicKey
         let context = EnvelopeContext(ownerID: identity.userID, tresorID: tresor.id, category: tresor.category)
         let note = String(repeating: "x", count: try BenchRecords.noteLength(for: size))
         let outcome = BenchRecords.outcome(occurrence: 5_000, note: note)
@@ -50,29 +53,46 @@ struct CryptoBench {
         // Distinct sealed items to open, cycled, so no cache holds one record's result.
         let variety = 64
         let envelopes = try (0..<variety).map { _ in try Envelope.seal(payload: payload, header: header, key: key, author: author) }
-        let floor = RawEnvelopeFloor(plaintextCount: sample.ciphertext.count - AEAD.tagByteCount, ad: header.associatedData(),
-                                     signedCount: sample.signedBytes.count)
+        let floor = RawEnvelopeFloor(
+            plaintextCount: sample.ciphertext.count - AEAD.tagByteCount,
+            ad: header.associatedData(),
+            signedCount: sample.signedBytes.count
+        )
         var sealBlob = floor.makeBlob()
         let blobs = floor.sealedBlobs(variety)
         guard blobs.allSatisfy({ b in b.withUnsafeBytes { floor.open($0) } }) else { throw BenchError("raw floor does not open its own items") }
 
         let ops: [(String, (Int) throws -> Void)] = [
             ("seal", { _ in benchSink &+= Int(try Envelope.seal(payload: payload, header: header, key: key, author: author).signature.bytes[0]) }),
-            ("seal floor", { _ in
-                sealBlob.withUnsafeMutableBytes { floor.seal(into: $0) }
-                benchSink &+= Int(sealBlob[sealBlob.count - 1])
-            }),
+            (
+                "seal floor",
+                { _ in
+                    sealBlob.withUnsafeMutableBytes { floor.seal(into: $0) }
+                    benchSink &+= Int(sealBlob[sealBlob.count - 1])
+                }
+            ),
             ("open", { i in benchSink &+= try envelopes[i % variety].open(keys: keys, authorKey: authorKey, expecting: context).count }),
-            ("open floor", { i in
-                guard blobs[i % variety].withUnsafeBytes({ floor.open($0) }) else { throw BenchError("raw open failed") }
-                benchSink &+= 1
-            }),
-            ("seal record", { _ in
-                benchSink &+= Int(try Envelope.seal(record: .outcome(outcome), type: .outcome, header: header, key: key, author: author).signature.bytes[0])
-            }),
-            ("open record", { i in
-                if try envelopes[i % variety].openRecord(keys: keys, authorKey: authorKey, expecting: context).record != nil { benchSink &+= 1 }
-            }),
+            (
+                "open floor",
+                { i in
+                    guard blobs[i % variety].withUnsafeBytes({ floor.open($0) }) else { throw BenchError("raw open failed") }
+                    benchSink &+= 1
+                }
+            ),
+            (
+                "seal record",
+                { _ in
+                    benchSink &+= Int(
+                        try Envelope.seal(record: .outcome(outcome), type: .outcome, header: header, key: key, author: author).signature.bytes[0]
+                    )
+                }
+            ),
+            (
+                "open record",
+                { i in
+                    if try envelopes[i % variety].openRecord(keys: keys, authorKey: authorKey, expecting: context).record != nil { benchSink &+= 1 }
+                }
+            ),
         ]
         // Calibrate each operation so one rep lasts about `plan.cryptoRepSeconds`.
         var counts: [Int] = []
@@ -90,11 +110,25 @@ struct CryptoBench {
         }
         let m = rates.map(Measure.median)
         func ratio(_ k: Int, _ floor: Int) -> Double { Measure.median(zip(rates[k], rates[floor]).map { $0 / $1 }) }
-        let result = CryptoResult(size: size, payloadBytes: payload.count, ciphertextBytes: sample.ciphertext.count, sealRps: m[0], sealFloorRps: m[1],
-                                  openRps: m[2], openFloorRps: m[3], sealRecordRps: m[4], openRecordRps: m[5],
-                                  sealRatio: ratio(0, 1), openRatio: ratio(2, 3), sealRecordRatio: ratio(4, 1), openRecordRatio: ratio(5, 3))
-        Progress.say("crypto \(size.label): seal \(fmt(result.sealRps, 0))/s (floor \(fmt(result.sealFloorRps, 0))/s, ratio \(fmt(result.sealRatio, 2))), "
-                     + "open \(fmt(result.openRps, 0))/s (floor \(fmt(result.openFloorRps, 0))/s, ratio \(fmt(result.openRatio, 2)))")
+        let result = CryptoResult(
+            size: size,
+            payloadBytes: payload.count,
+            ciphertextBytes: sample.ciphertext.count,
+            sealRps: m[0],
+            sealFloorRps: m[1],
+            openRps: m[2],
+            openFloorRps: m[3],
+            sealRecordRps: m[4],
+            openRecordRps: m[5],
+            sealRatio: ratio(0, 1),
+            openRatio: ratio(2, 3),
+            sealRecordRatio: ratio(4, 1),
+            openRecordRatio: ratio(5, 3)
+        )
+        Progress.say(
+            "crypto \(size.label): seal \(fmt(result.sealRps, 0))/s (floor \(fmt(result.sealFloorRps, 0))/s, ratio \(fmt(result.sealRatio, 2))), "
+                + "open \(fmt(result.openRps, 0))/s (floor \(fmt(result.openFloorRps, 0))/s, ratio \(fmt(result.openRatio, 2)))"
+        )
         return result
     }
 }

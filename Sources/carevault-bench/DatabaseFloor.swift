@@ -52,12 +52,14 @@ final class SQLiteFloor: DatabaseFloor {
 
     func createTable() async throws {
         try await pool.write { db in
-            try db.execute(sql: """
-                CREATE TABLE bench_floor (
-                    version_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, record_id TEXT NOT NULL, tresor_id TEXT NOT NULL,
-                    epoch INTEGER NOT NULL, hlc_physical INTEGER NOT NULL, hlc_counter INTEGER NOT NULL, hlc_device TEXT NOT NULL,
-                    deleted INTEGER NOT NULL, envelope BLOB NOT NULL)
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE bench_floor (
+                        version_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, record_id TEXT NOT NULL, tresor_id TEXT NOT NULL,
+                        epoch INTEGER NOT NULL, hlc_physical INTEGER NOT NULL, hlc_counter INTEGER NOT NULL, hlc_device TEXT NOT NULL,
+                        deleted INTEGER NOT NULL, envelope BLOB NOT NULL)
+                    """
+            )
         }
     }
 
@@ -65,13 +67,17 @@ final class SQLiteFloor: DatabaseFloor {
         for start in stride(from: 0, to: rows.count, by: batchSize) {
             let batch = Array(rows[start..<min(start + batchSize, rows.count)])
             try await pool.write { db in
-                let statement = try db.cachedStatement(sql: """
-                    INSERT INTO bench_floor (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
+                let statement = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO bench_floor (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """
+                )
                 for r in batch {
-                    try statement.execute(arguments: [r.versionID, r.ownerID.uuidString.lowercased(), r.recordID, r.tresorID.uuidString.lowercased(),
-                                                      r.epoch, r.hlcPhysical, r.hlcCounter, r.hlcDevice, r.deleted, Data(r.envelope)])
+                    try statement.execute(arguments: [
+                        r.versionID, r.ownerID.uuidString.lowercased(), r.recordID, r.tresorID.uuidString.lowercased(),
+                        r.epoch, r.hlcPhysical, r.hlcCounter, r.hlcDevice, r.deleted, Data(r.envelope),
+                    ])
                 }
             }
         }
@@ -83,8 +89,11 @@ final class SQLiteFloor: DatabaseFloor {
         while true {
             let after = last
             let (n, next) = try await pool.read { db -> (Int, String) in
-                let cursor = try Row.fetchCursor(db, sql: "SELECT version_id, envelope FROM bench_floor WHERE version_id > ? ORDER BY version_id LIMIT ?",
-                                                 arguments: [after, pageSize])
+                let cursor = try Row.fetchCursor(
+                    db,
+                    sql: "SELECT version_id, envelope FROM bench_floor WHERE version_id > ? ORDER BY version_id LIMIT ?",
+                    arguments: [after, pageSize]
+                )
                 var n = 0
                 var next = after
                 while let row = try cursor.next() {
@@ -114,20 +123,25 @@ final class PostgresFloor: DatabaseFloor {
     }
 
     func storedEnvelopes() async throws -> (count: Int, averageBytes: Int) {
-        for try await (n, avg) in try await client.query("SELECT COUNT(*)::BIGINT, COALESCE(AVG(octet_length(envelope)), 0)::FLOAT8 FROM versions",
-                                                         logger: logger).decode((Int64, Double).self) {
+        for try await (n, avg) in try await client.query(
+            "SELECT COUNT(*)::BIGINT, COALESCE(AVG(octet_length(envelope)), 0)::FLOAT8 FROM versions",
+            logger: logger
+        ).decode((Int64, Double).self) {
             return (Int(n), Int(avg.rounded()))
         }
         return (0, 0)
     }
 
     func createTable() async throws {
-        try await client.query("""
+        try await client.query(
+            """
             CREATE TABLE bench_floor (
                 version_id TEXT PRIMARY KEY, owner_id UUID NOT NULL, record_id TEXT NOT NULL, tresor_id UUID NOT NULL,
                 epoch BIGINT NOT NULL, hlc_physical BIGINT NOT NULL, hlc_counter BIGINT NOT NULL, hlc_device TEXT NOT NULL,
                 deleted BOOLEAN NOT NULL, envelope BYTEA NOT NULL)
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 
     func insert(_ rows: [FloorRow], batchSize: Int) async throws {
@@ -136,11 +150,14 @@ final class PostgresFloor: DatabaseFloor {
             let b = Array(rows[start..<min(start + batchSize, rows.count)])
             let envelopes = b.map { ByteBuffer(bytes: $0.envelope) }
             _ = try await client.withTransaction(logger: logger) { conn in
-                try await conn.query("""
+                try await conn.query(
+                    """
                     INSERT INTO bench_floor (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
                     SELECT * FROM unnest(\(b.map(\.versionID)), \(b.map(\.ownerID)), \(b.map(\.recordID)), \(b.map(\.tresorID)), \(b.map(\.epoch)),
                                          \(b.map(\.hlcPhysical)), \(b.map(\.hlcCounter)), \(b.map(\.hlcDevice)), \(b.map(\.deleted)), \(envelopes))
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             }
         }
     }
@@ -150,8 +167,10 @@ final class PostgresFloor: DatabaseFloor {
         var total = 0
         while true {
             var n = 0
-            let rows = try await client.query("SELECT version_id, envelope FROM bench_floor WHERE version_id > \(last) ORDER BY version_id LIMIT \(pageSize)",
-                                              logger: logger)
+            let rows = try await client.query(
+                "SELECT version_id, envelope FROM bench_floor WHERE version_id > \(last) ORDER BY version_id LIMIT \(pageSize)",
+                logger: logger
+            )
             for try await (id, blob) in rows.decode((String, ByteBuffer).self) {
                 n += 1
                 last = id

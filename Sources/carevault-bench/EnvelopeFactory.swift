@@ -10,8 +10,16 @@ import VaultCrypto
 enum EnvelopeFactory {
     /// `batches` push bodies (`PushRequest` JSON, as the SDK encodes it) of `size` new outcome envelopes
     /// each, for occurrences `first`... of `activityID` (same length as the benchmark's, so the same size).
-    static func pushBodies(identity: Identity, tresor: Tresor, deviceID: String, activityID: String = BenchRecords.activityID, first: Int, batches: Int, size: Int,
-                           noteLength: Int) async throws -> [ByteBuffer] {
+    static func pushBodies(
+        identity: Identity,
+        tresor: Tresor,
+        deviceID: String,
+        activityID: String = BenchRecords.activityID,
+        first: Int,
+        batches: Int,
+        size: Int,
+        noteLength: Int
+    ) async throws -> [ByteBuffer] {
         let note = String(repeating: "x", count: noteLength)
         let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
         return try await withThrowingTaskGroup(of: [(Int, ByteBuffer)].self) { group in
@@ -24,9 +32,20 @@ enum EnvelopeFactory {
                         let envelopes = try (0..<size).map { k -> Envelope in
                             let index = first + b * size + k
                             let rid = RecordID.make(type: .outcome, activityID: activityID, occurrence: index, key: identity.recordIDKey)
-                            let header = BenchRecords.header(owner: identity, tresor: tresor, recordID: rid, counter: UInt32(index), deviceID: deviceID)
-                            return try Envelope.seal(record: .outcome(BenchRecords.outcome(activityID: activityID, occurrence: index, note: note)), type: .outcome,
-                                                     header: header, key: tresor.currentKey, author: identity.signing)
+                            let header = BenchRecords.header(
+                                owner: identity,
+                                tresor: tresor,
+                                recordID: rid,
+                                counter: UInt32(index),
+                                deviceID: deviceID
+                            )
+                            return try Envelope.seal(
+                                record: .outcome(BenchRecords.outcome(activityID: activityID, occurrence: index, note: note)),
+                                type: .outcome,
+                                header: header,
+                                key: tresor.currentKey,
+                                author: identity.signing
+                            )
                         }
                         out.append((b, ByteBuffer(bytes: try encoder.encode(PushRequest(envelopes: envelopes)))))
                     }
@@ -40,8 +59,14 @@ enum EnvelopeFactory {
     }
 
     /// Declares a tresor (its self-grant, signed by the patient) through the SDK's transport.
-    static func declare(_ tresor: Tresor, identity: Identity, certificate: Certificate, adminKey: SigningPublicKey, token: String,
-                        baseURL: String) async throws {
+    static func declare(
+        _ tresor: Tresor,
+        identity: Identity,
+        certificate: Certificate,
+        adminKey: SigningPublicKey,
+        token: String,
+        baseURL: String
+    ) async throws {
         let grant = try Grant.make(patient: identity, member: certificate, adminKey: adminKey, tresor: tresor, createdAt: Date().unixMillis)
         let transport = try Transport(baseURL: baseURL, maxAttempts: 1)
         let _: TresorInfo = try await transport.send(.PUT, Routes.tresors, body: PutTresorRequest(selfGrant: grant), auth: .session(token))

@@ -117,8 +117,10 @@ struct IncrementalSyncBench {
             await b.close()
             let result = (IncrementalSyncResult(records: small, samplesMs: samples.0), IncrementalSyncResult(records: large, samplesMs: samples.1))
             for r in [result.0, result.1] {
-                Progress.say("incremental: \(r.records) records: median \(fmt(r.medianMs, 2)) ms over \(r.samplesMs.count) syncs "
-                             + "(min \(fmt(r.samplesMs.min() ?? .nan, 2)), max \(fmt(r.samplesMs.max() ?? .nan, 2)))")
+                Progress.say(
+                    "incremental: \(r.records) records: median \(fmt(r.medianMs, 2)) ms over \(r.samplesMs.count) syncs "
+                        + "(min \(fmt(r.samplesMs.min() ?? .nan, 2)), max \(fmt(r.samplesMs.max() ?? .nan, 2)))"
+                )
             }
             return result
         } catch {

@@ -17,7 +17,8 @@ indirect enum JSONValue: Sendable {
     }
 
     func render(indent: Int = 0) -> String {
-        let pad = String(repeating: "  ", count: indent + 1), end = String(repeating: "  ", count: indent)
+        let pad = String(repeating: "  ", count: indent + 1)
+        let end = String(repeating: "  ", count: indent)
         switch self {
         case .null: return "null"
         case let .bool(b): return b ? "true" : "false"

@@ -17,8 +17,13 @@ struct LoadWork: Sendable {
 
     /// This work and `other` together.
     func merged(with other: LoadWork) -> LoadWork {
-        LoadWork(latencies: latencies + other.latencies, pushes: pushes + other.pushes, pulls: pulls + other.pulls, errors: errors + other.errors,
-                 firstError: firstError ?? other.firstError)
+        LoadWork(
+            latencies: latencies + other.latencies,
+            pushes: pushes + other.pushes,
+            pulls: pulls + other.pulls,
+            errors: errors + other.errors,
+            firstError: firstError ?? other.firstError
+        )
     }
 }
 
@@ -74,8 +79,15 @@ struct LoadBench {
                 defer { i += batches * size }
                 return i
             }
-            return try await EnvelopeFactory.pushBodies(identity: identity, tresor: tresor, deviceID: deviceID, first: first, batches: batches,
-                                                        size: size, noteLength: noteLength)
+            return try await EnvelopeFactory.pushBodies(
+                identity: identity,
+                tresor: tresor,
+                deviceID: deviceID,
+                first: first,
+                batches: batches,
+                size: size,
+                noteLength: noteLength
+            )
         }
     }
 
@@ -119,10 +131,24 @@ struct LoadBench {
             let account = try await accounts.login(username: name, password: BenchWorld.password)
             guard let token = account.session?.token else { throw BenchError("no session after login") }
             let tresor = Tresor.create(ownerID: account.identity.userID, category: BenchRecords.category)
-            try await EnvelopeFactory.declare(tresor, identity: account.identity, certificate: account.certificate, adminKey: admin.publicKey,
-                                              token: token, baseURL: world.baseURL)
-            out.append(Account(identity: account.identity, token: token, tresor: tresor, deviceID: String(format: "dev-load%012d", k),
-                               lastSequence: NIOLockedValueBox(0), nextIndex: NIOLockedValueBox(0)))
+            try await EnvelopeFactory.declare(
+                tresor,
+                identity: account.identity,
+                certificate: account.certificate,
+                adminKey: admin.publicKey,
+                token: token,
+                baseURL: world.baseURL
+            )
+            out.append(
+                Account(
+                    identity: account.identity,
+                    token: token,
+                    tresor: tresor,
+                    deviceID: String(format: "dev-load%012d", k),
+                    lastSequence: NIOLockedValueBox(0),
+                    nextIndex: NIOLockedValueBox(0)
+                )
+            )
         }
         return out
     }
@@ -174,7 +200,9 @@ struct LoadBench {
         let poolState = NIOLockedValueBox<[[ByteBuffer]]>(pools.map { Array($0.reversed()) })
         pools = []
         let remaining = NIOLockedValueBox(budget)
-        Progress.say("load \(clients) clients: \(pushBatches) push bodies of \(Self.pushSize) envelopes sealed in \(fmt(sealSeconds, 1)) s (not timed); running")
+        Progress.say(
+            "load \(clients) clients: \(pushBatches) push bodies of \(Self.pushSize) envelopes sealed in \(fmt(sealSeconds, 1)) s (not timed); running"
+        )
 
         // Open the N connections before the clock starts.
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -238,8 +266,10 @@ struct LoadBench {
             Progress.say("load \(clients) clients: \(work.errors) failed requests, first: \(first)")
         }
         let r = LoadLevelResult(clients: clients, seconds: elapsed, work: work, rssMiB: peak, peakWasReset: peakReset)
-        Progress.say("load \(clients) clients: \(r.requests) requests (\(work.pushes) pushes, \(work.pulls) pulls) in \(fmt(elapsed, 2)) s: "
-                     + "\(fmt(r.rps, 0)) req/s, p50 \(fmt(r.p50Ms, 2)) ms, p99 \(fmt(r.p99Ms, 2)) ms, peak RSS \(fmt(peak ?? .nan, 0)) MiB")
+        Progress.say(
+            "load \(clients) clients: \(r.requests) requests (\(work.pushes) pushes, \(work.pulls) pulls) in \(fmt(elapsed, 2)) s: "
+                + "\(fmt(r.rps, 0)) req/s, p50 \(fmt(r.p50Ms, 2)) ms, p99 \(fmt(r.p99Ms, 2)) ms, peak RSS \(fmt(peak ?? .nan, 0)) MiB"
+        )
         return r
     }
 }

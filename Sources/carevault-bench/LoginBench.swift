@@ -30,13 +30,19 @@ struct LoginBench {
                 var result = LoginResult(loginMs: [], argon2Ms: [])
                 for _ in 0..<reps {
                     let (account, seconds) = try await Measure.timeAsync { try await accounts.login(username: name, password: BenchWorld.password) }
-                    guard account.profile.username == name, account.keyBundleKDF == .moderate else { throw BenchError("login did not use the moderate parameters") }
+                    guard account.profile.username == name, account.keyBundleKDF == .moderate else {
+                        throw BenchError("login did not use the moderate parameters")
+                    }
                     result.loginMs.append(seconds * 1_000)
                     let salt = Salt.random()
-                    let (_, kdfSeconds) = try Measure.time { try PasswordHasher.deriveKey(password: BenchWorld.password, salt: salt, parameters: .moderate) }
+                    let (_, kdfSeconds) = try Measure.time {
+                        try PasswordHasher.deriveKey(password: BenchWorld.password, salt: salt, parameters: .moderate)
+                    }
                     result.argon2Ms.append(kdfSeconds * 1_000)
                 }
-                Progress.say("login (Argon2id \(KDFParameters.moderate)): median \(fmt(result.medianLoginMs, 0)) ms; Argon2id alone \(fmt(result.medianArgon2Ms, 0)) ms")
+                Progress.say(
+                    "login (Argon2id \(KDFParameters.moderate)): median \(fmt(result.medianLoginMs, 0)) ms; Argon2id alone \(fmt(result.medianArgon2Ms, 0)) ms"
+                )
                 return result
             }
         }

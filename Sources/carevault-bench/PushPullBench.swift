@@ -45,7 +45,8 @@ struct PushPullBench {
         return try await withServer(repository: database.repository, adminKey: admin.publicKey) { server in
             let world = BenchWorld(server: server, admin: admin, root: root.appendingPathComponent("pushpull-\(shortID())"))
             defer { try? FileManager.default.removeItem(at: world.root) }
-            let patientName = "patient-\(shortID())", doctorName = "doctor-\(shortID())"
+            let patientName = "patient-\(shortID())"
+            let doctorName = "doctor-\(shortID())"
             let vault = try await world.patient(patientName)
             let doctor = try await world.doctor(doctorName)
 
@@ -60,7 +61,12 @@ struct PushPullBench {
             let note = String(repeating: "x", count: try BenchRecords.noteLength(for: size))
             let (_, createSeconds) = try await Measure.timeAsync {
                 for i in 0..<count {
-                    try await vault.recordOutcome(activityID: BenchRecords.activityID, occurrence: i, value: BenchRecords.value(at: Date()), note: note)
+                    try await vault.recordOutcome(
+                        activityID: BenchRecords.activityID,
+                        occurrence: i,
+                        value: BenchRecords.value(at: Date()),
+                        note: note
+                    )
                 }
             }
             let pending = try await vault.pendingCount()
@@ -85,14 +91,28 @@ struct PushPullBench {
             let stored = try await database.floor.storedEnvelopes()
             guard stored.count == count + 1 else { throw BenchError("the server stored \(stored.count) versions, expected \(count + 1)") }
             let sample = try sampleEnvelope(note: note)
-            let raw = RawEnvelopeFloor(plaintextCount: sample.ciphertext.count - AEAD.tagByteCount, ad: sample.header.associatedData(),
-                                       signedCount: sample.signedBytes.count)
+            let raw = RawEnvelopeFloor(
+                plaintextCount: sample.ciphertext.count - AEAD.tagByteCount,
+                ad: sample.header.associatedData(),
+                signedCount: sample.signedBytes.count
+            )
             let blobs = raw.sealedBlobs(256, blobCount: stored.averageBytes)
-            let now = Int64(Date().unixMillis), owner = UUID(), tresor = UUID()
+            let now = Int64(Date().unixMillis)
+            let owner = UUID()
+            let tresor = UUID()
             let rows = (0..<count).map { i in
-                FloorRow(versionID: Hex.encode(RandomBytes.bytes(count: 32)), ownerID: owner, recordID: Hex.encode(RandomBytes.bytes(count: 32)),
-                         tresorID: tresor, epoch: 1, hlcPhysical: now, hlcCounter: Int64(i), hlcDevice: "dev-0123456789abcdef", deleted: false,
-                         envelope: blobs[i % blobs.count])
+                FloorRow(
+                    versionID: Hex.encode(RandomBytes.bytes(count: 32)),
+                    ownerID: owner,
+                    recordID: Hex.encode(RandomBytes.bytes(count: 32)),
+                    tresorID: tresor,
+                    epoch: 1,
+                    hlcPhysical: now,
+                    hlcCounter: Int64(i),
+                    hlcDevice: "dev-0123456789abcdef",
+                    deleted: false,
+                    envelope: blobs[i % blobs.count]
+                )
             }
             try await database.floor.createTable()
             let (_, insertSeconds) = try await Measure.timeAsync { try await database.floor.insert(rows, batchSize: 500) }
@@ -100,16 +120,34 @@ struct PushPullBench {
             guard read == count else { throw BenchError("the floor read \(read) rows, expected \(count)") }
 
             // 4. Diagnostics: the server alone.
-            let probe = try await serverOnly(baseURL: server.baseURL, admin: admin, patient: vault.account, doctor: doctor.account,
-                                             noteLength: note.count, pulled: pulled)
+            let probe = try await serverOnly(
+                baseURL: server.baseURL,
+                admin: admin,
+                patient: vault.account,
+                doctor: doctor.account,
+                noteLength: note.count,
+                pulled: pulled
+            )
 
-            let r = PushPullResult(backend: database.kind, size: size, count: count, ciphertextBytes: sample.ciphertext.count,
-                                   storedEnvelopeBytes: stored.averageBytes, pushSeconds: pushSeconds, pushFloorSeconds: insertSeconds,
-                                   pulledRecords: pulled, pullSeconds: pullSeconds, pullFloorSeconds: selectSeconds,
-                                   serverPushSeconds: probe.push, serverPullSeconds: probe.pull)
-            Progress.say("\(tag): push \(fmt(r.pushRps, 0))/s (floor \(fmt(r.pushFloorRps, 0))/s, server alone \(fmt(r.serverPushRps, 0))/s), "
-                         + "pull \(fmt(r.pullRps, 0))/s (floor \(fmt(r.pullFloorRps, 0))/s, server alone \(fmt(r.serverPullRps, 0))/s)"
-                         + "; ciphertext \(r.ciphertextBytes) B, stored envelope \(r.storedEnvelopeBytes) B")
+            let r = PushPullResult(
+                backend: database.kind,
+                size: size,
+                count: count,
+                ciphertextBytes: sample.ciphertext.count,
+                storedEnvelopeBytes: stored.averageBytes,
+                pushSeconds: pushSeconds,
+                pushFloorSeconds: insertSeconds,
+                pulledRecords: pulled,
+                pullSeconds: pullSeconds,
+                pullFloorSeconds: selectSeconds,
+                serverPushSeconds: probe.push,
+                serverPullSeconds: probe.pull
+            )
+            Progress.say(
+                "\(tag): push \(fmt(r.pushRps, 0))/s (floor \(fmt(r.pushFloorRps, 0))/s, server alone \(fmt(r.serverPushRps, 0))/s), "
+                    + "pull \(fmt(r.pullRps, 0))/s (floor \(fmt(r.pullFloorRps, 0))/s, server alone \(fmt(r.serverPullRps, 0))/s)"
+                    + "; ciphertext \(r.ciphertextBytes) B, stored envelope \(r.storedEnvelopeBytes) B"
+            )
             return r
         }
     }
@@ -117,16 +155,36 @@ struct PushPullBench {
     /// The server's share of push and pull: `count` envelopes like the pushed ones (sealed beforehand, in
     /// a tresor of their own so the doctor's category is untouched) posted as pre-encoded batches of 500,
     /// then the doctor's pages of the shared category fetched as raw bytes, as DoctorReader requests them.
-    func serverOnly(baseURL: String, admin: SigningKeyPair, patient: UnlockedAccount, doctor: UnlockedAccount, noteLength: Int,
-                    pulled: Int) async throws -> (push: Double, pull: Double) {
+    func serverOnly(
+        baseURL: String,
+        admin: SigningKeyPair,
+        patient: UnlockedAccount,
+        doctor: UnlockedAccount,
+        noteLength: Int,
+        pulled: Int
+    ) async throws -> (push: Double, pull: Double) {
         guard let patientToken = patient.session?.token, let doctorToken = doctor.session?.token else { throw BenchError("no session") }
         let owner = patient.identity.userID
         let tresor = Tresor.create(ownerID: owner, category: "server-probe")
-        try await EnvelopeFactory.declare(tresor, identity: patient.identity, certificate: patient.certificate, adminKey: admin.publicKey,
-                                          token: patientToken, baseURL: baseURL)
+        try await EnvelopeFactory.declare(
+            tresor,
+            identity: patient.identity,
+            certificate: patient.certificate,
+            adminKey: admin.publicKey,
+            token: patientToken,
+            baseURL: baseURL
+        )
         let batch = SyncPolicy.pushBatch
-        let bodies = try await EnvelopeFactory.pushBodies(identity: patient.identity, tresor: tresor, deviceID: "dev-probe00000000000", activityID: "probe-walk", first: 0,
-                                                          batches: (count + batch - 1) / batch, size: batch, noteLength: noteLength)
+        let bodies = try await EnvelopeFactory.pushBodies(
+            identity: patient.identity,
+            tresor: tresor,
+            deviceID: "dev-probe00000000000",
+            activityID: "probe-walk",
+            first: 0,
+            batches: (count + batch - 1) / batch,
+            size: batch,
+            noteLength: noteLength
+        )
         return try await withRawHTTP(baseURL, connections: 1) { http in
             _ = try await http.send(.GET, Routes.health, token: nil)
             var answers: [ByteBuffer] = []
@@ -148,13 +206,17 @@ struct PushPullBench {
             let (_, pullSeconds) = try await Measure.timeAsync {
                 while pages < 10_000 {
                     let (status, page) = try await http.send(
-                        .GET, Routes.records + "?owner=\(owner.uuidString)&tresor=\(shared.uuidString)&since=\(cursor)&limit=\(SyncPolicy.pullPage)",
-                        token: doctorToken)
+                        .GET,
+                        Routes.records + "?owner=\(owner.uuidString)&tresor=\(shared.uuidString)&since=\(cursor)&limit=\(SyncPolicy.pullPage)",
+                        token: doctorToken
+                    )
                     guard status == 200 else { throw BenchError("server-only pull answered HTTP \(status)") }
                     pages += 1
                     // The page ends with `"done":…,"nextCursor":N}` (VaultServer's PullPage): read only the tail.
                     let tail = String(decoding: page.readableBytesView.suffix(64), as: UTF8.self)
-                    guard let next = tail.split(separator: ":").last.flatMap({ UInt64($0.dropLast()) }) else { throw BenchError("unreadable page end: \(tail)") }
+                    guard let next = tail.split(separator: ":").last.flatMap({ UInt64($0.dropLast()) }) else {
+                        throw BenchError("unreadable page end: \(tail)")
+                    }
                     if tail.contains("\"done\":true") || next == cursor { break }
                     cursor = next
                 }
@@ -169,8 +231,12 @@ struct PushPullBench {
         let identity = Identity.generate()
         let tresor = Tresor.create(ownerID: identity.userID, category: BenchRecords.category)
         let rid = RecordID.make(type: .outcome, activityID: BenchRecords.activityID, occurrence: 5_000, key: identity.recordIDKey)
-        return try Envelope.seal(record: .outcome(BenchRecords.outcome(occurrence: 5_000, note: note)), type: .outcome,
-                                 header: BenchRecords.header(owner: identity, tresor: tresor, recordID: rid, counter: 0),
-                                 key: tresor.currentKey, author: identity.signing)
+        return try Envelope.seal(
+            record: .outcome(BenchRecords.outcome(occurrence: 5_000, note: note)),
+            type: .outcome,
+            header: BenchRecords.header(owner: identity, tresor: tresor, recordID: rid, counter: 0),
+            key: tresor.currentKey,
+            author: identity.signing
+        )
     }
 }

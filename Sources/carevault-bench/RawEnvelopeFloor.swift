@@ -63,7 +63,9 @@ final class RawEnvelopeFloor: @unchecked Sendable {
     /// Seals into `blob`: a fresh random nonce, the encryption, the signature.
     func seal(into blob: UnsafeMutableRawBufferPointer) {
         let base = blob.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        let ad = base + prefixCount, nonce = ad + adCount, ct = nonce + 24
+        let ad = base + prefixCount
+        let nonce = ad + adCount
+        let ct = nonce + 24
         randombytes_buf(nonce, 24)
         crypto_aead_xchacha20poly1305_ietf_encrypt(ct, nil, plaintext, UInt64(plaintextCount), ad, UInt64(adCount), nil, nonce, key)
         crypto_sign_detached(base + messageCount, nil, base, UInt64(messageCount), secretKey)
@@ -74,7 +76,9 @@ final class RawEnvelopeFloor: @unchecked Sendable {
         guard blob.count >= itemCount else { return false }
         let base = blob.baseAddress!.assumingMemoryBound(to: UInt8.self)
         guard crypto_sign_verify_detached(base + messageCount, base, UInt64(messageCount), publicKey) == 0 else { return false }
-        let ad = base + prefixCount, nonce = ad + adCount, ct = nonce + 24
+        let ad = base + prefixCount
+        let nonce = ad + adCount
+        let ct = nonce + 24
         return crypto_aead_xchacha20poly1305_ietf_decrypt(opened, nil, nil, ct, UInt64(ciphertextCount), ad, UInt64(adCount), nonce, key) == 0
     }
 

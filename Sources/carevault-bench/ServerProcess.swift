@@ -37,8 +37,10 @@ final class ServerProcess: Sendable {
         try Data((adminKey.base64URL + "\n").utf8).write(to: keyFile)
         let process = Process()
         process.executableURL = try executable()
-        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--database", "sqlite:" + folder.appendingPathComponent("carevault.sqlite").path,
-                             "--admin-key", keyFile.path, "--log-level", "error"]
+        process.arguments = [
+            "--host", "127.0.0.1", "--port", "0", "--database", "sqlite:" + folder.appendingPathComponent("carevault.sqlite").path,
+            "--admin-key", keyFile.path, "--log-level", "error",
+        ]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.standardError

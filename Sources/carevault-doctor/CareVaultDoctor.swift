@@ -12,20 +12,22 @@ struct CareVaultDoctor: AsyncParsableCommand {
         commandName: "carevault-doctor",
         abstract: "See your patients and read the categories they shared with you.",
         discussion: """
-        Data is verified (patient certificate, admin approval, patient-signed grant) and decrypted on this device only.
+            Data is verified (patient certificate, admin approval, patient-signed grant) and decrypted on this device only.
 
-        Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
 
-        Example:
-          carevault-doctor register --username drbob
-          carevault-doctor login --username drbob
-          carevault-doctor patients
-          carevault-doctor show alice --category interventions
-          carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
-          carevault-doctor export alice --format fhir --output alice.json
-        """,
-        subcommands: [RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
-                      Adherence.self, Export.self]
+            Example:
+              carevault-doctor register --username drbob
+              carevault-doctor login --username drbob
+              carevault-doctor patients
+              carevault-doctor show alice --category interventions
+              carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
+              carevault-doctor export alice --format fhir --output alice.json
+            """,
+        subcommands: [
+            RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
+            Adherence.self, Export.self,
+        ]
     )
 
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-doctor") }
@@ -80,8 +82,10 @@ struct Patients: AsyncParsableCommand {
 }
 
 struct Show: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show a patient's shared activities and outcomes.",
-                                                    discussion: "Example: carevault-doctor show alice --category interventions --from 2026-11-01")
+    static let configuration = CommandConfiguration(
+        abstract: "Show a patient's shared activities and outcomes.",
+        discussion: "Example: carevault-doctor show alice --category interventions --from 2026-11-01"
+    )
     @OptionGroup var selection: PatientSelection
     func run() async throws {
         let progress = ProgressLine()
@@ -98,9 +102,13 @@ struct Show: AsyncParsableCommand {
             return
         }
         print("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))\n")
-        Output.table(["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"], view.activities.map {
-            [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.instructions ?? ""]
-        }, empty: "no activities")
+        Output.table(
+            ["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"],
+            view.activities.map {
+                [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.instructions ?? ""]
+            },
+            empty: "no activities"
+        )
         print("")
         Output.table(Output.outcomeHeaders, Output.outcomeRows(outcomes, activities: byID), empty: "no outcomes in this period")
         if view.unreadable > 0 { Output.note("\(view.unreadable) records use a key not granted to you and were not shown") }
@@ -125,8 +133,10 @@ struct ShownPatient: Encodable {
 }
 
 struct Adherence: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Completion per activity: scheduled occurrences against recorded outcomes.",
-                                                    discussion: "Example: carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-14")
+    static let configuration = CommandConfiguration(
+        abstract: "Completion per activity: scheduled occurrences against recorded outcomes.",
+        discussion: "Example: carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-14"
+    )
     @OptionGroup var selection: PatientSelection
     func run() async throws {
         let view = try await selection.view()
@@ -135,20 +145,29 @@ struct Adherence: AsyncParsableCommand {
         do { rows = try VaultCore.Adherence.rows(activities: view.activities, outcomes: view.outcomes, from: from, to: to) } catch {
             throw ClientError.invalidRequest("cannot list the occurrences in that range: \(error)")
         }
-        if selection.options.json { try Output.json(rows); return }
+        if selection.options.json {
+            try Output.json(rows)
+            return
+        }
         print("\(selection.patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))\n")
-        Output.table(["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"], rows.map { r in
-            let chart = r.days.map { $0.completed == 0 ? "." : ($0.completed >= $0.expected ? "#" : "+") }.joined()
-            let tenths = Int((r.ratio * 10).rounded())
-            let bar = String(repeating: "█", count: tenths) + String(repeating: "░", count: 10 - tenths)
-            return [r.activityID, "\(r.completed)/\(r.expected)", "\(bar) \(Int((r.ratio * 100).rounded()))%", chart]
-        }, empty: "no activities shared")
+        Output.table(
+            ["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"],
+            rows.map { r in
+                let chart = r.days.map { $0.completed == 0 ? "." : ($0.completed >= $0.expected ? "#" : "+") }.joined()
+                let tenths = Int((r.ratio * 10).rounded())
+                let bar = String(repeating: "█", count: tenths) + String(repeating: "░", count: 10 - tenths)
+                return [r.activityID, "\(r.completed)/\(r.expected)", "\(bar) \(Int((r.ratio * 100).rounded()))%", chart]
+            },
+            empty: "no activities shared"
+        )
     }
 }
 
 struct Export: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Export a patient's shared data as JSON, CSV or a FHIR R4 Bundle.",
-                                                    discussion: "Example: carevault-doctor export alice --format fhir --output alice-fhir.json")
+    static let configuration = CommandConfiguration(
+        abstract: "Export a patient's shared data as JSON, CSV or a FHIR R4 Bundle.",
+        discussion: "Example: carevault-doctor export alice --format fhir --output alice-fhir.json"
+    )
     enum Format: String, ExpressibleByArgument, CaseIterable { case json, csv, fhir }
     @Argument(help: "The patient's username.") var patient: String
     @Option(help: "json, csv or fhir.") var format: Format = .json

@@ -5,8 +5,11 @@ import VaultClient
 import VaultCore
 
 struct ActivityCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "activity", abstract: "Add, list, update or remove care-plan activities.",
-                                                    subcommands: [Add.self, List.self, Update.self, Remove.self])
+    static let configuration = CommandConfiguration(
+        commandName: "activity",
+        abstract: "Add, list, update or remove care-plan activities.",
+        subcommands: [Add.self, List.self, Update.self, Remove.self]
+    )
 
     struct ScheduleOptions: ParsableArguments {
         @Option(help: "When: daily@08:00,20:00 · weekly:mon,thu@09:00 · every:3d@08:00 · every:6h · allday (join with ';').") var schedule: String?
@@ -24,14 +27,23 @@ struct ActivityCommand: AsyncParsableCommand {
             if let end { last = try CareInput.day(end, timeZone: tz).addingTimeInterval(86_400 - 1) }
             if let last, last < first { throw CLIError.usage("--end is before --start") }
             let now = Date(unixMillis: Date().unixMillis)
-            return try CareInput.schedule(schedule ?? spec, start: first, end: last, timeZone: tz, targets: target.map { CareInput.target($0, at: now) })
+            return try CareInput.schedule(
+                schedule ?? spec,
+                start: first,
+                end: last,
+                timeZone: tz,
+                targets: target.map { CareInput.target($0, at: now) }
+            )
         }
     }
 
     struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add an activity.", discussion: """
-            Example: carevault-patient activity add --id walk --title "Walk 30 minutes" --category interventions --schedule daily@08:00 --target "3000 steps"
-            """)
+        static let configuration = CommandConfiguration(
+            abstract: "Add an activity.",
+            discussion: """
+                Example: carevault-patient activity add --id walk --title "Walk 30 minutes" --category interventions --schedule daily@08:00 --target "3000 steps"
+                """
+        )
         @Option(help: "A stable id, e.g. walk.") var id: String
         @Option(help: "What to do.") var title: String
         @Option(help: "The tresor category, e.g. interventions or assessments.") var category: String
@@ -44,19 +56,31 @@ struct ActivityCommand: AsyncParsableCommand {
             let now = Date(unixMillis: Date().unixMillis)
             let activity: Activity
             do {
-                activity = try Activity(id: id, title: title, instructions: instructions, category: category, schedule: try when.build(default: "daily@08:00"),
-                                        targetValues: when.target.map { CareInput.target($0, at: now) }, createdAt: now)
+                activity = try Activity(
+                    id: id,
+                    title: title,
+                    instructions: instructions,
+                    category: category,
+                    schedule: try when.build(default: "daily@08:00"),
+                    targetValues: when.target.map { CareInput.target($0, at: now) },
+                    createdAt: now
+                )
             } catch let e as CareModelError { throw CLIError.usage("invalid activity: \(e)") }
             try await vault.addActivity(activity)
             try await change.sync(vault)
-            if change.json { try Output.json(activity) } else {
+            if change.json {
+                try Output.json(activity)
+            } else {
                 print("added \(id): \(title) (\(category), \(CareInput.describe(activity.schedule)))")
             }
         }
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List activities.", discussion: "Example: carevault-patient activity list --category interventions")
+        static let configuration = CommandConfiguration(
+            abstract: "List activities.",
+            discussion: "Example: carevault-patient activity list --category interventions"
+        )
         @Option(help: "Only this category.") var category: String?
         @OptionGroup var options: GlobalOptions
         func run() async throws {
@@ -70,8 +94,10 @@ struct ActivityCommand: AsyncParsableCommand {
     }
 
     struct Update: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Change an activity's title, instructions or schedule.",
-                                                        discussion: "Example: carevault-patient activity update --id walk --title \"Walk 45 minutes\"")
+        static let configuration = CommandConfiguration(
+            abstract: "Change an activity's title, instructions or schedule.",
+            discussion: "Example: carevault-patient activity update --id walk --title \"Walk 45 minutes\""
+        )
         @Option(help: "The activity's id.") var id: String
         @Option(help: "New title.") var title: String?
         @Option(help: "New instructions.") var instructions: String?
@@ -92,7 +118,10 @@ struct ActivityCommand: AsyncParsableCommand {
     }
 
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an activity.", discussion: "Example: carevault-patient activity remove --id walk")
+        static let configuration = CommandConfiguration(
+            abstract: "Remove an activity.",
+            discussion: "Example: carevault-patient activity remove --id walk"
+        )
         @Option(help: "The activity's id.") var id: String
         @OptionGroup var change: ChangeOptions
         func run() async throws {
@@ -105,13 +134,20 @@ struct ActivityCommand: AsyncParsableCommand {
 }
 
 struct OutcomeCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "outcome", abstract: "Record and list outcomes.", subcommands: [Record.self, List.self])
+    static let configuration = CommandConfiguration(
+        commandName: "outcome",
+        abstract: "Record and list outcomes.",
+        subcommands: [Record.self, List.self]
+    )
 
     struct Record: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Record a value for one occurrence of an activity.", discussion: """
-            Without --occurrence, the first occurrence on --date (default today) is used.
-            Example: carevault-patient outcome record --activity walk --date 2026-11-20 --value 4200 --units steps
-            """)
+        static let configuration = CommandConfiguration(
+            abstract: "Record a value for one occurrence of an activity.",
+            discussion: """
+                Without --occurrence, the first occurrence on --date (default today) is used.
+                Example: carevault-patient outcome record --activity walk --date 2026-11-20 --value 4200 --units steps
+                """
+        )
         @Option(help: "The activity's id.") var activity: String
         @Option(help: "The day (YYYY-MM-DD, today, yesterday).") var date: String?
         @Option(help: "The occurrence index (overrides --date).") var occurrence: Int?
@@ -129,11 +165,16 @@ struct OutcomeCommand: AsyncParsableCommand {
             let vault = try change.vault()
             guard let a = try await vault.activity(id: activity) else { throw ClientError.notFound("no activity '\(activity)'") }
             let index: Int
-            if let occurrence { index = occurrence } else {
+            if let occurrence {
+                index = occurrence
+            } else {
                 let tz = TimeZone(identifier: a.schedule.elements.first?.timeZoneIdentifier ?? "") ?? .current
                 let day = try CareInput.day(date ?? "today", timeZone: tz)
                 guard let event = try a.schedule.events(from: day, to: day.addingTimeInterval(86_400)).first else {
-                    throw CLIError.usage("'\(activity)' is not scheduled on \(Output.date(day, time: false))", hint: "pass --occurrence N, or a day it is scheduled")
+                    throw CLIError.usage(
+                        "'\(activity)' is not scheduled on \(Output.date(day, time: false))",
+                        hint: "pass --occurrence N, or a day it is scheduled"
+                    )
                 }
                 index = event.occurrence
             }
@@ -145,15 +186,21 @@ struct OutcomeCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List outcomes.", discussion: "Example: carevault-patient outcome list --activity walk --from 2026-11-01")
+        static let configuration = CommandConfiguration(
+            abstract: "List outcomes.",
+            discussion: "Example: carevault-patient outcome list --activity walk --from 2026-11-01"
+        )
         @Option(help: "Only this activity.") var activity: String?
         @Option(help: "From this day (YYYY-MM-DD).") var from: String?
         @Option(help: "Up to this day, inclusive.") var to: String?
         @OptionGroup var options: GlobalOptions
         func run() async throws {
             let vault = try openVault(options)
-            let outcomes = try await vault.outcomes(activityID: activity, from: try from.map { try CareInput.day($0) },
-                                                    to: try to.map { try CareInput.day($0).addingTimeInterval(86_400) })
+            let outcomes = try await vault.outcomes(
+                activityID: activity,
+                from: try from.map { try CareInput.day($0) },
+                to: try to.map { try CareInput.day($0).addingTimeInterval(86_400) }
+            )
             try await Output.show(outcomes, json: options.json, headers: Output.outcomeHeaders, empty: "no outcomes yet") {
                 Output.outcomeRows(outcomes, activities: try await vault.activities().byID)
             }

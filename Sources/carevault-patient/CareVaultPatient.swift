@@ -13,19 +13,21 @@ struct CareVaultPatient: AsyncParsableCommand {
         commandName: "carevault-patient",
         abstract: "Keep your care plan encrypted, sync it, and share a category with your doctor.",
         discussion: """
-        Everything is encrypted on this device before it leaves it. Commands that change data sync at the end unless --offline is given.
+            Everything is encrypted on this device before it leaves it. Commands that change data sync at the end unless --offline is given.
 
-        Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
 
-        Example:
-          carevault-patient register --username alice
-          carevault-patient login --username alice
-          carevault-patient activity add --id walk --title "Walk 30 minutes" --category interventions --schedule daily@08:00
-          carevault-patient outcome record --activity walk --value 4200 --units steps
-          carevault-patient share grant --doctor drbob --category interventions
-        """,
-        subcommands: [RegisterCommand<PatientRole>.self, LoginCommand<PatientRole>.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self,
-                      OutcomeCommand.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self]
+            Example:
+              carevault-patient register --username alice
+              carevault-patient login --username alice
+              carevault-patient activity add --id walk --title "Walk 30 minutes" --category interventions --schedule daily@08:00
+              carevault-patient outcome record --activity walk --value 4200 --units steps
+              carevault-patient share grant --doctor drbob --category interventions
+            """,
+        subcommands: [
+            RegisterCommand<PatientRole>.self, LoginCommand<PatientRole>.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self,
+            OutcomeCommand.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self,
+        ]
     )
 
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-patient") }
@@ -57,8 +59,10 @@ struct ChangeOptions: ParsableArguments {
         progress.finish()
         report(summary, json: false, quiet: json)
         if !summary.rejected.isEmpty {
-            throw CLIError("the change was saved here but the server refused it",
-                           hint: "see the warning above (a device clock far ahead is the usual cause)")
+            throw CLIError(
+                "the change was saved here but the server refused it",
+                hint: "see the warning above (a device clock far ahead is the usual cause)"
+            )
         }
     }
 }
@@ -87,9 +91,13 @@ struct Sync: AsyncParsableCommand {
         let progress = ProgressLine()
         let summary = try await vault.sync(progress: progress.syncCallback)
         progress.finish()
-        if options.json { try Output.json(summary) } else {
-            print("sent \(summary.pushed) (\(summary.duplicates) already there), received \(summary.pulled), "
-                  + "resolved \(summary.conflictsResolved) conflicts")
+        if options.json {
+            try Output.json(summary)
+        } else {
+            print(
+                "sent \(summary.pushed) (\(summary.duplicates) already there), received \(summary.pulled), "
+                    + "resolved \(summary.conflictsResolved) conflicts"
+            )
             report(summary, json: false, quiet: true)
         }
         if !summary.rejected.isEmpty {
@@ -112,8 +120,10 @@ struct Doctors: AsyncParsableCommand {
 }
 
 struct AccessLog: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "access-log",
-                                                    abstract: "Who read your data, and what happened to your account and shares.")
+    static let configuration = CommandConfiguration(
+        commandName: "access-log",
+        abstract: "Who read your data, and what happened to your account and shares."
+    )
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let entries = try await openVault(options).accessLog()

@@ -5,12 +5,17 @@ import VaultClient
 import VaultCore
 
 struct ShareCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "share", abstract: "Share a category with a doctor, list shares, revoke them.",
-                                                    subcommands: [Grant.self, List.self, Revoke.self])
+    static let configuration = CommandConfiguration(
+        commandName: "share",
+        abstract: "Share a category with a doctor, list shares, revoke them.",
+        subcommands: [Grant.self, List.self, Revoke.self]
+    )
 
     struct Grant: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Share one category with a doctor (the admin approves it).",
-                                                        discussion: "Example: carevault-patient share grant --doctor drbob --category interventions --expires 2027-06-30")
+        static let configuration = CommandConfiguration(
+            abstract: "Share one category with a doctor (the admin approves it).",
+            discussion: "Example: carevault-patient share grant --doctor drbob --category interventions --expires 2027-06-30"
+        )
         @Option(help: "The doctor's username.") var doctor: String
         @Option(help: "The category to share.") var category: String
         @Option(help: "Last day of the share (YYYY-MM-DD).") var expires: String?
@@ -20,8 +25,12 @@ struct ShareCommand: AsyncParsableCommand {
             let until = try expires.map { try CareInput.day($0).addingTimeInterval(86_400) }
             _ = try await vault.sync()
             let share = try await vault.grant(doctor: doctor, category: category, expiresAt: until)
-            if options.json { try Output.json(share) } else {
-                print("shared \(category) with \(share.doctorUsername): \(share.state.rawValue) until the admin approves it (share \(share.shareID.uuidString.lowercased()))")
+            if options.json {
+                try Output.json(share)
+            } else {
+                print(
+                    "shared \(category) with \(share.doctorUsername): \(share.state.rawValue) until the admin approves it (share \(share.shareID.uuidString.lowercased()))"
+                )
             }
         }
     }
@@ -33,23 +42,29 @@ struct ShareCommand: AsyncParsableCommand {
             let shares = try await openVault(options).shares()
             try await Output.show(shares, json: options.json, headers: ["DOCTOR", "CATEGORY", "STATE", "CREATED", "EXPIRES"], empty: "no shares") {
                 shares.map {
-                    [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt),
-                     $0.expiresAt.map { Output.date(millis: $0) } ?? "-"]
+                    [
+                        $0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt),
+                        $0.expiresAt.map { Output.date(millis: $0) } ?? "-",
+                    ]
                 }
             }
         }
     }
 
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Revoke a share at once and rotate the category's key.",
-                                                        discussion: "Example: carevault-patient share revoke --doctor drbob --category interventions --reencrypt")
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a share at once and rotate the category's key.",
+            discussion: "Example: carevault-patient share revoke --doctor drbob --category interventions --reencrypt"
+        )
         @Option(help: "The doctor's username.") var doctor: String
         @Option(help: "The category.") var category: String
         @Flag(help: "Also re-encrypt older records under the new key.") var reencrypt = false
         @OptionGroup var options: GlobalOptions
         func run() async throws {
             let share = try await openVault(options).revoke(doctor: doctor, category: category, reencrypt: reencrypt)
-            if options.json { try Output.json(share) } else {
+            if options.json {
+                try Output.json(share)
+            } else {
                 print("revoked \(category) for \(share.doctorUsername); new records use a new key the doctor does not have")
             }
         }

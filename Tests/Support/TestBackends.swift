@@ -66,8 +66,10 @@ public final class TestDatabase: Sendable {
         case .postgres:
             guard let url = PostgresTestServer.url else {
                 if PostgresTestServer.required {
-                    throw BackendUnavailable(description: "PostgreSQL tests are required under CI but CAREVAULT_TEST_POSTGRES_URL is not set "
-                                                 + "(did Scripts/test start the cluster?)")
+                    throw BackendUnavailable(
+                        description: "PostgreSQL tests are required under CI but CAREVAULT_TEST_POSTGRES_URL is not set "
+                            + "(did Scripts/test start the cluster?)"
+                    )
                 }
                 print("note: PostgreSQL backend NOT tested: set CAREVAULT_TEST_POSTGRES_URL (Scripts/test does this)")
                 return nil

@@ -37,7 +37,8 @@ struct Tools {
         if let home { e["CAREVAULT_HOME"] = root.appendingPathComponent(home).path }
         if let password { e["CAREVAULT_PASSWORD"] = password }
         p.environment = e
-        let out = root.appendingPathComponent("out-\(UUID().uuidString)"), err = root.appendingPathComponent("err-\(UUID().uuidString)")
+        let out = root.appendingPathComponent("out-\(UUID().uuidString)")
+        let err = root.appendingPathComponent("err-\(UUID().uuidString)")
         FileManager.default.createFile(atPath: out.path, contents: nil)
         FileManager.default.createFile(atPath: err.path, contents: nil)
         p.standardOutput = try FileHandle(forWritingTo: out)
@@ -45,7 +46,11 @@ struct Tools {
         p.standardInput = FileHandle.nullDevice
         try p.run()
         p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: try String(contentsOf: out, encoding: .utf8), stderr: try String(contentsOf: err, encoding: .utf8))
+        return Result(
+            status: p.terminationStatus,
+            stdout: try String(contentsOf: out, encoding: .utf8),
+            stderr: try String(contentsOf: err, encoding: .utf8)
+        )
     }
 
     struct ToolMissing: Error, CustomStringConvertible {
@@ -66,7 +71,9 @@ struct Tools {
         try p.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            if let text = try? String(contentsOf: out, encoding: .utf8), let r = text.range(of: "http://127.0.0.1:[0-9]+", options: .regularExpression) {
+            if let text = try? String(contentsOf: out, encoding: .utf8),
+                let r = text.range(of: "http://127.0.0.1:[0-9]+", options: .regularExpression)
+            {
                 return (p, String(text[r]))
             }
             Thread.sleep(forTimeInterval: 0.05)
@@ -89,16 +96,22 @@ struct CLITests {
         try Data(json.utf8).write(to: file)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = ["-c", "import sys; from fhir.resources.R4B.bundle import Bundle; b = Bundle.model_validate_json(open(sys.argv[1]).read()); "
-                       + "print(len(b.entry))", file.path]
-        let err = Pipe(), out = Pipe()
+        p.arguments = [
+            "-c",
+            "import sys; from fhir.resources.R4B.bundle import Bundle; b = Bundle.model_validate_json(open(sys.argv[1]).read()); "
+                + "print(len(b.entry))", file.path,
+        ]
+        let err = Pipe()
+        let out = Pipe()
         p.standardError = err
         p.standardOutput = out
         try p.run()
         p.waitUntilExit()
         let problems = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(p.terminationStatus == 0, "the FHIR bundle does not validate: \(problems)")
-        print("FHIR bundle validated (fhir.resources R4B): \(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) entries")
+        print(
+            "FHIR bundle validated (fhir.resources R4B): \(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) entries"
+        )
     }
 
     @Test func badArgumentsExit64AndServerDownExits69() throws {
@@ -113,9 +126,15 @@ struct CLITests {
 
         _ = try t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path])
         let started = Date()
-        let down = try t.run("carevault-patient", ["register", "--username", "alice", "--server", "http://127.0.0.1:9",
-                                                   "--admin-key", t.root.appendingPathComponent("admin/admin.pub").path],
-                             home: "p", password: "long enough password")
+        let down = try t.run(
+            "carevault-patient",
+            [
+                "register", "--username", "alice", "--server", "http://127.0.0.1:9",
+                "--admin-key", t.root.appendingPathComponent("admin/admin.pub").path,
+            ],
+            home: "p",
+            password: "long enough password"
+        )
         #expect(down.status == 69, "\(down.stderr)")
         #expect(down.stderr.contains("hint:"))
         #expect(Date().timeIntervalSince(started) < 10, "a refused connection fails fast, not after the request deadline")
@@ -127,16 +146,22 @@ struct CLITests {
         let adminDir = t.root.appendingPathComponent("admin")
         let keygen = try t.run("carevault-admin", ["keygen", "--out", adminDir.path])
         #expect(keygen.status == 0)
-        let secret = adminDir.appendingPathComponent("admin.key"), pub = adminDir.appendingPathComponent("admin.pub")
+        let secret = adminDir.appendingPathComponent("admin.key")
+        let pub = adminDir.appendingPathComponent("admin.pub")
         #expect((try FileManager.default.attributesOfItem(atPath: secret.path))[.posixPermissions] as? Int == 0o600)
         let db = t.root.appendingPathComponent("server.sqlite")
         let (server, url) = try t.startServer(adminPub: pub, database: db)
-        defer { server.terminate(); server.waitUntilExit() }
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
         let common = ["CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": secret.path]
         func patient(_ args: [String], password: String = "alice's long password") throws -> Tools.Result {
             try t.run("carevault-patient", args, home: "alice", password: password, extra: common)
         }
-        func doctor(_ args: [String]) throws -> Tools.Result { try t.run("carevault-doctor", args, home: "bob", password: "bob's long password", extra: common) }
+        func doctor(_ args: [String]) throws -> Tools.Result {
+            try t.run("carevault-doctor", args, home: "bob", password: "bob's long password", extra: common)
+        }
         func admin(_ args: [String]) throws -> Tools.Result { try t.run("carevault-admin", args, extra: common) }
 
         #expect(try patient(["register", "--username", "alice"]).status == 0)
@@ -152,15 +177,20 @@ struct CLITests {
         let wrong = try patient(["login", "--username", "alice"], password: "not the password")
         #expect(wrong.status == 77, "wrong password: \(wrong.stderr)")
         #expect(try patient(["login", "--username", "alice", "--remember"]).status == 0)
-        let add = try patient(["activity", "add", "--id", "walk", "--title", "Walk 30 minutes", "--category", "interventions",
-                               "--schedule", "daily@08:00", "--start", "yesterday", "--json"])
+        let add = try patient([
+            "activity", "add", "--id", "walk", "--title", "Walk 30 minutes", "--category", "interventions",
+            "--schedule", "daily@08:00", "--start", "yesterday", "--json",
+        ])
         #expect(add.status == 0, "\(add.stderr)")
         let added = try JSONSerialization.jsonObject(with: Data(add.stdout.utf8)) as? [String: Any]
         #expect(added?["title"] as? String == "Walk 30 minutes")
         #expect(try patient(["outcome", "record", "--activity", "walk", "--date", "yesterday", "--value", "4200", "--units", "steps"]).status == 0)
         let list = try patient(["activity", "list", "--json"])
         #expect((try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [Any])?.count == 1)
-        #expect(try patient(["activity", "add", "--id", "walk", "--title", "again", "--category", "interventions"]).status == 1, "a duplicate id is refused")
+        #expect(
+            try patient(["activity", "add", "--id", "walk", "--title", "again", "--category", "interventions"]).status == 1,
+            "a duplicate id is refused"
+        )
 
         #expect(try doctor(["register", "--username", "drbob"]).status == 0)
         #expect(try admin(["approve", "--all"]).status == 0)
@@ -174,8 +204,12 @@ struct CLITests {
         let queue = try DatabaseQueue(path: db.path)
         let original = try queue.write { db -> (String, Data) in
             try db.execute(sql: "DROP TRIGGER IF EXISTS versions_append_only_u")
-            let row = try Row.fetchOne(db, sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1")!
-            let id: String = row[0], data: Data = row[1]
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1"
+            )!
+            let id: String = row[0]
+            let data: Data = row[1]
             var text = String(decoding: data, as: UTF8.self)
             let marker = text.range(of: "\"ciphertext\":\"")!
             let i = marker.upperBound

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import VaultCLI
 
 @Suite("Output safety")

@@ -93,7 +93,10 @@ struct AdminClientTests {
                 try await admin.approve(promoted, sequence: pending.nextSequence)
                 Issue.record("a registration whose self-signature does not cover it was approved")
             } catch let error as ClientError {
-                guard case .integrity = error else { Issue.record("expected an integrity error, got \(error)"); return }
+                guard case .integrity = error else {
+                    Issue.record("expected an integrity error, got \(error)")
+                    return
+                }
             }
             #expect(try await admin.pending().registrations == pending.registrations, "still pending, unchanged")
             #expect(try await admin.users().users.map(\.status) == [.pending])
@@ -120,7 +123,10 @@ struct AdminClientTests {
                 try await admin.approve(swapped, sequence: pending.nextSequence)
                 Issue.record("a share whose grant names another doctor was approved")
             } catch let error as ClientError {
-                guard case .integrity = error else { Issue.record("expected an integrity error, got \(error)"); return }
+                guard case .integrity = error else {
+                    Issue.record("expected an integrity error, got \(error)")
+                    return
+                }
             }
             let results = await admin.approveEach(of: AdminClientTests.replacingShares(pending, with: [swapped]))
             #expect(results.count == 1 && results.first?.error != nil, "approveEach reports it and goes on")

@@ -20,8 +20,10 @@ struct ClientWorld: Sendable {
     static func run(_ backend: Backend, _ body: @escaping @Sendable (ClientWorld) async throws -> Void) async throws {
         try await TestDatabase.with(backend) { repo in
             let admin = SigningKeyPair.generate()
-            let app = Application(router: buildRouter(repository: repo, adminKey: admin.publicKey),
-                                  configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            let app = Application(
+                router: buildRouter(repository: repo, adminKey: admin.publicKey),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0))
+            )
             try await app.test(.live) { client in
                 let root = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-client-\(UUID().uuidString)")
                 defer { try? FileManager.default.removeItem(at: root) }
@@ -48,8 +50,11 @@ struct ClientWorld: Sendable {
     }
 
     /// Registers `username` on `device`, approves it, logs in and returns the patient vault.
-    func patient(_ username: String, on device: Device,
-                 password: String = "password-\(UUID().uuidString.prefix(4))") async throws -> (PatientVault, String) {
+    func patient(
+        _ username: String,
+        on device: Device,
+        password: String = "password-\(UUID().uuidString.prefix(4))"
+    ) async throws -> (PatientVault, String) {
         _ = try await device.accounts.register(username: username, password: password, role: .patient)
         try await approveAll()
         let account = try await device.accounts.login(username: username, password: password)
@@ -77,13 +82,17 @@ struct Device: Sendable {
 }
 
 enum Sample {
-    static let start = Date(unixMillis: 1_767_254_400_000) // 2026-01-01T08:00:00Z
+    static let start = Date(unixMillis: 1_767_254_400_000)  // 2026-01-01T08:00:00Z
     static let utc = TimeZone(identifier: "UTC")!
 
     static func activity(_ id: String, title: String = "Walk", category: String = "interventions") throws -> Activity {
-        try Activity(id: id, title: title, category: category,
-                     schedule: Schedule.dailyAtTimes(start: start, end: nil, times: [DateComponents(hour: 8, minute: 0)], timeZone: utc),
-                     createdAt: start)
+        try Activity(
+            id: id,
+            title: title,
+            category: category,
+            schedule: Schedule.dailyAtTimes(start: start, end: nil, times: [DateComponents(hour: 8, minute: 0)], timeZone: utc),
+            createdAt: start
+        )
     }
 
     static func value(_ n: Double, at ms: Int64 = 1_767_254_400_000) -> OutcomeValue {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCore
+
 @testable import VaultClient
 
 @Suite("Client: the doctor's cache")
@@ -18,8 +19,13 @@ struct DoctorCacheTests {
             let assessments = Tresor.create(ownerID: owner, category: "assessments")
             let cache = try DoctorCache(url: url)
             #expect(try await cache.cursor(owner: owner, tresor: interventions.tresor.id) == 0)
-            try await cache.store([try Self.entry(try interventions.activity("walk", at: 1_000))], owner: owner, tresor: interventions.tresor.id,
-                                  cursor: 7, check: Self.acceptAll)
+            try await cache.store(
+                [try Self.entry(try interventions.activity("walk", at: 1_000))],
+                owner: owner,
+                tresor: interventions.tresor.id,
+                cursor: 7,
+                check: Self.acceptAll
+            )
             try await cache.store([], owner: owner, tresor: assessments.id, cursor: 3, check: Self.acceptAll)
 
             let reopened = try DoctorCache(url: url)
@@ -38,11 +44,20 @@ struct DoctorCacheTests {
             let owner = sealed.identity.userID
             let cache = try DoctorCache(url: url)
             let v1 = try sealed.activity("walk", at: 1_000)
-            try await cache.store([try Self.entry(v1), try Self.entry(try sealed.activity("run", at: 1_000))], owner: owner,
-                                  tresor: sealed.tresor.id, cursor: 2, check: Self.acceptAll)
+            try await cache.store(
+                [try Self.entry(v1), try Self.entry(try sealed.activity("run", at: 1_000))],
+                owner: owner,
+                tresor: sealed.tresor.id,
+                cursor: 2,
+                check: Self.acceptAll
+            )
             let seen = HeldHeads()
-            try await cache.store([try Self.entry(try sealed.activity("walk", at: 2_000, deleted: true))], owner: owner, tresor: sealed.tresor.id,
-                                  cursor: 3) { header, held in seen.append(header.timestamp, held) }
+            try await cache.store(
+                [try Self.entry(try sealed.activity("walk", at: 2_000, deleted: true))],
+                owner: owner,
+                tresor: sealed.tresor.id,
+                cursor: 3
+            ) { header, held in seen.append(header.timestamp, held) }
             #expect(seen.pairs == [Pair(new: sealed.timestamp(2_000), held: sealed.timestamp(1_000))], "the check sees the held head")
             let live = try await cache.liveEnvelopes(owner: owner, tresor: sealed.tresor.id)
             #expect(try live.map { try LocalStore.decoder.decode(Envelope.self, from: $0).header.recordID } == [sealed.recordID("run")])
@@ -54,8 +69,13 @@ struct DoctorCacheTests {
             let sealed = SealedRecords()
             let owner = sealed.identity.userID
             let cache = try DoctorCache(url: url)
-            try await cache.store([try Self.entry(try sealed.activity("walk", at: 2_000))], owner: owner, tresor: sealed.tresor.id, cursor: 4,
-                                  check: Self.acceptAll)
+            try await cache.store(
+                [try Self.entry(try sealed.activity("walk", at: 2_000))],
+                owner: owner,
+                tresor: sealed.tresor.id,
+                cursor: 4,
+                check: Self.acceptAll
+            )
             let page = [try Self.entry(try sealed.activity("run", at: 3_000)), try Self.entry(try sealed.activity("walk", at: 1_000))]
             await #expect(throws: Refused.self) {
                 try await cache.store(page, owner: owner, tresor: sealed.tresor.id, cursor: 6) { header, held in

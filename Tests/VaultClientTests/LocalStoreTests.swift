@@ -4,6 +4,7 @@ import VaultAPI
 import VaultCore
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultClient
 
 /// Sealed envelopes of one owner's records, for exercising the local stores without a server.
@@ -19,9 +20,17 @@ struct SealedRecords {
     /// Version `physicalMs` of activity `id` (a tombstone when `deleted`).
     func activity(_ id: String, at physicalMs: UInt64, deleted: Bool = false) throws -> Envelope {
         let record: CareRecord? = deleted ? nil : .activity(try Sample.activity(id, category: tresor.category))
-        let header = RecordHeader(ownerID: identity.userID, tresorID: tresor.id, category: tresor.category, epoch: tresor.currentEpoch,
-                                  recordType: .activity, recordID: recordID(id), timestamp: timestamp(physicalMs), deleted: deleted,
-                                  authorID: identity.userID)
+        let header = RecordHeader(
+            ownerID: identity.userID,
+            tresorID: tresor.id,
+            category: tresor.category,
+            epoch: tresor.currentEpoch,
+            recordType: .activity,
+            recordID: recordID(id),
+            timestamp: timestamp(physicalMs),
+            deleted: deleted,
+            authorID: identity.userID
+        )
         return try Envelope.seal(record: record, type: .activity, header: header, key: tresor.currentKey, author: identity.signing)
     }
 
@@ -154,8 +163,11 @@ struct PulledPageTests {
             let runID = await vaultA.recordID(activity: "run")
             let run = try #require(try vaultA.store.record(runID))
             let stranger = try SealedRecords().activity("stray", at: 1_000)
-            let page = PullResponse(changes: [Change(sequence: cursor + 1, envelope: run.envelope), Change(sequence: cursor + 2, envelope: stranger)],
-                                    nextCursor: cursor + 2, done: true)
+            let page = PullResponse(
+                changes: [Change(sequence: cursor + 1, envelope: run.envelope), Change(sequence: cursor + 2, envelope: stranger)],
+                nextCursor: cursor + 2,
+                done: true
+            )
             await #expect(throws: ClientError.self) { _ = try await vaultB.apply(page, after: cursor) }
             #expect(try vaultB.store.cursor() == cursor)
             #expect(try await vaultB.activities().map(\.id) == ["walk"])

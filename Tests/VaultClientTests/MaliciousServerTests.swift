@@ -3,18 +3,21 @@ import Testing
 import VaultAPI
 import VaultCore
 import VaultCrypto
-@testable import VaultServer
 import VaultTestSupport
+
 @testable import VaultClient
+@testable import VaultServer
 
 /// The server (or whoever controls its database) turns hostile. Every attack must end in an integrity
 /// error with nothing applied, or a refusal: never in wrong data shown to a user.
 @Suite("Client: a hostile server is caught")
 struct MaliciousServerTests {
     static func allowTampering(_ repo: any VaultRepository, _ backend: Backend) async throws {
-        try await repo.attackerExecutes(backend == .sqlite
-                                        ? "DROP TRIGGER versions_append_only_u"
-                                        : "ALTER TABLE versions DISABLE TRIGGER versions_append_only")
+        try await repo.attackerExecutes(
+            backend == .sqlite
+                ? "DROP TRIGGER versions_append_only_u"
+                : "ALTER TABLE versions DISABLE TRIGGER versions_append_only"
+        )
     }
 
     /// SQL that rewrites the envelope JSON of one version with `replace(from, to)`.
@@ -53,13 +56,23 @@ struct MaliciousServerTests {
             // The server hands out a certificate for "doc" carrying its own box key, signed by its own key.
             let stored = try #require(try await world.repository.user(username: "doc")?.certificate)
             let rogue = SigningKeyPair.generate()
-            let fake = try Certificate.issue(userID: stored.userID, username: "doc", role: .doctor, signingKey: stored.signingKey,
-                                             boxKey: BoxKeyPair.generate().publicKey, issuedAt: stored.issuedAt, adminKey: rogue)
+            let fake = try Certificate.issue(
+                userID: stored.userID,
+                username: "doc",
+                role: .doctor,
+                signingKey: stored.signingKey,
+                boxKey: BoxKeyPair.generate().publicKey,
+                issuedAt: stored.issuedAt,
+                adminKey: rogue
+            )
             let json = String(decoding: try JSONEncoder().encode(fake), as: UTF8.self).replacingOccurrences(of: "'", with: "''")
             try await world.repository.attackerExecutes("UPDATE users SET certificate = '\(json)' WHERE username = 'doc'")
             await #expect(throws: ClientError.self) { _ = try await vault.grant(doctor: "doc", category: "interventions") }
             do { _ = try await vault.grant(doctor: "doc", category: "interventions") } catch let e as ClientError {
-                guard case .integrity = e else { Issue.record("expected an integrity error, got \(e)"); return }
+                guard case .integrity = e else {
+                    Issue.record("expected an integrity error, got \(e)")
+                    return
+                }
             }
             #expect(try await world.repository.shares(patientID: vault.account.profile.userID).isEmpty, "no grant was submitted")
         }
@@ -97,16 +110,34 @@ struct MaliciousServerTests {
             // 2. The current version with its delete flag flipped.
             let v2 = try #require(try vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex == recordID }?.envelope)
             try await Self.redeliver(world.repository, owner: owner, recordID: recordID, versionID: v2.versionID)
-            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":false"#,
-                                                                     to: #""deleted":true"#))
+            try await world.repository.attackerExecutes(
+                Self.rewrite(
+                    backend,
+                    versionID: v2.versionID,
+                    from: #""deleted":false"#,
+                    to: #""deleted":true"#
+                )
+            )
             try await expectCaught("flipped delete")
 
             // 3. Another record's ciphertext swapped in under this record's header.
-            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: #""deleted":true"#,
-                                                                     to: #""deleted":false"#))
+            try await world.repository.attackerExecutes(
+                Self.rewrite(
+                    backend,
+                    versionID: v2.versionID,
+                    from: #""deleted":true"#,
+                    to: #""deleted":false"#
+                )
+            )
             let other = try #require(try vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex != recordID }?.envelope)
-            try await world.repository.attackerExecutes(Self.rewrite(backend, versionID: v2.versionID, from: Base64URL.encode(v2.ciphertext),
-                                                                     to: Base64URL.encode(other.ciphertext)))
+            try await world.repository.attackerExecutes(
+                Self.rewrite(
+                    backend,
+                    versionID: v2.versionID,
+                    from: Base64URL.encode(v2.ciphertext),
+                    to: Base64URL.encode(other.ciphertext)
+                )
+            )
             try await expectCaught("swapped ciphertext")
         }
     }
@@ -200,24 +231,57 @@ struct KeyRedirectionTests {
         try await TestDatabase.with(.sqlite) { repo in
             let admin = SigningKeyPair.generate()
             let id = Identity.generate()
-            let cert = try Certificate.issue(userID: id.userID, username: "pat", role: .patient, signingKey: id.signing.publicKey,
-                                             boxKey: id.box.publicKey, issuedAt: 1, adminKey: admin)
-            let reg = try RegistrationRequest.make(identity: id, username: "pat", role: .patient,
-                                                   passwordKeys: try PasswordKeys.derive(password: "pw", salt: .random(), parameters: .interactive),
-                                                   kdf: .interactive, salt: .random(), requestedAt: 1)
-            try await repo.insertUser(UserRow(id: id.userID, username: "pat", role: .patient, status: .active, registration: reg, certificate: cert,
-                                              approval: nil, rejectReason: nil, createdAt: 1, updatedAt: 1),
-                                      audit: AuditEvent(actor: "t", action: "t"))
+            let cert = try Certificate.issue(
+                userID: id.userID,
+                username: "pat",
+                role: .patient,
+                signingKey: id.signing.publicKey,
+                boxKey: id.box.publicKey,
+                issuedAt: 1,
+                adminKey: admin
+            )
+            let reg = try RegistrationRequest.make(
+                identity: id,
+                username: "pat",
+                role: .patient,
+                passwordKeys: try PasswordKeys.derive(password: "pw", salt: .random(), parameters: .interactive),
+                kdf: .interactive,
+                salt: .random(),
+                requestedAt: 1
+            )
+            try await repo.insertUser(
+                UserRow(
+                    id: id.userID,
+                    username: "pat",
+                    role: .patient,
+                    status: .active,
+                    registration: reg,
+                    certificate: cert,
+                    approval: nil,
+                    rejectReason: nil,
+                    createdAt: 1,
+                    updatedAt: 1
+                ),
+                audit: AuditEvent(actor: "t", action: "t")
+            )
             func row(_ t: Tresor) throws -> TresorRow {
-                TresorRow(id: t.id, ownerID: id.userID, category: t.category, currentEpoch: t.currentEpoch,
-                          selfGrant: try Grant.make(patient: id, member: cert, adminKey: admin.publicKey, tresor: t, createdAt: 1), updatedAt: 1)
+                TresorRow(
+                    id: t.id,
+                    ownerID: id.userID,
+                    category: t.category,
+                    currentEpoch: t.currentEpoch,
+                    selfGrant: try Grant.make(patient: id, member: cert, adminKey: admin.publicKey, tresor: t, createdAt: 1),
+                    updatedAt: 1
+                )
             }
             let first = try row(Tresor.create(ownerID: id.userID, category: "interventions"))
             _ = try await repo.upsertTresor(first, audit: AuditEvent(actor: "t", action: "t"))
             _ = try await repo.upsertTresor(first, audit: AuditEvent(actor: "t", action: "t"))
             await #expect(throws: RepositoryError.self) {
-                _ = try await repo.upsertTresor(try row(Tresor.create(ownerID: id.userID, category: "interventions")),
-                                                audit: AuditEvent(actor: "t", action: "t"))
+                _ = try await repo.upsertTresor(
+                    try row(Tresor.create(ownerID: id.userID, category: "interventions")),
+                    audit: AuditEvent(actor: "t", action: "t")
+                )
             }
         }
     }

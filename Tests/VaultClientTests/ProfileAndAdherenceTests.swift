@@ -4,6 +4,7 @@ import VaultAPI
 import VaultCore
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultClient
 
 @Suite("Client: profile files and adherence")
@@ -45,11 +46,19 @@ struct ProfileAndAdherenceTests {
 
     @Test func adherenceCountsOccurrencesAgainstRecordedOutcomes() throws {
         let utc = TimeZone(identifier: "UTC")!
-        let start = Date(unixMillis: 1_767_254_400_000) // 2026-01-01 08:00 UTC
-        let twice = try Activity(id: "pill", title: "Pill", category: "interventions",
-                                 schedule: Schedule.dailyAtTimes(start: Date(unixMillis: 1_767_225_600_000), end: nil,
-                                                                 times: [DateComponents(hour: 8), DateComponents(hour: 20)], timeZone: utc),
-                                 createdAt: start)
+        let start = Date(unixMillis: 1_767_254_400_000)  // 2026-01-01 08:00 UTC
+        let twice = try Activity(
+            id: "pill",
+            title: "Pill",
+            category: "interventions",
+            schedule: Schedule.dailyAtTimes(
+                start: Date(unixMillis: 1_767_225_600_000),
+                end: nil,
+                times: [DateComponents(hour: 8), DateComponents(hour: 20)],
+                timeZone: utc
+            ),
+            createdAt: start
+        )
         let from = Date(unixMillis: 1_767_225_600_000)
         let to = from.addingTimeInterval(3 * 86_400)
         let events = try twice.schedule.events(from: from, to: to)
@@ -58,9 +67,12 @@ struct ProfileAndAdherenceTests {
             Outcome(activityID: "pill", occurrence: $0.occurrence, values: [OutcomeValue(value: .boolean(true), createdAt: start)], createdAt: start)
         }
         // An outcome whose only value was removed does not count.
-        var removed = Outcome(activityID: "pill", occurrence: events[2].occurrence,
-                              values: [OutcomeValue(id: "v", value: .boolean(true), createdAt: start)],
-                              createdAt: start)
+        var removed = Outcome(
+            activityID: "pill",
+            occurrence: events[2].occurrence,
+            values: [OutcomeValue(id: "v", value: .boolean(true), createdAt: start)],
+            createdAt: start
+        )
         removed.removeValue(id: "v", at: start)
         let rows = try Adherence.rows(activities: [twice], outcomes: done + [removed], from: from, to: to, timeZone: utc)
         #expect(rows.count == 1)

@@ -5,6 +5,7 @@ import VaultCore
 import VaultCrypto
 import VaultServer
 import VaultTestSupport
+
 @testable import VaultClient
 
 @Suite("Client: accounts and sync against a live server")
@@ -114,8 +115,12 @@ struct SyncTests {
             let b = try world.device("b")
             let (_, password) = try await world.patient("erin", on: a)
             let ahead = try await a.accounts.login(username: "erin", password: password)
-            let skewed = try PatientVault(account: ahead, transport: a.transport, adminKey: world.admin.publicKey,
-                                          now: { Date().addingTimeInterval(2 * 3600) })
+            let skewed = try PatientVault(
+                account: ahead,
+                transport: a.transport,
+                adminKey: world.admin.publicKey,
+                now: { Date().addingTimeInterval(2 * 3600) }
+            )
             try await skewed.addActivity(try Sample.activity("walk", title: "written by a fast clock"))
             _ = try await skewed.sync()
             let vaultB = try await b.loginPatient("erin", password: password)
@@ -125,8 +130,12 @@ struct SyncTests {
             _ = try await skewed.sync()
             #expect(try await skewed.activity(id: "walk")?.title == "edited later by a correct clock", "the HLC carried B past A's clock")
 
-            let far = try PatientVault(account: ahead, transport: a.transport, adminKey: world.admin.publicKey,
-                                       now: { Date().addingTimeInterval(400 * 86_400) })
+            let far = try PatientVault(
+                account: ahead,
+                transport: a.transport,
+                adminKey: world.admin.publicKey,
+                now: { Date().addingTimeInterval(400 * 86_400) }
+            )
             try await far.addActivity(try Sample.activity("future"))
             let summary = try await far.sync()
             #expect(summary.rejected.count == 1)
@@ -145,8 +154,12 @@ struct SyncTests {
             // The push reaches the server and is committed, but the answer never arrives.
             let outbox = try vault.store.outbox(limit: 100)
             let token = try #require(vault.account.session?.token)
-            let _: PushResponse = try await a.transport.send(.POST, Routes.records, body: PushRequest(envelopes: outbox.map(\.envelope)),
-                                                             auth: .session(token))
+            let _: PushResponse = try await a.transport.send(
+                .POST,
+                Routes.records,
+                body: PushRequest(envelopes: outbox.map(\.envelope)),
+                auth: .session(token)
+            )
             #expect(try await vault.pendingCount() == 30, "the device still thinks nothing was sent")
             let resumed = try await vault.sync()
             #expect(resumed.duplicates == 30 && resumed.pushed == 0, "the server recognises every version")

@@ -1,15 +1,25 @@
 import Testing
 import VaultCrypto
+
 @testable import VaultCore
 
 @Suite("Canonical encoding")
 struct CanonicalEncodingTests {
     @Test func roundTripAndExactBytes() throws {
         var w = CanonicalWriter(domain: "T")
-        w.append(UInt8(7)); w.append(UInt32(1)); w.append(UInt64(2)); w.append(true); w.append("hé"); w.append(nil as String?)
+        w.append(UInt8(7))
+        w.append(UInt32(1))
+        w.append(UInt64(2))
+        w.append(true)
+        w.append("hé")
+        w.append(nil as String?)
         w.append(Int64(-1) as Int64?)
-        #expect(w.bytes == [0, 0, 0, 1, 0x54, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 3, 0x68, 0xc3, 0xa9, 0, 1,
-                            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
+        #expect(
+            w.bytes == [
+                0, 0, 0, 1, 0x54, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 3, 0x68, 0xc3, 0xa9, 0, 1,
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            ]
+        )
         var r = try CanonicalReader(w.bytes, domain: "T")
         #expect(try r.readUInt8() == 7)
         #expect(try r.readUInt32() == 1)
@@ -45,8 +55,12 @@ struct CanonicalEncodingTests {
 
     @Test func fieldBoundariesCannotBeShifted() {
         // ("ab","c") and ("a","bc") must encode differently: that is what the length prefixes are for.
-        var a = CanonicalWriter(domain: "D"); a.append("ab"); a.append("c")
-        var b = CanonicalWriter(domain: "D"); b.append("a"); b.append("bc")
+        var a = CanonicalWriter(domain: "D")
+        a.append("ab")
+        a.append("c")
+        var b = CanonicalWriter(domain: "D")
+        b.append("a")
+        b.append("bc")
         #expect(a.bytes != b.bytes)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultCore
 
 private let created = Date(timeIntervalSince1970: 1_780_000_000)
@@ -93,12 +94,21 @@ struct CareModelTests {
 
     @Test func activityJSONRoundTrip() throws {
         let target = OutcomeValue(id: "t", value: .number(30), units: "min", createdAt: created)
-        let original = try Activity(id: "walk", title: "Evening walk", instructions: "Brisk pace", category: "interventions",
-                                    schedule: schedule() + Schedule.allDay(start: created, timeZone: TimeZone(identifier: "Europe/Berlin")!),
-                                    targetValues: [target], carePlanID: "rehab", userInfo: ["source": "clinic"],
-                                    createdAt: created, updatedAt: created.addingTimeInterval(60))
+        let original = try Activity(
+            id: "walk",
+            title: "Evening walk",
+            instructions: "Brisk pace",
+            category: "interventions",
+            schedule: schedule() + Schedule.allDay(start: created, timeZone: TimeZone(identifier: "Europe/Berlin")!),
+            targetValues: [target],
+            carePlanID: "rehab",
+            userInfo: ["source": "clinic"],
+            createdAt: created,
+            updatedAt: created.addingTimeInterval(60)
+        )
         // The envelope's payload encoding (dates as milliseconds) and the default one both round-trip.
-        let encoder = JSONEncoder(), decoder = JSONDecoder()
+        let encoder = JSONEncoder()
+        let decoder = JSONDecoder()
         encoder.dateEncodingStrategy = .millisecondsSince1970
         decoder.dateDecodingStrategy = .millisecondsSince1970
         #expect(try decoder.decode(Activity.self, from: encoder.encode(original)) == original)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
+
 @testable import VaultCore
 
 /// A patient, a tresor and a sealed envelope to attack.
@@ -14,10 +15,17 @@ struct EnvelopeFixture {
 
     init() throws {
         tresor = Tresor.create(ownerID: patient.userID, category: "interventions")
-        header = RecordHeader(ownerID: patient.userID, tresorID: tresor.id, category: "interventions", epoch: 1, recordType: .activity,
-                              recordID: RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: patient.recordIDKey),
-                              timestamp: HLCTimestamp(physicalMs: 1_700_000_000_000, counter: 3, deviceID: "device-a"),
-                              deleted: false, authorID: patient.userID)
+        header = RecordHeader(
+            ownerID: patient.userID,
+            tresorID: tresor.id,
+            category: "interventions",
+            epoch: 1,
+            recordType: .activity,
+            recordID: RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: patient.recordIDKey),
+            timestamp: HLCTimestamp(physicalMs: 1_700_000_000_000, counter: 3, deviceID: "device-a"),
+            deleted: false,
+            authorID: patient.userID
+        )
         envelope = try Envelope.seal(payload: payload, header: header, key: tresor.currentKey, author: patient.signing)
     }
 
@@ -46,13 +54,15 @@ struct EnvelopeTests {
             #expect(throws: EnvelopeError.invalidSignature) { try f.open(e) }
         }
         for i in 0..<AEADNonce.byteCount {
-            var e = f.envelope, n = e.nonce.bytes
+            var e = f.envelope
+            var n = e.nonce.bytes
             n[i] ^= 1
             e.nonce = try AEADNonce(bytes: n)
             #expect(throws: EnvelopeError.invalidSignature) { try f.open(e) }
         }
         for i in 0..<Signature.byteCount {
-            var e = f.envelope, s = e.signature.bytes
+            var e = f.envelope
+            var s = e.signature.bytes
             s[i] ^= 1
             e.signature = try Signature(bytes: s)
             #expect(throws: EnvelopeError.invalidSignature) { try f.open(e) }
@@ -66,14 +76,23 @@ struct EnvelopeTests {
         let cases: [(String, (inout RecordHeader) -> Void, EnvelopeError)] = [
             ("format version", { $0.formatVersion = 2 }, .unsupportedVersion(2)),
             ("epoch 0", { $0.epoch = 0 }, .malformed("epoch 0")),
-            ("owner", { $0.ownerID = other; $0.authorID = other }, .wrongContext(field: "owner")),
+            (
+                "owner",
+                {
+                    $0.ownerID = other
+                    $0.authorID = other
+                }, .wrongContext(field: "owner")
+            ),
             ("tresor", { $0.tresorID = other }, .wrongContext(field: "tresor")),
             ("category", { $0.category = "assessments" }, .wrongContext(field: "category")),
             ("author", { $0.authorID = other }, .authorNotOwner),
             ("epoch", { $0.epoch = 2 }, .invalidSignature),
             ("record type", { $0.recordType = .outcome }, .invalidSignature),
             ("record id", { $0.recordID = RecordID.make(type: .activity, activityID: "run", occurrence: nil, key: .generate()) }, .invalidSignature),
-            ("timestamp", { $0.timestamp = HLCTimestamp(physicalMs: $0.timestamp.physicalMs + 1, counter: 3, deviceID: "device-a") }, .invalidSignature),
+            (
+                "timestamp", { $0.timestamp = HLCTimestamp(physicalMs: $0.timestamp.physicalMs + 1, counter: 3, deviceID: "device-a") },
+                .invalidSignature
+            ),
             ("counter", { $0.timestamp = HLCTimestamp(physicalMs: $0.timestamp.physicalMs, counter: 4, deviceID: "device-a") }, .invalidSignature),
             ("device", { $0.timestamp = HLCTimestamp(physicalMs: $0.timestamp.physicalMs, counter: 3, deviceID: "device-b") }, .invalidSignature),
             ("deleted flag", { $0.deleted = true }, .invalidSignature),
@@ -89,8 +108,10 @@ struct EnvelopeTests {
         // Defence in depth: even an author-signed envelope whose header was changed after encryption
         // (a buggy or malicious device, or a leaked signing key) does not decrypt into garbage.
         let f = try EnvelopeFixture()
-        for edit in [{ (h: inout RecordHeader) in h.deleted = true }, { $0.timestamp = HLCTimestamp(physicalMs: 1, counter: 0, deviceID: "x") },
-                     { $0.recordType = .outcome }] {
+        for edit in [
+            { (h: inout RecordHeader) in h.deleted = true }, { $0.timestamp = HLCTimestamp(physicalMs: 1, counter: 0, deviceID: "x") },
+            { $0.recordType = .outcome },
+        ] {
             var e = f.envelope
             edit(&e.header)
             e.signature = f.patient.signing.sign(e.signedBytes)
@@ -119,7 +140,10 @@ struct EnvelopeTests {
             try f.open(f.envelope, context: EnvelopeContext(ownerID: f.patient.userID, category: "assessments"))
         }
         #expect(throws: EnvelopeError.wrongContext(field: "tresor")) {
-            try f.open(f.envelope, context: EnvelopeContext(ownerID: f.patient.userID, tresorID: Tresor.id(ownerID: f.patient.userID, category: "assessments")))
+            try f.open(
+                f.envelope,
+                context: EnvelopeContext(ownerID: f.patient.userID, tresorID: Tresor.id(ownerID: f.patient.userID, category: "assessments"))
+            )
         }
         // The reader has only a later epoch's key (a revoked doctor with new keys only, or the reverse).
         var rotated = f.tresor
@@ -156,8 +180,10 @@ struct EnvelopeTests {
     @Test func nonCanonicalPaddingIsRejected() throws {
         // An author-signed envelope whose plaintext is not padded to a bucket: the reader refuses it.
         let f = try EnvelopeFixture()
-        for padded in [try Padding.pad(Array("x".utf8), blockSize: 300), try Padding.pad(Array("x".utf8), blockSize: 512),
-                       [UInt8](repeating: 0, count: 256)] {
+        for padded in [
+            try Padding.pad(Array("x".utf8), blockSize: 300), try Padding.pad(Array("x".utf8), blockSize: 512),
+            [UInt8](repeating: 0, count: 256),
+        ] {
             var e = f.envelope
             e.nonce = .random()
             e.ciphertext = AEAD.seal(padded, key: f.tresor.currentKey, nonce: e.nonce, associatedData: f.header.associatedData())
@@ -192,13 +218,19 @@ struct EnvelopeTests {
         // 0x80 placed one byte before the bucket's last step: a well-formed 7816-4 padding of a 16 KiB
         // bucket, but of a payload that maps to a smaller bucket, so the reader must refuse it.
         let f = try EnvelopeFixture()
-        let bucket = 16_384, step = Envelope.paddingBlock(forBucket: bucket)
+        let bucket = 16_384
+        let step = Envelope.paddingBlock(forBucket: bucket)
         #expect(step == 1_024)
         let short = [UInt8](repeating: 0x41, count: bucket - step - 1)
         #expect(Envelope.bucket(forPayloadLength: short.count) < bucket)
         var e = f.envelope
         e.nonce = .random()
-        e.ciphertext = AEAD.seal(try Padding.pad(short, blockSize: bucket), key: f.tresor.currentKey, nonce: e.nonce, associatedData: f.header.associatedData())
+        e.ciphertext = AEAD.seal(
+            try Padding.pad(short, blockSize: bucket),
+            key: f.tresor.currentKey,
+            nonce: e.nonce,
+            associatedData: f.header.associatedData()
+        )
         #expect(e.ciphertext.count == bucket + AEAD.tagByteCount)
         e.signature = f.patient.signing.sign(e.signedBytes)
         #expect(throws: EnvelopeError.invalidPadding) { try f.open(e) }
@@ -214,10 +246,22 @@ struct EnvelopeTests {
 
     @Test func recordIdsAreStableKeyedAndDistinct() {
         let k = SymmetricKey.generate()
-        #expect(RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k) == RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k))
-        #expect(RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k) != RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: .generate()))
-        #expect(RecordID.make(type: .outcome, activityID: "walk", occurrence: 1, key: k) != RecordID.make(type: .outcome, activityID: "walk", occurrence: 2, key: k))
-        #expect(RecordID.make(type: .outcome, activityID: "walk", occurrence: 0, key: k) != RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k))
+        #expect(
+            RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k)
+                == RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k)
+        )
+        #expect(
+            RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k)
+                != RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: .generate())
+        )
+        #expect(
+            RecordID.make(type: .outcome, activityID: "walk", occurrence: 1, key: k)
+                != RecordID.make(type: .outcome, activityID: "walk", occurrence: 2, key: k)
+        )
+        #expect(
+            RecordID.make(type: .outcome, activityID: "walk", occurrence: 0, key: k)
+                != RecordID.make(type: .activity, activityID: "walk", occurrence: nil, key: k)
+        )
     }
 }
 
@@ -228,7 +272,12 @@ struct CareRecordEnvelopeTests {
         // byte, a changed header field, a record moved to another id, and the wrong context.
         let f = try EnvelopeFixture()
         let start = Date(unixMillis: 1_767_000_000_000)
-        let schedule = try Schedule.dailyAtTimes(start: start, end: nil, times: [DateComponents(hour: 8, minute: 0)], timeZone: TimeZone(identifier: "UTC")!)
+        let schedule = try Schedule.dailyAtTimes(
+            start: start,
+            end: nil,
+            times: [DateComponents(hour: 8, minute: 0)],
+            timeZone: TimeZone(identifier: "UTC")!
+        )
         let walk = try Activity(id: "walk", title: "Walk", category: "interventions", schedule: schedule, createdAt: start)
         let env = try Envelope.seal(record: .activity(walk), type: .activity, header: f.header, key: f.tresor.currentKey, author: f.patient.signing)
         #expect(try env.openRecordVerifiedEarlier(keys: f.tresor.keys, expecting: f.context).record == .activity(walk))
@@ -257,7 +306,12 @@ struct CareRecordEnvelopeTests {
     @Test func activitiesOutcomesAndTombstonesRoundTrip() throws {
         let f = try EnvelopeFixture()
         let start = Date(unixMillis: 1_767_000_000_000)
-        let schedule = try Schedule.dailyAtTimes(start: start, end: nil, times: [DateComponents(hour: 8, minute: 0)], timeZone: TimeZone(identifier: "Europe/Berlin")!)
+        let schedule = try Schedule.dailyAtTimes(
+            start: start,
+            end: nil,
+            times: [DateComponents(hour: 8, minute: 0)],
+            timeZone: TimeZone(identifier: "Europe/Berlin")!
+        )
         let walk = try Activity(id: "walk", title: "Walk 30 minutes", category: "interventions", schedule: schedule, createdAt: start)
         let env = try Envelope.seal(record: .activity(walk), type: .activity, header: f.header, key: f.tresor.currentKey, author: f.patient.signing)
         #expect(try env.openRecord(keys: f.tresor.keys, authorKey: f.patient.signing.publicKey, expecting: f.context).record == .activity(walk))
@@ -266,7 +320,13 @@ struct CareRecordEnvelopeTests {
         outcomeHeader.recordType = .outcome
         outcomeHeader.recordID = RecordID.make(type: .outcome, activityID: "walk", occurrence: 3, key: f.patient.recordIDKey)
         let outcome = Outcome(activityID: "walk", occurrence: 3, values: [OutcomeValue(value: .boolean(true), createdAt: start)], createdAt: start)
-        let oenv = try Envelope.seal(record: .outcome(outcome), type: .outcome, header: outcomeHeader, key: f.tresor.currentKey, author: f.patient.signing)
+        let oenv = try Envelope.seal(
+            record: .outcome(outcome),
+            type: .outcome,
+            header: outcomeHeader,
+            key: f.tresor.currentKey,
+            author: f.patient.signing
+        )
         #expect(try oenv.openRecord(keys: f.tresor.keys, authorKey: f.patient.signing.publicKey, expecting: f.context).record == .outcome(outcome))
 
         var deadHeader = f.header
@@ -290,14 +350,25 @@ struct CareRecordEnvelopeTests {
         let cases: [(RecordHeader, String, EnvelopeError)] = [
             (f.header, #"{"type":"outcome"}"#, .payloadMismatch("record type")),
             (f.header, #"{"type":"activity"}"#, .payloadMismatch("live record without a body")),
-            ({ var h = f.header; h.deleted = true; return h }(), String(decoding: try RecordPayload.encoder.encode(RecordPayload(type: .activity, activity: other)), as: UTF8.self),
-             .payloadMismatch("tombstone with a body")),
-            (f.header, String(decoding: try RecordPayload.encoder.encode(RecordPayload(type: .activity, activity: other)), as: UTF8.self), .payloadMismatch("category")),
+            (
+                {
+                    var h = f.header
+                    h.deleted = true
+                    return h
+                }(), String(decoding: try RecordPayload.encoder.encode(RecordPayload(type: .activity, activity: other)), as: UTF8.self),
+                .payloadMismatch("tombstone with a body")
+            ),
+            (
+                f.header, String(decoding: try RecordPayload.encoder.encode(RecordPayload(type: .activity, activity: other)), as: UTF8.self),
+                .payloadMismatch("category")
+            ),
             (f.header, "not json", .malformedPayload("not a record: DecodingError")),
         ]
         for (header, json, expected) in cases {
             let env = try Envelope.seal(payload: Array(json.utf8), header: header, key: f.tresor.currentKey, author: f.patient.signing)
-            #expect(throws: expected, "\(json)") { try env.openRecord(keys: f.tresor.keys, authorKey: f.patient.signing.publicKey, expecting: f.context) }
+            #expect(throws: expected, "\(json)") {
+                try env.openRecord(keys: f.tresor.keys, authorKey: f.patient.signing.publicKey, expecting: f.context)
+            }
         }
     }
 }

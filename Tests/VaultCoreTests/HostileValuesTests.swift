@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
+
 @testable import VaultCore
 
 /// Numbers that a user typed or a signed record carries, at the edges of what Int and the calendar hold:
@@ -47,7 +48,10 @@ struct HostileValuesTests {
                 let events = try schedule.events(from: .distantPast, to: .distantFuture)
                 #expect(events.count <= Schedule.maxEventsPerCall)
             } catch let error {
-                guard case .tooManyEvents = error else { Issue.record("unexpected \(error)"); continue }
+                guard case .tooManyEvents = error else {
+                    Issue.record("unexpected \(error)")
+                    continue
+                }
                 #expect(error.description.contains("ask for a shorter range"))
             }
         }
@@ -77,14 +81,19 @@ struct HostileValuesTests {
         header.recordType = .outcome
         header.recordID = RecordID.make(type: .outcome, activityID: "walk", occurrence: Int.max, key: f.patient.recordIDKey)
         // The owner's own key signs it: only the reader's checks stand in the way.
-        let outcome = Outcome(activityID: "walk", occurrence: Int.max, values: [OutcomeValue(value: .boolean(true), createdAt: Self.start)],
-                              createdAt: Self.start)
+        let outcome = Outcome(
+            activityID: "walk",
+            occurrence: Int.max,
+            values: [OutcomeValue(value: .boolean(true), createdAt: Self.start)],
+            createdAt: Self.start
+        )
         let env = try Envelope.seal(record: .outcome(outcome), type: .outcome, header: header, key: f.tresor.currentKey, author: f.patient.signing)
         #expect(throws: EnvelopeError.malformedPayload(CareModelError.occurrenceTooLarge(Int.max).description)) {
             try env.openRecord(keys: f.tresor.keys, authorKey: f.patient.signing.publicKey, expecting: f.context)
         }
         // An activity whose schedule steps by zero hours (encoded by hand: the model refuses to build one).
-        let json = #"{"type":"activity","activity":{"id":"walk","title":"Walk","category":"interventions","createdAt":0,"#
+        let json =
+            #"{"type":"activity","activity":{"id":"walk","title":"Walk","category":"interventions","createdAt":0,"#
             + #""schedule":{"elements":[{"start":0,"interval":{"unit":"hours","count":0},"allDay":false,"duration":0,"#
             + #""targetValues":[],"timeZoneIdentifier":"UTC"}]},"targetValues":[]}}"#
         let zero = try Envelope.seal(payload: Array(json.utf8), header: f.header, key: f.tresor.currentKey, author: f.patient.signing)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultCore
 
 @Suite("Hybrid logical clock")
@@ -13,10 +14,10 @@ struct HybridLogicalClockTests {
         var previous = try clock.tick(wallClockMs: wall)
         for step in 0..<5_000 {
             switch step {
-            case 1_000: wall -= hour                 // NTP correction backwards
-            case 2_000..<3_000: break                // frozen clock
-            case 3_500: wall -= 10 * hour            // a manual change far back
-            default: wall += UInt64(step % 3)        // 0-2 ms per event: many share a millisecond
+            case 1_000: wall -= hour  // NTP correction backwards
+            case 2_000..<3_000: break  // frozen clock
+            case 3_500: wall -= 10 * hour  // a manual change far back
+            default: wall += UInt64(step % 3)  // 0-2 ms per event: many share a millisecond
             }
             // When it ticks
             let next = try clock.tick(wallClockMs: wall)
@@ -62,8 +63,10 @@ struct HybridLogicalClockTests {
         var clock = HybridLogicalClock(deviceID: "b", lastPhysicalMs: 500, lastCounter: 3)
         #expect(try clock.receive(HLCTimestamp(physicalMs: 500, counter: 9, deviceID: "a"), wallClockMs: 400).counter == 10)
         #expect(try clock.receive(HLCTimestamp(physicalMs: 200, counter: 99, deviceID: "a"), wallClockMs: 400).counter == 11)
-        #expect(try clock.receive(HLCTimestamp(physicalMs: 200, counter: 99, deviceID: "a"), wallClockMs: 600)
-            == HLCTimestamp(physicalMs: 600, counter: 0, deviceID: "b"))
+        #expect(
+            try clock.receive(HLCTimestamp(physicalMs: 200, counter: 99, deviceID: "a"), wallClockMs: 600)
+                == HLCTimestamp(physicalMs: 600, counter: 0, deviceID: "b")
+        )
     }
 
     @Test func forwardDriftBoundAcceptsTwoHoursAndRefusesBeyondThree() throws {
@@ -124,7 +127,9 @@ struct HybridLogicalClockTests {
         #expect(try restored.tick(wallClockMs: 0) > clock.last)
         // A state saved before the drift field existed decodes with the default.
         let old = #"{"deviceID":"phone","lastPhysicalMs":5,"lastCounter":1}"#
-        #expect(try JSONDecoder().decode(HybridLogicalClock.self, from: Data(old.utf8)).maxForwardDriftMs == HybridLogicalClock.defaultMaxForwardDriftMs)
+        #expect(
+            try JSONDecoder().decode(HybridLogicalClock.self, from: Data(old.utf8)).maxForwardDriftMs == HybridLogicalClock.defaultMaxForwardDriftMs
+        )
         let ts = HLCTimestamp(physicalMs: .max, counter: .max, deviceID: "d")
         #expect(try JSONDecoder().decode(HLCTimestamp.self, from: JSONEncoder().encode(ts)) == ts)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultCore
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator, so every property-test case can be
@@ -25,8 +26,13 @@ private enum Gen {
     static func versions(_ rng: inout SplitMix64) -> [Versioned<String>] {
         var stamps = Set<HLCTimestamp>()
         for _ in 0..<Int.random(in: 1...8, using: &rng) {
-            stamps.insert(HLCTimestamp(physicalMs: UInt64.random(in: 1_000...1_003, using: &rng), counter: UInt32.random(in: 0...2, using: &rng),
-                                       deviceID: devices.randomElement(using: &rng)!))
+            stamps.insert(
+                HLCTimestamp(
+                    physicalMs: UInt64.random(in: 1_000...1_003, using: &rng),
+                    counter: UInt32.random(in: 0...2, using: &rng),
+                    deviceID: devices.randomElement(using: &rng)!
+                )
+            )
         }
         var result: [Versioned<String>] = []
         for (i, ts) in stamps.sorted().enumerated() {
@@ -58,9 +64,15 @@ private enum Gen {
         var removed = Set<String>()
         if Int.random(in: 0..<3, using: &rng) == 0 { removed.insert("v\(Int.random(in: 0..<6, using: &rng))") }
         let created = Int.random(in: 0...3, using: &rng)
-        return Outcome(activityID: "walk", occurrence: 3, values: values, removedValueIDs: removed,
-                       note: [nil, "felt fine", "skipped", "ok"].randomElement(using: &rng)!,
-                       createdAt: date(created), updatedAt: date(created + Int.random(in: 0...2, using: &rng)))
+        return Outcome(
+            activityID: "walk",
+            occurrence: 3,
+            values: values,
+            removedValueIDs: removed,
+            note: [nil, "felt fine", "skipped", "ok"].randomElement(using: &rng)!,
+            createdAt: date(created),
+            updatedAt: date(created + Int.random(in: 0...2, using: &rng))
+        )
     }
 }
 
@@ -169,12 +181,21 @@ struct ReconciliationTests {
 
     @Test func concurrentValuesFromTwoDevicesBothSurvive() {
         // Given the same occurrence recorded offline on two devices
-        let phone = Outcome(activityID: "walk", occurrence: 4,
-                            values: [OutcomeValue(id: "phone-1", value: .boolean(true), createdAt: date(5))],
-                            note: "morning", createdAt: date(5))
-        let tablet = Outcome(activityID: "walk", occurrence: 4,
-                             values: [OutcomeValue(id: "tablet-1", value: .number(3200), units: "steps", createdAt: date(6))],
-                             note: "evening", createdAt: date(6), updatedAt: date(8))
+        let phone = Outcome(
+            activityID: "walk",
+            occurrence: 4,
+            values: [OutcomeValue(id: "phone-1", value: .boolean(true), createdAt: date(5))],
+            note: "morning",
+            createdAt: date(5)
+        )
+        let tablet = Outcome(
+            activityID: "walk",
+            occurrence: 4,
+            values: [OutcomeValue(id: "tablet-1", value: .number(3200), units: "steps", createdAt: date(6))],
+            note: "evening",
+            createdAt: date(6),
+            updatedAt: date(8)
+        )
         // When they are merged
         let merged = Reconciliation.mergeOutcomes(phone, tablet)
         // Then both readings are kept, the later note wins, and the dates span both
@@ -196,7 +217,8 @@ struct ReconciliationTests {
         let negativeZero = OutcomeValue(id: "z", value: .number(-0.0), createdAt: date(1))
         let c = Outcome(activityID: "walk", occurrence: 0, values: [zero], createdAt: date(0))
         let d = Outcome(activityID: "walk", occurrence: 0, values: [negativeZero], createdAt: date(0))
-        let cd = Reconciliation.mergeOutcomes(c, d).values[0], dc = Reconciliation.mergeOutcomes(d, c).values[0]
+        let cd = Reconciliation.mergeOutcomes(c, d).values[0]
+        let dc = Reconciliation.mergeOutcomes(d, c).values[0]
         #expect(cd.canonicalJSON == dc.canonicalJSON)
     }
 }
@@ -207,9 +229,15 @@ struct ResolutionTests {
     private static func ts(_ ms: UInt64, _ device: String = "a") -> HLCTimestamp { HLCTimestamp(physicalMs: ms, counter: 0, deviceID: device) }
     private static let day = Date(timeIntervalSince1970: 1_780_000_000)
     private static func outcome(_ values: [String], removed: Set<String> = []) -> Outcome {
-        Outcome(activityID: "walk", occurrence: 3,
-                values: values.map { OutcomeValue(id: $0, value: .boolean(true), units: nil, createdAt: day) },
-                removedValueIDs: removed, note: nil, createdAt: day, updatedAt: day)
+        Outcome(
+            activityID: "walk",
+            occurrence: 3,
+            values: values.map { OutcomeValue(id: $0, value: .boolean(true), units: nil, createdAt: day) },
+            removedValueIDs: removed,
+            note: nil,
+            createdAt: day,
+            updatedAt: day
+        )
     }
 
     struct Case: CustomTestStringConvertible, Sendable {
@@ -221,37 +249,109 @@ struct ResolutionTests {
     }
 
     static let cases: [Case] = [
-        Case(name: "nothing local: adopt", local: nil, remote: Versioned(timestamp: ts(5), deleted: false, payload: nil),
-             expected: .adoptRemote(dropOutbox: false)),
-        Case(name: "same version: keep", local: LocalCopy(timestamp: ts(5), deleted: false, pending: false),
-             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .keepLocal),
-        Case(name: "newer remote activity beats a sent copy", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false),
-             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .adoptRemote(dropOutbox: false)),
-        Case(name: "newer remote beats an unsent copy, which leaves the outbox", local: LocalCopy(timestamp: ts(4), deleted: false, pending: true),
-             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .adoptRemote(dropOutbox: true)),
-        Case(name: "older remote loses", local: LocalCopy(timestamp: ts(6), deleted: false, pending: true),
-             remote: Versioned(timestamp: ts(5), deleted: false, payload: nil), expected: .keepLocal),
-        Case(name: "same millisecond: the greater device wins", local: LocalCopy(timestamp: ts(5, "b"), deleted: false, pending: true),
-             remote: Versioned(timestamp: ts(5, "a"), deleted: false, payload: nil), expected: .keepLocal),
-        Case(name: "a newer tombstone deletes", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false, outcome: outcome(["x"])),
-             remote: .tombstone(at: ts(5)), expected: .adoptRemote(dropOutbox: false)),
-        Case(name: "an older live copy cannot undelete", local: LocalCopy(timestamp: ts(6), deleted: true, pending: false),
-             remote: Versioned(timestamp: ts(5), payload: outcome(["x"])), expected: .keepLocal),
-        Case(name: "newer remote outcome holding everything: adopt", local: LocalCopy(timestamp: ts(4), deleted: false, pending: true,
-                                                                                     outcome: outcome(["x"])),
-             remote: Versioned(timestamp: ts(5), payload: outcome(["x", "y"])), expected: .adoptRemote(dropOutbox: true)),
-        Case(name: "newer local outcome holding everything: keep", local: LocalCopy(timestamp: ts(6), deleted: false, pending: false,
-                                                                                   outcome: outcome(["x", "y"])),
-             remote: Versioned(timestamp: ts(5), payload: outcome(["y"])), expected: .keepLocal),
-        Case(name: "each side has a reading the other lacks: merge", local: LocalCopy(timestamp: ts(6), deleted: false, pending: true,
-                                                                                    outcome: outcome(["x"])),
-             remote: Versioned(timestamp: ts(5), payload: outcome(["y"])), expected: .writeMerged(outcome(["x", "y"]))),
-        Case(name: "a newer remote that lost a local reading still merges", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false,
-                                                                                           outcome: outcome(["x", "y"])),
-             remote: Versioned(timestamp: ts(5), payload: outcome(["y"])), expected: .writeMerged(outcome(["x", "y"]))),
-        Case(name: "a removal on the remote side wins over the local reading", local: LocalCopy(timestamp: ts(4), deleted: false, pending: false,
-                                                                                              outcome: outcome(["x"])),
-             remote: Versioned(timestamp: ts(5), payload: outcome([], removed: ["x"])), expected: .adoptRemote(dropOutbox: false)),
+        Case(
+            name: "nothing local: adopt",
+            local: nil,
+            remote: Versioned(timestamp: ts(5), deleted: false, payload: nil),
+            expected: .adoptRemote(dropOutbox: false)
+        ),
+        Case(
+            name: "same version: keep",
+            local: LocalCopy(timestamp: ts(5), deleted: false, pending: false),
+            remote: Versioned(timestamp: ts(5), deleted: false, payload: nil),
+            expected: .keepLocal
+        ),
+        Case(
+            name: "newer remote activity beats a sent copy",
+            local: LocalCopy(timestamp: ts(4), deleted: false, pending: false),
+            remote: Versioned(timestamp: ts(5), deleted: false, payload: nil),
+            expected: .adoptRemote(dropOutbox: false)
+        ),
+        Case(
+            name: "newer remote beats an unsent copy, which leaves the outbox",
+            local: LocalCopy(timestamp: ts(4), deleted: false, pending: true),
+            remote: Versioned(timestamp: ts(5), deleted: false, payload: nil),
+            expected: .adoptRemote(dropOutbox: true)
+        ),
+        Case(
+            name: "older remote loses",
+            local: LocalCopy(timestamp: ts(6), deleted: false, pending: true),
+            remote: Versioned(timestamp: ts(5), deleted: false, payload: nil),
+            expected: .keepLocal
+        ),
+        Case(
+            name: "same millisecond: the greater device wins",
+            local: LocalCopy(timestamp: ts(5, "b"), deleted: false, pending: true),
+            remote: Versioned(timestamp: ts(5, "a"), deleted: false, payload: nil),
+            expected: .keepLocal
+        ),
+        Case(
+            name: "a newer tombstone deletes",
+            local: LocalCopy(timestamp: ts(4), deleted: false, pending: false, outcome: outcome(["x"])),
+            remote: .tombstone(at: ts(5)),
+            expected: .adoptRemote(dropOutbox: false)
+        ),
+        Case(
+            name: "an older live copy cannot undelete",
+            local: LocalCopy(timestamp: ts(6), deleted: true, pending: false),
+            remote: Versioned(timestamp: ts(5), payload: outcome(["x"])),
+            expected: .keepLocal
+        ),
+        Case(
+            name: "newer remote outcome holding everything: adopt",
+            local: LocalCopy(
+                timestamp: ts(4),
+                deleted: false,
+                pending: true,
+                outcome: outcome(["x"])
+            ),
+            remote: Versioned(timestamp: ts(5), payload: outcome(["x", "y"])),
+            expected: .adoptRemote(dropOutbox: true)
+        ),
+        Case(
+            name: "newer local outcome holding everything: keep",
+            local: LocalCopy(
+                timestamp: ts(6),
+                deleted: false,
+                pending: false,
+                outcome: outcome(["x", "y"])
+            ),
+            remote: Versioned(timestamp: ts(5), payload: outcome(["y"])),
+            expected: .keepLocal
+        ),
+        Case(
+            name: "each side has a reading the other lacks: merge",
+            local: LocalCopy(
+                timestamp: ts(6),
+                deleted: false,
+                pending: true,
+                outcome: outcome(["x"])
+            ),
+            remote: Versioned(timestamp: ts(5), payload: outcome(["y"])),
+            expected: .writeMerged(outcome(["x", "y"]))
+        ),
+        Case(
+            name: "a newer remote that lost a local reading still merges",
+            local: LocalCopy(
+                timestamp: ts(4),
+                deleted: false,
+                pending: false,
+                outcome: outcome(["x", "y"])
+            ),
+            remote: Versioned(timestamp: ts(5), payload: outcome(["y"])),
+            expected: .writeMerged(outcome(["x", "y"]))
+        ),
+        Case(
+            name: "a removal on the remote side wins over the local reading",
+            local: LocalCopy(
+                timestamp: ts(4),
+                deleted: false,
+                pending: false,
+                outcome: outcome(["x"])
+            ),
+            remote: Versioned(timestamp: ts(5), payload: outcome([], removed: ["x"])),
+            expected: .adoptRemote(dropOutbox: false)
+        ),
     ]
 
     @Test(arguments: cases)

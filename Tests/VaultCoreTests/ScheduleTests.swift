@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultCore
 
 /// Dates in the patient's zone, so expectations read as wall-clock times.
@@ -43,8 +44,13 @@ struct ScheduleTests {
     }
 
     @Test func weeklyOnMondayWednesdayFriday() throws {
-        let schedule = try Schedule.weekly(start: Berlin.date(2026, 5, 4), weekdays: [6, 2, 4, 2], at: time(9, 30), timeZone: Berlin.zone,
-                                           duration: 600)
+        let schedule = try Schedule.weekly(
+            start: Berlin.date(2026, 5, 4),
+            weekdays: [6, 2, 4, 2],
+            at: time(9, 30),
+            timeZone: Berlin.zone,
+            duration: 600
+        )
         let events = try schedule.events(from: Berlin.date(2026, 5, 1), to: Berlin.date(2026, 5, 18))
         #expect(events.map(\.start) == [4, 6, 8, 11, 13, 15].map { Berlin.date(2026, 5, $0, 9, 30) })
         #expect(events.map { Berlin.weekday($0.start) } == [2, 4, 6, 2, 4, 6])
@@ -60,8 +66,10 @@ struct ScheduleTests {
 
         // A start after the day's time begins the next day: no event before `start`.
         let late = try Schedule.everyNDays(3, start: Berlin.date(2026, 1, 1, 9), at: time(7), timeZone: Berlin.zone)
-        #expect(try late.events(from: Berlin.date(2026, 1, 1), to: Berlin.date(2026, 1, 6)).map(\.start)
-            == [Berlin.date(2026, 1, 2, 7), Berlin.date(2026, 1, 5, 7)])
+        #expect(
+            try late.events(from: Berlin.date(2026, 1, 1), to: Berlin.date(2026, 1, 6)).map(\.start)
+                == [Berlin.date(2026, 1, 2, 7), Berlin.date(2026, 1, 5, 7)]
+        )
     }
 
     @Test func allDayEventsCoverLocalDaysIncludingTheShortDSTDay() throws {
@@ -101,7 +109,8 @@ struct ScheduleTests {
         }
         // And so does every narrow window, including ones that start inside a run of ties
         for day in 4...40 {
-            let from = Berlin.date(2026, 5, day, 8), to = Berlin.date(2026, 5, day + 1, 8)
+            let from = Berlin.date(2026, 5, day, 8)
+            let to = Berlin.date(2026, 5, day + 1, 8)
             for event in try schedule.events(from: from, to: to) {
                 #expect(wide[event.occurrence] == event)
             }
@@ -122,8 +131,12 @@ struct ScheduleTests {
 
     @Test func endDateIsRespected() throws {
         // Given a daily schedule that ends at 08:00 on 7 May, the instant its fourth event would start
-        let schedule = try Schedule.dailyAtTimes(start: Berlin.date(2026, 5, 4), end: Berlin.date(2026, 5, 7, 8), times: [time(8)],
-                                                 timeZone: Berlin.zone)
+        let schedule = try Schedule.dailyAtTimes(
+            start: Berlin.date(2026, 5, 4),
+            end: Berlin.date(2026, 5, 7, 8),
+            times: [time(8)],
+            timeZone: Berlin.zone
+        )
         // When a long range is queried
         let events = try schedule.events(from: Berlin.date(2026, 1, 1), to: Berlin.date(2027, 1, 1))
         // Then only the events starting before the end exist
@@ -212,7 +225,9 @@ struct ScheduleTests {
         struct XorShift: RandomNumberGenerator {
             var state: UInt64
             mutating func next() -> UInt64 {
-                state ^= state >> 12; state ^= state << 25; state ^= state >> 27
+                state ^= state >> 12
+                state ^= state << 25
+                state ^= state >> 27
                 return state &* 0x2545_F491_4F6C_DD1D
             }
         }
@@ -226,16 +241,26 @@ struct ScheduleTests {
                 let start = origin.addingTimeInterval(Double(Int.random(in: 0...(86_400 * 10), using: &rng) / 900 * 900))
                 let end: Date? = Bool.random(using: &rng) ? start.addingTimeInterval(Double(Int.random(in: 0...(86_400 * 60), using: &rng))) : nil
                 let allDay = Int.random(in: 0..<4, using: &rng) == 0
-                let interval: ScheduleInterval = switch Int.random(in: 0..<3, using: &rng) {
-                case 0 where !allDay: .hours(Int.random(in: 1...30, using: &rng))
-                case 2: .weeks(Int.random(in: 1...2, using: &rng))
-                default: .days(Int.random(in: 1...3, using: &rng))
-                }
-                elements.append(try ScheduleElement(start: start, end: end, interval: interval, allDay: allDay, duration: 900,
-                                                    timeZoneIdentifier: zones.randomElement(using: &rng)!))
+                let interval: ScheduleInterval =
+                    switch Int.random(in: 0..<3, using: &rng) {
+                    case 0 where !allDay: .hours(Int.random(in: 1...30, using: &rng))
+                    case 2: .weeks(Int.random(in: 1...2, using: &rng))
+                    default: .days(Int.random(in: 1...3, using: &rng))
+                    }
+                elements.append(
+                    try ScheduleElement(
+                        start: start,
+                        end: end,
+                        interval: interval,
+                        allDay: allDay,
+                        duration: 900,
+                        timeZoneIdentifier: zones.randomElement(using: &rng)!
+                    )
+                )
             }
             let schedule = Schedule(elements: elements)
-            let from = origin.addingTimeInterval(-2 * 86_400), to = origin.addingTimeInterval(86_400 * 90)
+            let from = origin.addingTimeInterval(-2 * 86_400)
+            let to = origin.addingTimeInterval(86_400 * 90)
             // When the range is read whole and in random windows
             let wide = try schedule.events(from: from, to: to)
             #expect(wide.map(\.occurrence) == Array(wide.indices), "seed \(seed)")
@@ -257,7 +282,8 @@ struct ScheduleTests {
     }
 
     @Test func scheduleJSONRoundTrip() throws {
-        let schedule = try Schedule.dailyAtTimes(start: Berlin.date(2026, 5, 4), times: [time(8)], timeZone: Berlin.zone)
+        let schedule =
+            try Schedule.dailyAtTimes(start: Berlin.date(2026, 5, 4), times: [time(8)], timeZone: Berlin.zone)
             + Schedule.allDay(start: Berlin.date(2026, 5, 4), end: Berlin.date(2026, 6, 1), timeZone: Berlin.zone, text: "log mood")
         let data = try JSONEncoder().encode(schedule)
         #expect(try JSONDecoder().decode(Schedule.self, from: data) == schedule)

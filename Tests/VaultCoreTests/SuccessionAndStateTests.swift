@@ -1,14 +1,22 @@
 import Foundation
 import Testing
 import VaultCrypto
+
 @testable import VaultCore
 
 @Suite("Grant succession, share and account states")
 struct SuccessionAndStateTests {
     /// A grant of `tresor` to the fixture's doctor, optionally only some epochs.
     private func grant(_ f: TrustFixture, _ tresor: Tresor, epochs: [UInt32]? = nil, expiresAt: UnixMillis? = 500) throws -> Grant {
-        try Grant.make(patient: f.patient, member: f.doctorCert, adminKey: f.admin.publicKey, tresor: tresor, epochs: epochs,
-                       createdAt: 1, expiresAt: expiresAt)
+        try Grant.make(
+            patient: f.patient,
+            member: f.doctorCert,
+            adminKey: f.admin.publicKey,
+            tresor: tresor,
+            epochs: epochs,
+            createdAt: 1,
+            expiresAt: expiresAt
+        )
     }
 
     @Test func aRotatedGrantSucceedsTheOneItExtends() throws {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
+
 @testable import VaultCore
 
 /// A small world: an admin, a patient and a doctor with certificates.
@@ -12,10 +13,24 @@ struct TrustFixture {
     let doctorCert: Certificate
 
     init() throws {
-        patientCert = try Certificate.issue(userID: patient.userID, username: "Alice", role: .patient, signingKey: patient.signing.publicKey,
-                                            boxKey: patient.box.publicKey, issuedAt: 1_700_000_000_000, adminKey: admin)
-        doctorCert = try Certificate.issue(userID: doctor.userID, username: "dr.bob", role: .doctor, signingKey: doctor.signing.publicKey,
-                                           boxKey: doctor.box.publicKey, issuedAt: 1_700_000_000_000, adminKey: admin)
+        patientCert = try Certificate.issue(
+            userID: patient.userID,
+            username: "Alice",
+            role: .patient,
+            signingKey: patient.signing.publicKey,
+            boxKey: patient.box.publicKey,
+            issuedAt: 1_700_000_000_000,
+            adminKey: admin
+        )
+        doctorCert = try Certificate.issue(
+            userID: doctor.userID,
+            username: "dr.bob",
+            role: .doctor,
+            signingKey: doctor.signing.publicKey,
+            boxKey: doctor.box.publicKey,
+            issuedAt: 1_700_000_000_000,
+            adminKey: admin
+        )
     }
 }
 
@@ -42,12 +57,21 @@ struct CertificateTests {
         }
         // Signed by someone other than the pinned admin (e.g. a server minting its own certificates).
         let rogue = SigningKeyPair.generate()
-        let forged = try Certificate.issue(userID: f.doctor.userID, username: "dr.bob", role: .doctor, signingKey: rogue.publicKey,
-                                           boxKey: BoxKeyPair.generate().publicKey, issuedAt: 1, adminKey: rogue)
+        let forged = try Certificate.issue(
+            userID: f.doctor.userID,
+            username: "dr.bob",
+            role: .doctor,
+            signingKey: rogue.publicKey,
+            boxKey: BoxKeyPair.generate().publicKey,
+            issuedAt: 1,
+            adminKey: rogue
+        )
         #expect(throws: TrustError.invalidSignature(what: "certificate")) { try forged.verify(adminKey: f.admin.publicKey) }
         // A genuine certificate whose role or keys were edited afterwards.
-        for edit in [{ (c: inout Certificate) in c.role = .doctor }, { $0.boxKey = BoxKeyPair.generate().publicKey },
-                     { $0.username = "mallory" }, { $0.issuedAt += 1 }, { $0.userID = UUID() }] {
+        for edit in [
+            { (c: inout Certificate) in c.role = .doctor }, { $0.boxKey = BoxKeyPair.generate().publicKey },
+            { $0.username = "mallory" }, { $0.issuedAt += 1 }, { $0.userID = UUID() },
+        ] {
             var c = f.patientCert
             edit(&c)
             #expect(throws: TrustError.invalidSignature(what: "certificate")) { try c.verify(adminKey: f.admin.publicKey) }
@@ -69,10 +93,20 @@ struct ApprovalTests {
         let approval = Approval.registration(f.patientCert, issuedAt: 5, sequence: 1, adminKey: f.admin)
         try approval.verify(adminKey: f.admin.publicKey, kind: .registration, subjectID: f.patient.userID, statementHash: f.patientCert.statementHash)
         #expect(throws: TrustError.mismatch(what: "approval", field: "subject")) {
-            try approval.verify(adminKey: f.admin.publicKey, kind: .registration, subjectID: f.doctor.userID, statementHash: f.patientCert.statementHash)
+            try approval.verify(
+                adminKey: f.admin.publicKey,
+                kind: .registration,
+                subjectID: f.doctor.userID,
+                statementHash: f.patientCert.statementHash
+            )
         }
         #expect(throws: TrustError.hashMismatch(what: "approval")) {
-            try approval.verify(adminKey: f.admin.publicKey, kind: .registration, subjectID: f.patient.userID, statementHash: f.doctorCert.statementHash)
+            try approval.verify(
+                adminKey: f.admin.publicKey,
+                kind: .registration,
+                subjectID: f.patient.userID,
+                statementHash: f.doctorCert.statementHash
+            )
         }
         #expect(throws: TrustError.mismatch(what: "approval", field: "kind")) {
             try approval.verify(adminKey: f.admin.publicKey, kind: .share, subjectID: f.patient.userID, statementHash: f.patientCert.statementHash)
@@ -91,16 +125,25 @@ struct ApprovalTests {
         #expect(throws: TrustError.mismatch(what: "approval", field: "subject")) {
             try approval.verifyShare(adminKey: f.admin.publicKey, shareID: UUID(), grant: grant)
         }
-        let other = try Grant.make(patient: f.patient, member: f.doctorCert, adminKey: f.admin.publicKey,
-                                   tresor: Tresor.create(ownerID: f.patient.userID, category: "assessments"), createdAt: 10)
+        let other = try Grant.make(
+            patient: f.patient,
+            member: f.doctorCert,
+            adminKey: f.admin.publicKey,
+            tresor: Tresor.create(ownerID: f.patient.userID, category: "assessments"),
+            createdAt: 10
+        )
         #expect(throws: TrustError.self) { try approval.verifyShare(adminKey: f.admin.publicKey, shareID: shareID, grant: other) }
         // Signed by a non-admin key.
         let forged = Approval.share(id: shareID, grant: grant, issuedAt: 11, sequence: 2, adminKey: .generate())
-        #expect(throws: TrustError.invalidSignature(what: "approval")) { try forged.verifyShare(adminKey: f.admin.publicKey, shareID: shareID, grant: grant) }
+        #expect(throws: TrustError.invalidSignature(what: "approval")) {
+            try forged.verifyShare(adminKey: f.admin.publicKey, shareID: shareID, grant: grant)
+        }
         // A genuine approval edited after signing.
         var edited = approval
         edited.sequence += 1
-        #expect(throws: TrustError.invalidSignature(what: "approval")) { try edited.verifyShare(adminKey: f.admin.publicKey, shareID: shareID, grant: grant) }
+        #expect(throws: TrustError.invalidSignature(what: "approval")) {
+            try edited.verifyShare(adminKey: f.admin.publicKey, shareID: shareID, grant: grant)
+        }
     }
 }
 
@@ -111,14 +154,25 @@ struct GrantTests {
         var tresor = Tresor.create(ownerID: f.patient.userID, category: "interventions")
         tresor.rotate()
         #expect(tresor.currentEpoch == 2)
-        let grant = try Grant.make(patient: f.patient, member: f.doctorCert, adminKey: f.admin.publicKey, tresor: tresor, createdAt: 1, expiresAt: 100)
+        let grant = try Grant.make(
+            patient: f.patient,
+            member: f.doctorCert,
+            adminKey: f.admin.publicKey,
+            tresor: tresor,
+            createdAt: 1,
+            expiresAt: 100
+        )
         #expect(grant.epochs == [1, 2])
         let opened = try grant.openKeys(member: f.doctor, patient: f.patientCert, adminKey: f.admin.publicKey, now: 50)
         #expect(opened.id == tresor.id)
         #expect(opened.keys[1] == tresor.keys[1] && opened.keys[2] == tresor.keys[2])
-        #expect(throws: TrustError.expired(what: "grant")) { try grant.openKeys(member: f.doctor, patient: f.patientCert, adminKey: f.admin.publicKey, now: 100) }
+        #expect(throws: TrustError.expired(what: "grant")) {
+            try grant.openKeys(member: f.doctor, patient: f.patientCert, adminKey: f.admin.publicKey, now: 100)
+        }
         // Someone else cannot open it, even the patient's own identity.
-        #expect(throws: TrustError.mismatch(what: "grant", field: "member")) { try grant.openKeys(member: f.patient, patient: f.patientCert, adminKey: f.admin.publicKey) }
+        #expect(throws: TrustError.mismatch(what: "grant", field: "member")) {
+            try grant.openKeys(member: f.patient, patient: f.patientCert, adminKey: f.admin.publicKey)
+        }
     }
 
     @Test func grantNotSignedByThePatientIsRejected() throws {
@@ -127,7 +181,9 @@ struct GrantTests {
         // A server (or anyone) builds a grant for the patient's tresor with its own signing key.
         let impostor = Identity(userID: f.patient.userID, signing: .generate(), box: .generate(), recordIDKey: .generate())
         let forged = try Grant.make(patient: impostor, member: f.doctorCert, adminKey: f.admin.publicKey, tresor: tresor, createdAt: 1)
-        #expect(throws: TrustError.invalidSignature(what: "grant")) { try forged.openKeys(member: f.doctor, patient: f.patientCert, adminKey: f.admin.publicKey) }
+        #expect(throws: TrustError.invalidSignature(what: "grant")) {
+            try forged.openKeys(member: f.doctor, patient: f.patientCert, adminKey: f.admin.publicKey)
+        }
     }
 
     @Test func grantSignedOverOtherSealedKeysIsRejected() throws {
@@ -139,7 +195,9 @@ struct GrantTests {
         let other = try Grant.make(patient: f.patient, member: f.doctorCert, adminKey: f.admin.publicKey, tresor: fake, createdAt: 1)
         var swapped = genuine
         swapped.sealedKeys = other.sealedKeys
-        #expect(throws: TrustError.invalidSignature(what: "grant")) { try swapped.openKeys(member: f.doctor, patient: f.patientCert, adminKey: f.admin.publicKey) }
+        #expect(throws: TrustError.invalidSignature(what: "grant")) {
+            try swapped.openKeys(member: f.doctor, patient: f.patientCert, adminKey: f.admin.publicKey)
+        }
         // Sealed keys of the assessments tresor under a correctly signed statement naming interventions.
         let assessments = Tresor.create(ownerID: f.patient.userID, category: "assessments")
         let a = try Grant.make(patient: f.patient, member: f.doctorCert, adminKey: f.admin.publicKey, tresor: assessments, createdAt: 1)
@@ -157,8 +215,13 @@ struct GrantTests {
         var substituted = f.doctorCert
         substituted.boxKey = BoxKeyPair.generate().publicKey
         #expect(throws: TrustError.invalidSignature(what: "certificate")) {
-            try Grant.make(patient: f.patient, member: substituted, adminKey: f.admin.publicKey,
-                           tresor: Tresor.create(ownerID: f.patient.userID, category: "interventions"), createdAt: 1)
+            try Grant.make(
+                patient: f.patient,
+                member: substituted,
+                adminKey: f.admin.publicKey,
+                tresor: Tresor.create(ownerID: f.patient.userID, category: "interventions"),
+                createdAt: 1
+            )
         }
     }
 
@@ -167,7 +230,8 @@ struct GrantTests {
         #expect(Tresor.id(ownerID: owner, category: "interventions") == Tresor.create(ownerID: owner, category: "interventions").id)
         #expect(Tresor.id(ownerID: owner, category: "interventions") != Tresor.id(ownerID: owner, category: "assessments"))
         #expect(Tresor.id(ownerID: owner, category: "interventions") != Tresor.id(ownerID: UUID(), category: "interventions"))
-        let a = Tresor.create(ownerID: owner, category: "x"), b = Tresor.create(ownerID: owner, category: "x")
+        let a = Tresor.create(ownerID: owner, category: "x")
+        let b = Tresor.create(ownerID: owner, category: "x")
         #expect(a.keys[1] != b.keys[1], "epoch keys are random")
         #expect(!String(describing: a).contains(Hex.encode(a.currentKey.copyBytes())))
     }

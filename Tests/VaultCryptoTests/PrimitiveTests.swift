@@ -1,18 +1,21 @@
 import Foundation
 import Testing
+
 @testable import VaultCrypto
 
 @Suite("AEAD")
 struct AEADTests {
     @Test func roundTripWithAssociatedData() throws {
-        let key = SymmetricKey.generate(), nonce = AEADNonce.random()
+        let key = SymmetricKey.generate()
+        let nonce = AEADNonce.random()
         let sealed = AEAD.seal(Array("blood pressure 120/80".utf8), key: key, nonce: nonce, associatedData: [1, 2, 3])
         #expect(sealed.count == 21 + AEAD.tagByteCount)
         #expect(try AEAD.open(sealed, key: key, nonce: nonce, associatedData: [1, 2, 3]) == Array("blood pressure 120/80".utf8))
     }
 
     @Test func everyFlippedByteIsAnAuthenticationFailure() throws {
-        let key = SymmetricKey.generate(), nonce = AEADNonce.random()
+        let key = SymmetricKey.generate()
+        let nonce = AEADNonce.random()
         let sealed = AEAD.seal(Array(repeating: 7, count: 40), key: key, nonce: nonce, associatedData: [9])
         for i in sealed.indices {
             var tampered = sealed
@@ -27,7 +30,8 @@ struct AEADTests {
 
     @Test func anEmptyPlaintextStillHasItsTagChecked() throws {
         // Output buffers are not zero-filled first; the empty case must still run the tag check.
-        let key = SymmetricKey.generate(), nonce = AEADNonce.random()
+        let key = SymmetricKey.generate()
+        let nonce = AEADNonce.random()
         let sealed = AEAD.seal([], key: key, nonce: nonce, associatedData: [4, 5])
         #expect(sealed.count == AEAD.tagByteCount)
         #expect(try AEAD.open(sealed, key: key, nonce: nonce, associatedData: [4, 5]) == [])
@@ -47,8 +51,12 @@ struct AEADTests {
     }
 
     @Test func lengthsAreCheckedAtConstruction() {
-        #expect(throws: CryptoError.invalidLength(what: "symmetric key", expected: 32, actual: 31)) { try SymmetricKey(bytes: [UInt8](repeating: 0, count: 31)) }
-        #expect(throws: CryptoError.invalidLength(what: AEADNonce.kindName, expected: 24, actual: 12)) { try AEADNonce(bytes: [UInt8](repeating: 0, count: 12)) }
+        #expect(throws: CryptoError.invalidLength(what: "symmetric key", expected: 32, actual: 31)) {
+            try SymmetricKey(bytes: [UInt8](repeating: 0, count: 31))
+        }
+        #expect(throws: CryptoError.invalidLength(what: AEADNonce.kindName, expected: 24, actual: 12)) {
+            try AEADNonce(bytes: [UInt8](repeating: 0, count: 12))
+        }
         #expect(throws: CryptoError.self) { try Signature(bytes: [UInt8](repeating: 0, count: 63)) }
         #expect(throws: CryptoError.self) { try SigningPublicKey(bytes: [UInt8](repeating: 0, count: 33)) }
         #expect(throws: CryptoError.self) { try BoxPublicKey(bytes: []) }
@@ -61,8 +69,10 @@ struct SecretHygieneTests {
     @Test func descriptionsNeverShowKeyBytes() {
         let key = SymmetricKey.generate()
         let hexKey = Hex.encode(key.copyBytes())
-        for text in [String(describing: key), String(reflecting: key), "\(key.secret)", String(describing: SigningKeyPair.generate()),
-                     String(describing: BoxKeyPair.generate())] {
+        for text in [
+            String(describing: key), String(reflecting: key), "\(key.secret)", String(describing: SigningKeyPair.generate()),
+            String(describing: BoxKeyPair.generate()),
+        ] {
             #expect(!text.contains(hexKey))
             #expect(text.contains("redacted"))
         }
@@ -106,7 +116,8 @@ struct SignatureAndBoxTests {
     }
 
     @Test func sealedBoxOnlyOpensForItsRecipient() throws {
-        let alice = BoxKeyPair.generate(), mallory = BoxKeyPair.generate()
+        let alice = BoxKeyPair.generate()
+        let mallory = BoxKeyPair.generate()
         let sealed = SealedBox.seal(Array("epoch key".utf8), to: alice.publicKey)
         #expect(sealed.count == 9 + SealedBox.overhead)
         #expect(try SealedBox.open(sealed, with: alice).copyBytes() == Array("epoch key".utf8))
@@ -166,13 +177,19 @@ struct KeyDerivationTests {
 
     @Test func blake2bKnownAnswers() throws {
         // RFC 7693 Appendix A, and the BLAKE2 reference keyed KAT (key 00..3f, empty input).
-        #expect(Hex.encode(try BLAKE2b.hash(Array("abc".utf8), outputLength: 64)) ==
-                "ba80a53f981c4d0d6a2797b69f12f6e94c212f14685ac4b74b12bb6fdbffa2d17d87c5392aab792dc252d5de4533cc9518d38aa8dbf1925ab92386edd4009923")
+        #expect(
+            Hex.encode(try BLAKE2b.hash(Array("abc".utf8), outputLength: 64))
+                == "ba80a53f981c4d0d6a2797b69f12f6e94c212f14685ac4b74b12bb6fdbffa2d17d87c5392aab792dc252d5de4533cc9518d38aa8dbf1925ab92386edd4009923"
+        )
         #expect(Hex.encode(try BLAKE2b.hash([])) == "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8")
-        #expect(Hex.encode(try BLAKE2b.hash([], key: SecureBytes(copying: Array(0..<64)), outputLength: 64)) ==
-                "10ebb67700b1868efb4417987acf4690ae9d972fb7a590c2f02871799aaa4786b5e996e8f0f4eb981fc214b005f42d2ff4233499391653df7aefcbc13fc51568")
-        #expect(Hex.encode(try BLAKE2b.hash(Array("CareVault".utf8), key: SymmetricKey(bytes: Array(0..<32)))) ==
-                "647519c5b0222daf1c7cd352593c507a9887bb76aab158c5a3167d4b8eadfde2")
+        #expect(
+            Hex.encode(try BLAKE2b.hash([], key: SecureBytes(copying: Array(0..<64)), outputLength: 64))
+                == "10ebb67700b1868efb4417987acf4690ae9d972fb7a590c2f02871799aaa4786b5e996e8f0f4eb981fc214b005f42d2ff4233499391653df7aefcbc13fc51568"
+        )
+        #expect(
+            Hex.encode(try BLAKE2b.hash(Array("CareVault".utf8), key: SymmetricKey(bytes: Array(0..<32))))
+                == "647519c5b0222daf1c7cd352593c507a9887bb76aab158c5a3167d4b8eadfde2"
+        )
         #expect(throws: CryptoError.self) { try BLAKE2b.hash([], outputLength: 8) }
         #expect(throws: CryptoError.self) { try BLAKE2b.hash([], key: SecureBytes(copying: [1, 2, 3])) }
     }

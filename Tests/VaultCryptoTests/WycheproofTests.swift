@@ -51,8 +51,14 @@ struct WycheproofTests {
     }
 
     struct AEADFile: Decodable {
-        struct Group: Decodable { let ivSize: Int; let tests: [Case] }
-        struct Case: Decodable { let tcId: Int; let key, iv, aad, msg, ct, tag, result: String }
+        struct Group: Decodable {
+            let ivSize: Int
+            let tests: [Case]
+        }
+        struct Case: Decodable {
+            let tcId: Int
+            let key, iv, aad, msg, ct, tag, result: String
+        }
         let numberOfTests: Int
         let testGroups: [Group]
     }
@@ -64,7 +70,9 @@ struct WycheproofTests {
         for group in file.testGroups {
             for tc in group.tests {
                 tally.count(tc.result)
-                let msg = try hex(tc.msg), aad = try hex(tc.aad), sealed = try hex(tc.ct) + hex(tc.tag)
+                let msg = try hex(tc.msg)
+                let aad = try hex(tc.aad)
+                let sealed = try hex(tc.ct) + hex(tc.tag)
                 // Construction itself must reject a nonce or key of the wrong length.
                 let parts: (SymmetricKey, AEADNonce)?
                 do { parts = (try SymmetricKey(bytes: hex(tc.key)), try AEADNonce(bytes: hex(tc.iv))) } catch { parts = nil }
@@ -89,8 +97,15 @@ struct WycheproofTests {
     }
 
     struct EdFile: Decodable {
-        struct Group: Decodable { struct Key: Decodable { let pk: String }; let publicKey: Key; let tests: [Case] }
-        struct Case: Decodable { let tcId: Int; let msg, sig, result: String }
+        struct Group: Decodable {
+            struct Key: Decodable { let pk: String }
+            let publicKey: Key
+            let tests: [Case]
+        }
+        struct Case: Decodable {
+            let tcId: Int
+            let msg, sig, result: String
+        }
         let numberOfTests: Int
         let testGroups: [Group]
     }
@@ -122,7 +137,10 @@ struct WycheproofTests {
 
     struct XFile: Decodable {
         struct Group: Decodable { let tests: [Case] }
-        struct Case: Decodable { let tcId: Int; let `public`, `private`, shared, result: String }
+        struct Case: Decodable {
+            let tcId: Int
+            let `public`, `private`, shared, result: String
+        }
         let numberOfTests: Int
         let testGroups: [Group]
     }

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
-import VaultTestSupport
 import VaultAPI
 import VaultCrypto
+import VaultTestSupport
+
 @testable import VaultCore
 @testable import VaultServer
 
@@ -98,10 +99,18 @@ struct RepositoryTests {
             // Both backends record the server's expiry events with the same actions and details.
             let server = try await repo.auditEntries(after: 0, limit: 100, patientID: world.patient.id).filter { $0.actor == "server" }
             #expect(server.map(\.action) == ["share.expired", "share.rejected"])
-            #expect(server.first?.details == ["share": share.id.uuidString.lowercased(), "doctor": world.doctor.id.uuidString.lowercased(),
-                                              "category": "interventions"])
-            #expect(server.last?.details == ["share": late.id.uuidString.lowercased(), "category": "interventions",
-                                             "reason": "expired before approval"])
+            #expect(
+                server.first?.details == [
+                    "share": share.id.uuidString.lowercased(), "doctor": world.doctor.id.uuidString.lowercased(),
+                    "category": "interventions",
+                ]
+            )
+            #expect(
+                server.last?.details == [
+                    "share": late.id.uuidString.lowercased(), "category": "interventions",
+                    "reason": "expired before approval",
+                ]
+            )
             try await repo.insertShare(world.shareRow(expiresAt: nil), audit: Fixtures.audit)
         }
     }
@@ -118,8 +127,10 @@ struct RepositoryTests {
             #expect(try await repo.storeVersions(ownerID: owner, [older]) == [.stored(sequence: nil)], "an older version is kept but does not win")
             let newer = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 100, counter: 1)
             let otherRecord = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
-            #expect(try await repo.storeVersions(ownerID: owner, [newer, otherRecord, newer])
-                    == [.stored(sequence: 2), .stored(sequence: 3), .duplicate])
+            #expect(
+                try await repo.storeVersions(ownerID: owner, [newer, otherRecord, newer])
+                    == [.stored(sequence: 2), .stored(sequence: 3), .duplicate]
+            )
             // An exact tie on the clock: the tombstone wins, whichever arrives first.
             let tieLive = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 5, device: "d9")
             let tieDead = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 5, device: "d9", deleted: true)
@@ -166,8 +177,13 @@ struct RepositoryTests {
                     group.addTask {
                         for b in 0..<batches {
                             let batch = (0..<perBatch).map { i in
-                                Fixtures.version(owner: owner, record: "w\(w)-b\(b)-i\(i)", tresor: tresor, physical: Int64(b * 1000 + i),
-                                                 device: "dev\(w)")
+                                Fixtures.version(
+                                    owner: owner,
+                                    record: "w\(w)-b\(b)-i\(i)",
+                                    tresor: tresor,
+                                    physical: Int64(b * 1000 + i),
+                                    device: "dev\(w)"
+                                )
                             }
                             _ = try await repo.storeVersions(ownerID: owner, batch)
                         }
@@ -196,16 +212,27 @@ struct RepositoryTests {
         try await TestDatabase.with(backend) { repo in
             let patient = UUID()
             for i in 0..<5 {
-                try await repo.appendAudit([AuditEvent(actor: "a\(i)", action: "records.read", patientID: i.isMultiple(of: 2) ? patient : nil,
-                                                       details: ["n": String(i)])], now: Int64(i))
+                try await repo.appendAudit(
+                    [
+                        AuditEvent(
+                            actor: "a\(i)",
+                            action: "records.read",
+                            patientID: i.isMultiple(of: 2) ? patient : nil,
+                            details: ["n": String(i)]
+                        )
+                    ],
+                    now: Int64(i)
+                )
             }
             #expect(try await repo.verifyAudit() == AuditVerification(ok: true, entriesChecked: 5, brokenAt: nil, problem: nil))
             #expect(try await repo.auditEntries(after: 0, limit: 10, patientID: patient).map(\.sequence) == [1, 3, 5])
             // The log refuses ordinary edits...
             await #expect(throws: (any Error).self) { try await repo.attackerExecutes("UPDATE audit_log SET actor = 'x' WHERE sequence = 2") }
             // ...and someone who disables that still cannot edit without verification noticing.
-            let disable = backend == .sqlite ? "DROP TRIGGER audit_append_only_u; DROP TRIGGER audit_append_only_d"
-                                             : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
+            let disable =
+                backend == .sqlite
+                ? "DROP TRIGGER audit_append_only_u; DROP TRIGGER audit_append_only_d"
+                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
             try await repo.attackerExecutes(disable)
             try await repo.attackerExecutes(#"UPDATE audit_log SET details = '{"n":"9"}' WHERE sequence = 3"#)
             let edited = try await repo.verifyAudit()
@@ -222,8 +249,11 @@ struct RepositoryTests {
     func deletingTheNewestAuditRowIsCaughtByTheHead(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
             try await repo.appendAudit([Fixtures.audit, Fixtures.audit, Fixtures.audit], now: 1)
-            try await repo.attackerExecutes(backend == .sqlite ? "DROP TRIGGER audit_append_only_d"
-                                                               : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only")
+            try await repo.attackerExecutes(
+                backend == .sqlite
+                    ? "DROP TRIGGER audit_append_only_d"
+                    : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
+            )
             try await repo.attackerExecutes("DELETE FROM audit_log WHERE sequence = 3")
             let result = try await repo.verifyAudit()
             #expect(!result.ok && result.brokenAt == 3)
@@ -260,10 +290,24 @@ struct ShareWorld {
         try await repo.insertUser(patient, audit: Fixtures.audit)
         try await repo.insertUser(doctor, audit: Fixtures.audit)
         let tresor = Tresor.create(ownerID: pid.userID, category: "interventions")
-        let dcert = try Certificate.issue(userID: did.userID, username: doctor.username, role: .doctor, signingKey: did.signing.publicKey,
-                                          boxKey: did.box.publicKey, issuedAt: 1, adminKey: admin)
-        let pcert = try Certificate.issue(userID: pid.userID, username: patient.username, role: .patient, signingKey: pid.signing.publicKey,
-                                          boxKey: pid.box.publicKey, issuedAt: 1, adminKey: admin)
+        let dcert = try Certificate.issue(
+            userID: did.userID,
+            username: doctor.username,
+            role: .doctor,
+            signingKey: did.signing.publicKey,
+            boxKey: did.box.publicKey,
+            issuedAt: 1,
+            adminKey: admin
+        )
+        let pcert = try Certificate.issue(
+            userID: pid.userID,
+            username: patient.username,
+            role: .patient,
+            signingKey: pid.signing.publicKey,
+            boxKey: pid.box.publicKey,
+            issuedAt: 1,
+            adminKey: admin
+        )
         let selfGrant = try Grant.make(patient: pid, member: pcert, adminKey: admin.publicKey, tresor: tresor, createdAt: 1)
         let row = TresorRow(id: tresor.id, ownerID: pid.userID, category: "interventions", currentEpoch: 1, selfGrant: selfGrant, updatedAt: 1)
         _ = try await repo.upsertTresor(row, audit: Fixtures.audit)
@@ -272,8 +316,20 @@ struct ShareWorld {
     }
 
     func shareRow(expiresAt: UnixMillis?) -> ShareRow {
-        ShareRow(id: UUID(), patientID: patient.id, doctorID: doctor.id, tresorID: tresor.id, category: "interventions", state: .pending,
-                 grant: grant, approval: nil, reason: nil, createdAt: 3, updatedAt: 3, expiresAt: expiresAt)
+        ShareRow(
+            id: UUID(),
+            patientID: patient.id,
+            doctorID: doctor.id,
+            tresorID: tresor.id,
+            category: "interventions",
+            state: .pending,
+            grant: grant,
+            approval: nil,
+            reason: nil,
+            createdAt: 3,
+            updatedAt: 3,
+            expiresAt: expiresAt
+        )
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultServer
 
 /// The schema is written once (Docs/design.md §6): both backends must end with the same tables, columns,
@@ -14,12 +15,18 @@ struct SchemaTests {
         "users": ["id", "username", "role", "status", "registration", "certificate", "approval", "reject_reason", "created_at", "updated_at"],
         "sessions": ["token_hash", "user_id", "created_at", "expires_at"],
         "tresors": ["id", "owner_id", "category", "current_epoch", "self_grant", "updated_at"],
-        "shares": ["id", "patient_id", "doctor_id", "tresor_id", "category", "state", "grant_json", "latest_grant", "approval",
-                   "approval_sequence", "reason", "created_at", "updated_at", "expires_at"],
+        "shares": [
+            "id", "patient_id", "doctor_id", "tresor_id", "category", "state", "grant_json", "latest_grant", "approval",
+            "approval_sequence", "reason", "created_at", "updated_at", "expires_at",
+        ],
         "owner_sequences": ["owner_id", "last_sequence"],
-        "versions": ["version_id", "owner_id", "record_id", "tresor_id", "epoch", "hlc_physical", "hlc_counter", "hlc_device", "deleted", "envelope"],
-        "heads": ["owner_id", "record_id", "tresor_id", "version_id", "hlc_physical", "hlc_counter", "hlc_device", "deleted", "sequence",
-                  "changed_at"],
+        "versions": [
+            "version_id", "owner_id", "record_id", "tresor_id", "epoch", "hlc_physical", "hlc_counter", "hlc_device", "deleted", "envelope",
+        ],
+        "heads": [
+            "owner_id", "record_id", "tresor_id", "version_id", "hlc_physical", "hlc_counter", "hlc_device", "deleted", "sequence",
+            "changed_at",
+        ],
         "audit_log": ["sequence", "at", "actor", "action", "patient_id", "details", "previous_hash", "hash"],
         "audit_head": ["id", "sequence", "hash"],
         "admin_signatures": ["signature", "seen_at"],

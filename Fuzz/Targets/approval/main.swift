@@ -6,8 +6,14 @@ import VaultCrypto
 
 /// Approvals of registrations and shares: decoded and verified against what they claim to cover.
 func shareGrant() -> Grant {
-    try! Grant.make(patient: FuzzFixture.patient, member: FuzzFixture.doctorCertificate, adminKey: FuzzFixture.admin.publicKey,
-                    tresor: FuzzFixture.tresor, createdAt: 1_767_000_000_000, expiresAt: 1_800_000_000_000)
+    try! Grant.make(
+        patient: FuzzFixture.patient,
+        member: FuzzFixture.doctorCertificate,
+        adminKey: FuzzFixture.admin.publicKey,
+        tresor: FuzzFixture.tresor,
+        createdAt: 1_767_000_000_000,
+        expiresAt: 1_800_000_000_000
+    )
 }
 let shareID = UUID(uuid: (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3))
 
@@ -18,7 +24,10 @@ func seeds() -> [[UInt8]] {
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     writeSeedsIfAsked(seeds)
     return 0
 }
@@ -29,8 +38,12 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         guard let approval = try? FuzzFixture.decoder.decode(Approval.self, from: Data(bytes)) else { return }
         let admin = FuzzFixture.admin.publicKey
         let certificate = FuzzFixture.patientCertificate
-        _ = try? approval.verify(adminKey: admin, kind: .registration, subjectID: certificate.userID,
-                                 statementHash: try! BLAKE2b.hash(certificate.statementBytes))
+        _ = try? approval.verify(
+            adminKey: admin,
+            kind: .registration,
+            subjectID: certificate.userID,
+            statementHash: try! BLAKE2b.hash(certificate.statementBytes)
+        )
         _ = try? approval.verifyShare(adminKey: admin, shareID: shareID, grant: shareGrant())
         let again = try! FuzzFixture.encoder.encode(approval)
         precondition(try! FuzzFixture.decoder.decode(Approval.self, from: again) == approval, "approval round trip differs")

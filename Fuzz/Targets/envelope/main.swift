@@ -6,16 +6,29 @@ import VaultCrypto
 
 /// Envelopes as they arrive from a server or a device: decoded, checked, opened, and re-encoded.
 func seeds() -> [[UInt8]] {
-    let activity = try! Envelope.seal(record: .activity(FuzzFixture.sampleActivity()), type: .activity, header: FuzzFixture.header(.activity),
-                                      key: FuzzFixture.tresor.currentKey, author: FuzzFixture.patient.signing)
-    let outcome = try! Envelope.seal(record: .outcome(FuzzFixture.sampleOutcome()), type: .outcome, header: FuzzFixture.header(.outcome),
-                                     key: FuzzFixture.tresor.currentKey, author: FuzzFixture.patient.signing)
+    let activity = try! Envelope.seal(
+        record: .activity(FuzzFixture.sampleActivity()),
+        type: .activity,
+        header: FuzzFixture.header(.activity),
+        key: FuzzFixture.tresor.currentKey,
+        author: FuzzFixture.patient.signing
+    )
+    let outcome = try! Envelope.seal(
+        record: .outcome(FuzzFixture.sampleOutcome()),
+        type: .outcome,
+        header: FuzzFixture.header(.outcome),
+        key: FuzzFixture.tresor.currentKey,
+        author: FuzzFixture.patient.signing
+    )
     let tombstone = FuzzFixture.seal(payload: Array(#"{"type":"activity"}"#.utf8), type: .activity, deleted: true)
     return [activity, outcome, tombstone].map { Array(try! FuzzFixture.encoder.encode($0)) }
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     writeSeedsIfAsked(seeds)
     return 0
 }

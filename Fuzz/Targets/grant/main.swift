@@ -8,8 +8,14 @@ import VaultCrypto
 /// doctor. 1: the rest is the sealed key list itself, sealed to the doctor inside a grant the patient
 /// really signed, so the parser of the opened keys sees arbitrary bytes.
 func validGrant() -> Grant {
-    try! Grant.make(patient: FuzzFixture.patient, member: FuzzFixture.doctorCertificate, adminKey: FuzzFixture.admin.publicKey,
-                    tresor: FuzzFixture.tresor, createdAt: 1_767_000_000_000, expiresAt: 1_800_000_000_000)
+    try! Grant.make(
+        patient: FuzzFixture.patient,
+        member: FuzzFixture.doctorCertificate,
+        adminKey: FuzzFixture.admin.publicKey,
+        tresor: FuzzFixture.tresor,
+        createdAt: 1_767_000_000_000,
+        expiresAt: 1_800_000_000_000
+    )
 }
 
 func keyList(_ tresor: Tresor) -> [UInt8] {
@@ -29,7 +35,10 @@ func seeds() -> [[UInt8]] {
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     writeSeedsIfAsked(seeds)
     return 0
 }
@@ -53,7 +62,11 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             grant = g
         }
         _ = try? grant.verify(patient: FuzzFixture.patientCertificate, adminKey: FuzzFixture.admin.publicKey)
-        _ = try? grant.openKeys(member: FuzzFixture.doctor, patient: FuzzFixture.patientCertificate, adminKey: FuzzFixture.admin.publicKey,
-                                now: 1_767_000_000_000)
+        _ = try? grant.openKeys(
+            member: FuzzFixture.doctor,
+            patient: FuzzFixture.patientCertificate,
+            adminKey: FuzzFixture.admin.publicKey,
+            now: 1_767_000_000_000
+        )
     }
 }

@@ -8,12 +8,20 @@ import VaultCrypto
 let wrappingKey = try! SymmetricKey(bytes: [UInt8](repeating: 42, count: 32))
 
 func seeds() -> [[UInt8]] {
-    let bundle = KeyBundle.seal(FuzzFixture.patient, wrappingKey: wrappingKey, kdf: .interactive, salt: try! Salt(bytes: [UInt8](repeating: 7, count: 16)))
+    let bundle = KeyBundle.seal(
+        FuzzFixture.patient,
+        wrappingKey: wrappingKey,
+        kdf: .interactive,
+        salt: try! Salt(bytes: [UInt8](repeating: 7, count: 16))
+    )
     return [Array(try! FuzzFixture.encoder.encode(bundle))]
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     writeSeedsIfAsked(seeds)
     return 0
 }

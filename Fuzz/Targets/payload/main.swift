@@ -20,12 +20,17 @@ func json(_ type: String, _ key: String, _ body: some Encodable) -> [UInt8] {
 }
 
 func seeds() -> [[UInt8]] {
-    [[0] + json("activity", "activity", FuzzFixture.sampleActivity()), [1] + json("outcome", "outcome", FuzzFixture.sampleOutcome()),
-     [2] + Array(#"{"type":"activity"}"#.utf8)]
+    [
+        [0] + json("activity", "activity", FuzzFixture.sampleActivity()), [1] + json("outcome", "outcome", FuzzFixture.sampleOutcome()),
+        [2] + Array(#"{"type":"activity"}"#.utf8),
+    ]
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     writeSeedsIfAsked(seeds)
     return 0
 }
@@ -36,8 +41,13 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         guard let flags = bytes.first else { return }
         let type: RecordType = flags & 1 == 0 ? .activity : .outcome
         let envelope = FuzzFixture.seal(payload: Array(bytes.dropFirst()), type: type, deleted: flags & 2 != 0)
-        guard let opened = try? envelope.openRecord(keys: FuzzFixture.tresor.keys, authorKey: FuzzFixture.patient.signing.publicKey,
-                                                     expecting: FuzzFixture.context) else { return }
+        guard
+            let opened = try? envelope.openRecord(
+                keys: FuzzFixture.tresor.keys,
+                authorKey: FuzzFixture.patient.signing.publicKey,
+                expecting: FuzzFixture.context
+            )
+        else { return }
         let week = (FuzzFixture.start, FuzzFixture.start.addingTimeInterval(7 * 86_400))
         switch opened.record {
         case let .activity(activity)?:

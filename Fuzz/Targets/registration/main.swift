@@ -8,13 +8,23 @@ import VaultCrypto
 func seeds() -> [[UInt8]] {
     let salt = try! Salt(bytes: [UInt8](repeating: 7, count: 16))
     let keys = try! PasswordKeys.derive(password: "correct horse", salt: salt, parameters: .interactive)
-    let request = try! RegistrationRequest.make(identity: FuzzFixture.doctor, username: "drbob", role: .doctor, passwordKeys: keys,
-                                                kdf: .interactive, salt: salt, requestedAt: 1_767_000_000_000)
+    let request = try! RegistrationRequest.make(
+        identity: FuzzFixture.doctor,
+        username: "drbob",
+        role: .doctor,
+        passwordKeys: keys,
+        kdf: .interactive,
+        salt: salt,
+        requestedAt: 1_767_000_000_000
+    )
     return [Array(try! FuzzFixture.encoder.encode(request))]
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     writeSeedsIfAsked(seeds)
     return 0
 }

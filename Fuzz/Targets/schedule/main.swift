@@ -24,12 +24,17 @@ func bigEndian(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNee
 func seeds() -> [[UInt8]] {
     let schedule = Array(try! scheduleCoder.0.encode(FuzzFixture.sampleActivity().schedule))
     let from = FuzzFixture.start.timeIntervalSince1970
-    return [bigEndian(5) + bigEndian(from.bitPattern) + bigEndian((from + 30 * 86_400).bitPattern) + schedule,
-            bigEndian(UInt64(Int.max)) + bigEndian((-62_135_596_800.0).bitPattern) + bigEndian(64_092_211_200.0.bitPattern) + schedule]
+    return [
+        bigEndian(5) + bigEndian(from.bitPattern) + bigEndian((from + 30 * 86_400).bitPattern) + schedule,
+        bigEndian(UInt64(Int.max)) + bigEndian((-62_135_596_800.0).bitPattern) + bigEndian(64_092_211_200.0.bitPattern) + schedule,
+    ]
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     writeSeedsIfAsked(seeds)
     return 0
 }

@@ -115,9 +115,18 @@ public struct Activity: Codable, Sendable, Hashable {
     public var updatedAt: Date
 
     /// Makes a validated activity; `updatedAt` defaults to `createdAt`. Throws the first failed check.
-    public init(id: String, title: String, instructions: String? = nil, category: String, schedule: Schedule,
-                targetValues: [OutcomeValue] = [], carePlanID: String? = nil, userInfo: [String: String] = [:],
-                createdAt: Date, updatedAt: Date? = nil) throws(CareModelError) {
+    public init(
+        id: String,
+        title: String,
+        instructions: String? = nil,
+        category: String,
+        schedule: Schedule,
+        targetValues: [OutcomeValue] = [],
+        carePlanID: String? = nil,
+        userInfo: [String: String] = [:],
+        createdAt: Date,
+        updatedAt: Date? = nil
+    ) throws(CareModelError) {
         self.id = id
         self.title = title
         self.instructions = instructions

@@ -24,8 +24,13 @@ public struct AdherenceRow: Sendable, Codable, Equatable {
 public enum Adherence {
     /// Completion per activity over [from, to), days counted in `timeZone`. An occurrence counts as done
     /// when an outcome for (activity id, occurrence index) holds a live value.
-    public static func rows(activities: [Activity], outcomes: [Outcome], from: Date, to: Date,
-                            timeZone: TimeZone = .current) throws(CareModelError) -> [AdherenceRow] {
+    public static func rows(
+        activities: [Activity],
+        outcomes: [Outcome],
+        from: Date,
+        to: Date,
+        timeZone: TimeZone = .current
+    ) throws(CareModelError) -> [AdherenceRow] {
         var done: Set<OccurrenceKey> = []
         for o in outcomes where !o.liveValues.isEmpty { done.insert(OccurrenceKey(activityID: o.activityID, occurrence: o.occurrence)) }
         let day = DateFormatter()
@@ -48,8 +53,16 @@ public enum Adherence {
                 }
                 days[key] = d
             }
-            out.append(AdherenceRow(activityID: a.id, title: a.title, category: a.category, expected: events.count, completed: completed,
-                                    days: days.values.sorted { $0.date < $1.date }))
+            out.append(
+                AdherenceRow(
+                    activityID: a.id,
+                    title: a.title,
+                    category: a.category,
+                    expected: events.count,
+                    completed: completed,
+                    days: days.values.sorted { $0.date < $1.date }
+                )
+            )
         }
         return out
     }

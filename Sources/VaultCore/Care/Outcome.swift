@@ -26,8 +26,15 @@ public struct Outcome: Codable, Sendable, Hashable {
     public var updatedAt: Date
 
     /// Makes an outcome; `updatedAt` defaults to `createdAt`. Call `validate()` for user input.
-    public init(activityID: String, occurrence: Int, values: [OutcomeValue] = [], removedValueIDs: Set<String> = [],
-                note: String? = nil, createdAt: Date, updatedAt: Date? = nil) {
+    public init(
+        activityID: String,
+        occurrence: Int,
+        values: [OutcomeValue] = [],
+        removedValueIDs: Set<String> = [],
+        note: String? = nil,
+        createdAt: Date,
+        updatedAt: Date? = nil
+    ) {
         self.activityID = activityID
         self.occurrence = occurrence
         self.values = values

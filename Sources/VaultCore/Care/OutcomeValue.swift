@@ -32,9 +32,15 @@ public struct OutcomeValue: Codable, Sendable, Hashable {
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             switch self {
-            case let .number(n): try c.encode("number", forKey: .type); try c.encode(n, forKey: .number)
-            case let .text(t): try c.encode("text", forKey: .type); try c.encode(t, forKey: .text)
-            case let .boolean(b): try c.encode("boolean", forKey: .type); try c.encode(b, forKey: .boolean)
+            case let .number(n):
+                try c.encode("number", forKey: .type)
+                try c.encode(n, forKey: .number)
+            case let .text(t):
+                try c.encode("text", forKey: .type)
+                try c.encode(t, forKey: .text)
+            case let .boolean(b):
+                try c.encode("boolean", forKey: .type)
+                try c.encode(b, forKey: .boolean)
             }
         }
     }

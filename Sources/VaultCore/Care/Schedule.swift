@@ -77,8 +77,16 @@ public struct ScheduleElement: Codable, Sendable, Hashable {
     public var timeZoneIdentifier: String
 
     /// Makes a validated element.
-    public init(start: Date, end: Date? = nil, interval: ScheduleInterval, allDay: Bool = false, duration: TimeInterval = 0,
-                text: String? = nil, targetValues: [OutcomeValue] = [], timeZoneIdentifier: String) throws(CareModelError) {
+    public init(
+        start: Date,
+        end: Date? = nil,
+        interval: ScheduleInterval,
+        allDay: Bool = false,
+        duration: TimeInterval = 0,
+        text: String? = nil,
+        targetValues: [OutcomeValue] = [],
+        timeZoneIdentifier: String
+    ) throws(CareModelError) {
         self.start = start
         self.end = end
         self.interval = interval
@@ -160,47 +168,111 @@ public struct Schedule: Codable, Sendable, Hashable {
 
     /// Every day at each of `times` (hour and minute, optionally second) local time, from the first such
     /// time at or after `start`. One element per time, in the order given.
-    public static func dailyAtTimes(start: Date, end: Date? = nil, times: [DateComponents], timeZone: TimeZone,
-                                    duration: TimeInterval = 0, text: String? = nil, targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
+    public static func dailyAtTimes(
+        start: Date,
+        end: Date? = nil,
+        times: [DateComponents],
+        timeZone: TimeZone,
+        duration: TimeInterval = 0,
+        text: String? = nil,
+        targetValues: [OutcomeValue] = []
+    ) throws(CareModelError) -> Schedule {
         guard !times.isEmpty else { throw .emptySchedule }
         var elements: [ScheduleElement] = []
         for time in times {
             let first = try firstWallTime(onOrAfter: start, time: time, weekday: nil, timeZone: timeZone)
-            elements.append(try ScheduleElement(start: first, end: end, interval: .days(1), duration: duration, text: text,
-                                                targetValues: targetValues, timeZoneIdentifier: timeZone.identifier))
+            elements.append(
+                try ScheduleElement(
+                    start: first,
+                    end: end,
+                    interval: .days(1),
+                    duration: duration,
+                    text: text,
+                    targetValues: targetValues,
+                    timeZoneIdentifier: timeZone.identifier
+                )
+            )
         }
         return Schedule(elements: elements)
     }
 
     /// Every week on each of `weekdays` (1 = Sunday ... 7 = Saturday) at `time` local time, from the first
     /// such time at or after `start`. One element per weekday, in weekday order (duplicates dropped).
-    public static func weekly(start: Date, end: Date? = nil, weekdays: [Int], at time: DateComponents, timeZone: TimeZone,
-                              duration: TimeInterval = 0, text: String? = nil, targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
+    public static func weekly(
+        start: Date,
+        end: Date? = nil,
+        weekdays: [Int],
+        at time: DateComponents,
+        timeZone: TimeZone,
+        duration: TimeInterval = 0,
+        text: String? = nil,
+        targetValues: [OutcomeValue] = []
+    ) throws(CareModelError) -> Schedule {
         guard !weekdays.isEmpty else { throw .emptySchedule }
         for day in weekdays where !(1...7).contains(day) { throw .invalidWeekday(day) }
         var elements: [ScheduleElement] = []
         for day in Set(weekdays).sorted() {
             let first = try firstWallTime(onOrAfter: start, time: time, weekday: day, timeZone: timeZone)
-            elements.append(try ScheduleElement(start: first, end: end, interval: .weeks(1), duration: duration, text: text,
-                                                targetValues: targetValues, timeZoneIdentifier: timeZone.identifier))
+            elements.append(
+                try ScheduleElement(
+                    start: first,
+                    end: end,
+                    interval: .weeks(1),
+                    duration: duration,
+                    text: text,
+                    targetValues: targetValues,
+                    timeZoneIdentifier: timeZone.identifier
+                )
+            )
         }
         return Schedule(elements: elements)
     }
 
     /// Every `n` days at `time` local time, from the first such time at or after `start`.
-    public static func everyNDays(_ n: Int, start: Date, end: Date? = nil, at time: DateComponents, timeZone: TimeZone,
-                                  duration: TimeInterval = 0, text: String? = nil, targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
+    public static func everyNDays(
+        _ n: Int,
+        start: Date,
+        end: Date? = nil,
+        at time: DateComponents,
+        timeZone: TimeZone,
+        duration: TimeInterval = 0,
+        text: String? = nil,
+        targetValues: [OutcomeValue] = []
+    ) throws(CareModelError) -> Schedule {
         try ScheduleInterval.days(n).validate()
         let first = try firstWallTime(onOrAfter: start, time: time, weekday: nil, timeZone: timeZone)
-        return Schedule(elements: [try ScheduleElement(start: first, end: end, interval: .days(n), duration: duration, text: text,
-                                                       targetValues: targetValues, timeZoneIdentifier: timeZone.identifier)])
+        return Schedule(elements: [
+            try ScheduleElement(
+                start: first,
+                end: end,
+                interval: .days(n),
+                duration: duration,
+                text: text,
+                targetValues: targetValues,
+                timeZoneIdentifier: timeZone.identifier
+            )
+        ])
     }
 
     /// One all-day event per local day, starting with the day that contains `start`.
-    public static func allDay(start: Date, end: Date? = nil, timeZone: TimeZone, text: String? = nil,
-                              targetValues: [OutcomeValue] = []) throws(CareModelError) -> Schedule {
-        Schedule(elements: [try ScheduleElement(start: start, end: end, interval: .days(1), allDay: true, text: text,
-                                                targetValues: targetValues, timeZoneIdentifier: timeZone.identifier)])
+    public static func allDay(
+        start: Date,
+        end: Date? = nil,
+        timeZone: TimeZone,
+        text: String? = nil,
+        targetValues: [OutcomeValue] = []
+    ) throws(CareModelError) -> Schedule {
+        Schedule(elements: [
+            try ScheduleElement(
+                start: start,
+                end: end,
+                interval: .days(1),
+                allDay: true,
+                text: text,
+                targetValues: targetValues,
+                timeZoneIdentifier: timeZone.identifier
+            )
+        ])
     }
 
     // MARK: Occurrences
@@ -211,13 +283,16 @@ public struct Schedule: Codable, Sendable, Hashable {
     /// (nothing is built in that case), `invalidRange` when `from > to`, or the first failed element check.
     public func events(from: Date, to: Date) throws(CareModelError) -> [ScheduleEvent] {
         guard !from.timeIntervalSinceReferenceDate.isNaN, !to.timeIntervalSinceReferenceDate.isNaN, from <= to else { throw .invalidRange }
-        let lower = Schedule.clamp(from), upper = Schedule.clamp(to)
+        let lower = Schedule.clamp(from)
+        let upper = Schedule.clamp(to)
         let timelines = try elements.map { e throws(CareModelError) in try Timeline(e) }
         // Counting first is arithmetic plus a few calendar steps per element, so the guard costs nothing.
         var bounds: [(lo: Int, hi: Int)] = []
-        var total = 0, firstOccurrence = 0
+        var total = 0
+        var firstOccurrence = 0
         for t in timelines {
-            let lo = t.count(before: lower), hi = t.count(before: upper)
+            let lo = t.count(before: lower)
+            let hi = t.count(before: upper)
             bounds.append((lo, hi))
             total += hi - lo
             firstOccurrence += lo
@@ -278,7 +353,8 @@ public struct Schedule: Codable, Sendable, Hashable {
     /// `weekday`, if given), in `timeZone`.
     static func firstWallTime(onOrAfter start: Date, time: DateComponents, weekday: Int?, timeZone: TimeZone) throws(CareModelError) -> Date {
         guard let hour = time.hour, (0...23).contains(hour) else { throw .invalidTimeOfDay }
-        let minute = time.minute ?? 0, second = time.second ?? 0
+        let minute = time.minute ?? 0
+        let second = time.second ?? 0
         guard (0...59).contains(minute), (0...59).contains(second) else { throw .invalidTimeOfDay }
         guard isSupported(start) else { throw .dateOutOfRange }
         let calendar = Calendar.gregorian(in: timeZone)
@@ -286,7 +362,8 @@ public struct Schedule: Codable, Sendable, Hashable {
         // Today may be too late and the weekday may be up to six days away: eight days always suffice.
         for _ in 0..<8 {
             if weekday == nil || calendar.component(.weekday, from: day) == weekday,
-               let candidate = calendar.date(bySettingHour: hour, minute: minute, second: second, of: day), candidate >= start {
+                let candidate = calendar.date(bySettingHour: hour, minute: minute, second: second, of: day), candidate >= start
+            {
                 return candidate
             }
             guard let next = calendar.date(byAdding: .day, value: 1, to: day) else { throw .dateOutOfRange }
@@ -296,9 +373,9 @@ public struct Schedule: Codable, Sendable, Hashable {
     }
 }
 
-fileprivate extension Calendar {
+extension Calendar {
     /// A Gregorian calendar in `timeZone`: schedules always step in the patient's zone, never the host's.
-    static func gregorian(in timeZone: TimeZone) -> Calendar {
+    fileprivate static func gregorian(in timeZone: TimeZone) -> Calendar {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
         return calendar
@@ -385,7 +462,14 @@ struct Timeline {
         } else {
             e = s.addingTimeInterval(element.duration)
         }
-        return ScheduleEvent(occurrence: occurrence, start: s, end: e, elementIndex: elementIndex, allDay: element.allDay,
-                             text: element.text, targetValues: element.targetValues)
+        return ScheduleEvent(
+            occurrence: occurrence,
+            start: s,
+            end: e,
+            elementIndex: elementIndex,
+            allDay: element.allDay,
+            text: element.text,
+            targetValues: element.targetValues
+        )
     }
 }

@@ -5,8 +5,11 @@ import Foundation
 public enum Parallel {
     /// `transform` applied to every element, in order, in chunks of at least `minChunk` elements run
     /// concurrently (one chunk per core); the first error thrown is rethrown.
-    public static func map<T: Sendable, U: Sendable>(_ items: [T], minChunk: Int = 64,
-                                              _ transform: @escaping @Sendable (T) throws -> U) async throws -> [U] {
+    public static func map<T: Sendable, U: Sendable>(
+        _ items: [T],
+        minChunk: Int = 64,
+        _ transform: @escaping @Sendable (T) throws -> U
+    ) async throws -> [U] {
         let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
         let chunk = max(minChunk, (items.count + workers - 1) / workers)
         if items.count <= chunk { return try items.map(transform) }

@@ -52,7 +52,13 @@ public struct OpenedRecord: Sendable, Hashable {
 
 extension Envelope {
     /// Serialises `record` (or a tombstone of `type` when `record` is nil) and seals it.
-    public static func seal(record: CareRecord?, type: RecordType, header: RecordHeader, key: SymmetricKey, author: SigningKeyPair) throws(EnvelopeError) -> Envelope {
+    public static func seal(
+        record: CareRecord?,
+        type: RecordType,
+        header: RecordHeader,
+        key: SymmetricKey,
+        author: SigningKeyPair
+    ) throws(EnvelopeError) -> Envelope {
         var payload = RecordPayload(type: type)
         switch record {
         case let .activity(a)?: payload.activity = a
@@ -68,7 +74,11 @@ extension Envelope {
     }
 
     /// Runs every check of §4.4 and returns the record. `keys` are the tresor's epoch keys the reader holds.
-    public func openRecord(keys: [UInt32: SymmetricKey], authorKey: SigningPublicKey, expecting context: EnvelopeContext) throws(EnvelopeError) -> OpenedRecord {
+    public func openRecord(
+        keys: [UInt32: SymmetricKey],
+        authorKey: SigningPublicKey,
+        expecting context: EnvelopeContext
+    ) throws(EnvelopeError) -> OpenedRecord {
         try record(from: open(keys: keys, authorKey: authorKey, expecting: context))
     }
 
@@ -93,7 +103,9 @@ extension Envelope {
         case let (nil, o?): record = .outcome(o)
         default: throw .payloadMismatch("both an activity and an outcome")
         }
-        guard header.deleted == (record == nil) else { throw .payloadMismatch(header.deleted ? "tombstone with a body" : "live record without a body") }
+        guard header.deleted == (record == nil) else {
+            throw .payloadMismatch(header.deleted ? "tombstone with a body" : "live record without a body")
+        }
         if let record, record.type != header.recordType { throw .payloadMismatch("record type") }
         if case let .activity(a)? = record, a.category != header.category { throw .payloadMismatch("category") }
         // A valid signature proves who wrote the record, not that the writer's tool checked it: values

@@ -86,7 +86,9 @@ public struct Envelope: Codable, Sendable, Hashable {
     /// The bytes the author signs, for a caller that already holds the header's associated data.
     public static func signedBytes(associatedData ad: [UInt8], nonce: AEADNonce, ciphertext: [UInt8]) -> [UInt8] {
         var w = CanonicalWriter(domain: "CareVault-envelope-sig-v1", capacity: 64 + ad.count + AEADNonce.byteCount + ciphertext.count)
-        w.append(ad); w.append(nonce); w.append(ciphertext)
+        w.append(ad)
+        w.append(nonce)
+        w.append(ciphertext)
         return w.bytes
     }
 
@@ -99,7 +101,10 @@ public struct Envelope: Codable, Sendable, Hashable {
     /// The version id, for a caller that already holds the header's associated data.
     public func versionID(associatedData ad: [UInt8]) -> String {
         var w = CanonicalWriter(domain: "CareVault-envelope-id-v1", capacity: 128 + ad.count + AEADNonce.byteCount + ciphertext.count)
-        w.append(ad); w.append(nonce); w.append(ciphertext); w.append(signature)
+        w.append(ad)
+        w.append(nonce)
+        w.append(ciphertext)
+        w.append(signature)
         return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 
@@ -127,7 +132,11 @@ public struct Envelope: Codable, Sendable, Hashable {
     }
 
     /// §4.4 steps 1 to 6 up to the padding: returns the payload bytes, or throws the first failed check.
-    public func open(keys: [UInt32: SymmetricKey], authorKey: SigningPublicKey, expecting context: EnvelopeContext? = nil) throws(EnvelopeError) -> [UInt8] {
+    public func open(
+        keys: [UInt32: SymmetricKey],
+        authorKey: SigningPublicKey,
+        expecting context: EnvelopeContext? = nil
+    ) throws(EnvelopeError) -> [UInt8] {
         let ad = header.associatedData()
         try verify(authorKey: authorKey, expecting: context, associatedData: ad)
         guard let key = keys[header.epoch] else { throw .missingEpochKey(header.epoch) }

@@ -39,7 +39,9 @@ public struct RecordID: Hashable, Sendable, Comparable, Codable, CustomStringCon
     /// The id of the record whose natural key is (`type`, `activityID`, `occurrence`).
     public static func make(type: RecordType, activityID: String, occurrence: Int?, key: SymmetricKey) -> RecordID {
         var w = CanonicalWriter(domain: "CareVault-record-id-v1")
-        w.append(type.code); w.append(activityID); w.append(occurrence.map { Int64($0) })
+        w.append(type.code)
+        w.append(activityID)
+        w.append(occurrence.map { Int64($0) })
         return try! RecordID(bytes: BLAKE2b.hash(w.bytes, key: key))
     }
 
@@ -74,8 +76,17 @@ public struct RecordHeader: Codable, Sendable, Hashable {
     public var authorID: UUID
 
     /// A v1 header.
-    public init(ownerID: UUID, tresorID: UUID, category: String, epoch: UInt32, recordType: RecordType, recordID: RecordID,
-                timestamp: HLCTimestamp, deleted: Bool, authorID: UUID) {
+    public init(
+        ownerID: UUID,
+        tresorID: UUID,
+        category: String,
+        epoch: UInt32,
+        recordType: RecordType,
+        recordID: RecordID,
+        timestamp: HLCTimestamp,
+        deleted: Bool,
+        authorID: UUID
+    ) {
         self.formatVersion = Envelope.formatVersion
         self.ownerID = ownerID
         self.tresorID = tresorID
@@ -91,10 +102,18 @@ public struct RecordHeader: Codable, Sendable, Hashable {
     /// The canonical associated data (§4.1): every field, in order, after the domain label.
     public func associatedData() -> [UInt8] {
         var w = CanonicalWriter(domain: "CareVault-envelope-v1")
-        w.append(formatVersion); w.append(ownerID); w.append(tresorID); w.append(category); w.append(epoch)
-        w.append(recordType.code); w.append(recordID.bytes)
-        w.append(timestamp.physicalMs); w.append(timestamp.counter); w.append(timestamp.deviceID)
-        w.append(deleted); w.append(authorID)
+        w.append(formatVersion)
+        w.append(ownerID)
+        w.append(tresorID)
+        w.append(category)
+        w.append(epoch)
+        w.append(recordType.code)
+        w.append(recordID.bytes)
+        w.append(timestamp.physicalMs)
+        w.append(timestamp.counter)
+        w.append(timestamp.deviceID)
+        w.append(deleted)
+        w.append(authorID)
         return w.bytes
     }
 

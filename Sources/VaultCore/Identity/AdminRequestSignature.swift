@@ -18,7 +18,11 @@ public enum AdminRequestSignature {
     /// The canonical bytes that are signed.
     public static func statement(method: String, pathAndQuery: String, body: [UInt8], timestamp: UnixMillis, nonce: String) -> [UInt8] {
         var w = CanonicalWriter(domain: "CareVault-admin-request-v1")
-        w.append(method.uppercased()); w.append(pathAndQuery); w.append(try! BLAKE2b.hash(body)); w.append(timestamp); w.append(nonce)
+        w.append(method.uppercased())
+        w.append(pathAndQuery)
+        w.append(try! BLAKE2b.hash(body))
+        w.append(timestamp)
+        w.append(nonce)
         return w.bytes
     }
 

@@ -26,39 +26,74 @@ public struct Approval: Codable, Sendable, Hashable {
     /// The canonical bytes the admin signs.
     public var statementBytes: [UInt8] {
         var w = CanonicalWriter(domain: Self.domain)
-        w.append(version); w.append(kind.rawValue); w.append(subjectID)
+        w.append(version)
+        w.append(kind.rawValue)
+        w.append(subjectID)
         w.append(UInt32(relatedIDs.count))
         for id in relatedIDs { w.append(id) }
         w.append((try? Base64URL.decode(approvedHash)) ?? Array(approvedHash.utf8))
-        w.append(issuedAt); w.append(sequence)
+        w.append(issuedAt)
+        w.append(sequence)
         return w.bytes
     }
 
     /// Signs an approval of `statementHash` with the admin key.
-    public static func sign(kind: Kind, subjectID: UUID, relatedIDs: [UUID] = [], statementHash: [UInt8], issuedAt: UnixMillis,
-                            sequence: UInt64, adminKey: SigningKeyPair) -> Approval {
-        var a = Approval(kind: kind, subjectID: subjectID, relatedIDs: relatedIDs, approvedHash: Base64URL.encode(statementHash),
-                         issuedAt: issuedAt, sequence: sequence, signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64)))
+    public static func sign(
+        kind: Kind,
+        subjectID: UUID,
+        relatedIDs: [UUID] = [],
+        statementHash: [UInt8],
+        issuedAt: UnixMillis,
+        sequence: UInt64,
+        adminKey: SigningKeyPair
+    ) -> Approval {
+        var a = Approval(
+            kind: kind,
+            subjectID: subjectID,
+            relatedIDs: relatedIDs,
+            approvedHash: Base64URL.encode(statementHash),
+            issuedAt: issuedAt,
+            sequence: sequence,
+            signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64))
+        )
         a.signature = adminKey.sign(a.statementBytes)
         return a
     }
 
     /// Approves a registration by approving its certificate.
     public static func registration(_ certificate: Certificate, issuedAt: UnixMillis, sequence: UInt64, adminKey: SigningKeyPair) -> Approval {
-        sign(kind: .registration, subjectID: certificate.userID, statementHash: certificate.statementHash, issuedAt: issuedAt,
-             sequence: sequence, adminKey: adminKey)
+        sign(
+            kind: .registration,
+            subjectID: certificate.userID,
+            statementHash: certificate.statementHash,
+            issuedAt: issuedAt,
+            sequence: sequence,
+            adminKey: adminKey
+        )
     }
 
     /// Approves a share by approving its grant.
     public static func share(id shareID: UUID, grant: Grant, issuedAt: UnixMillis, sequence: UInt64, adminKey: SigningKeyPair) -> Approval {
-        sign(kind: .share, subjectID: shareID, relatedIDs: [grant.patientID, grant.memberID, grant.tresorID],
-             statementHash: grant.statementHash, issuedAt: issuedAt, sequence: sequence, adminKey: adminKey)
+        sign(
+            kind: .share,
+            subjectID: shareID,
+            relatedIDs: [grant.patientID, grant.memberID, grant.tresorID],
+            statementHash: grant.statementHash,
+            issuedAt: issuedAt,
+            sequence: sequence,
+            adminKey: adminKey
+        )
     }
 
     /// Verifies the admin signature, the kind, the subject, and that the approval covers exactly
     /// `statementHash`.
-    public func verify(adminKey: SigningPublicKey, kind expectedKind: Kind, subjectID expectedSubject: UUID,
-                       statementHash: [UInt8], relatedIDs expectedRelated: [UUID]? = nil) throws(TrustError) {
+    public func verify(
+        adminKey: SigningPublicKey,
+        kind expectedKind: Kind,
+        subjectID expectedSubject: UUID,
+        statementHash: [UInt8],
+        relatedIDs expectedRelated: [UUID]? = nil
+    ) throws(TrustError) {
         guard version == 1 else { throw .unsupportedVersion(what: "approval", version: version) }
         guard adminKey.isValidSignature(signature, for: statementBytes) else { throw .invalidSignature(what: "approval") }
         guard kind == expectedKind else { throw .mismatch(what: "approval", field: "kind") }
@@ -71,7 +106,12 @@ public struct Approval: Codable, Sendable, Hashable {
 
     /// Verifies a share approval against the grant it is supposed to approve.
     public func verifyShare(adminKey: SigningPublicKey, shareID: UUID, grant: Grant) throws(TrustError) {
-        try verify(adminKey: adminKey, kind: .share, subjectID: shareID, statementHash: grant.statementHash,
-                   relatedIDs: [grant.patientID, grant.memberID, grant.tresorID])
+        try verify(
+            adminKey: adminKey,
+            kind: .share,
+            subjectID: shareID,
+            statementHash: grant.statementHash,
+            relatedIDs: [grant.patientID, grant.memberID, grant.tresorID]
+        )
     }
 }

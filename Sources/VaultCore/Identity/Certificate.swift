@@ -25,27 +25,57 @@ public struct Certificate: Codable, Sendable, Hashable {
         Self.statement(version: version, userID: userID, username: username, role: role, signingKey: signingKey, boxKey: boxKey, issuedAt: issuedAt)
     }
 
-    static func statement(version: UInt8, userID: UUID, username: String, role: Role, signingKey: SigningPublicKey,
-                          boxKey: BoxPublicKey, issuedAt: UnixMillis) -> [UInt8] {
+    static func statement(
+        version: UInt8,
+        userID: UUID,
+        username: String,
+        role: Role,
+        signingKey: SigningPublicKey,
+        boxKey: BoxPublicKey,
+        issuedAt: UnixMillis
+    ) -> [UInt8] {
         var w = CanonicalWriter(domain: domain)
-        w.append(version); w.append(userID); w.append(username); w.append(role.rawValue)
-        w.append(signingKey); w.append(boxKey); w.append(issuedAt)
+        w.append(version)
+        w.append(userID)
+        w.append(username)
+        w.append(role.rawValue)
+        w.append(signingKey)
+        w.append(boxKey)
+        w.append(issuedAt)
         return w.bytes
     }
 
     /// Issues a certificate, signed with the admin's key.
-    public static func issue(userID: UUID, username: String, role: Role, signingKey: SigningPublicKey, boxKey: BoxPublicKey,
-                             issuedAt: UnixMillis, adminKey: SigningKeyPair) throws(TrustError) -> Certificate {
+    public static func issue(
+        userID: UUID,
+        username: String,
+        role: Role,
+        signingKey: SigningPublicKey,
+        boxKey: BoxPublicKey,
+        issuedAt: UnixMillis,
+        adminKey: SigningKeyPair
+    ) throws(TrustError) -> Certificate {
         let name = try Username.normalize(username)
         let bytes = statement(version: 1, userID: userID, username: name, role: role, signingKey: signingKey, boxKey: boxKey, issuedAt: issuedAt)
-        return Certificate(userID: userID, username: name, role: role, signingKey: signingKey, boxKey: boxKey,
-                           issuedAt: issuedAt, signature: adminKey.sign(bytes))
+        return Certificate(
+            userID: userID,
+            username: name,
+            role: role,
+            signingKey: signingKey,
+            boxKey: boxKey,
+            issuedAt: issuedAt,
+            signature: adminKey.sign(bytes)
+        )
     }
 
     /// Verifies the admin signature and, when given, that the certificate names the expected user,
     /// username and role. Anything else is a `TrustError`.
-    public func verify(adminKey: SigningPublicKey, userID expectedID: UUID? = nil, username expectedName: String? = nil,
-                       role expectedRole: Role? = nil) throws(TrustError) {
+    public func verify(
+        adminKey: SigningPublicKey,
+        userID expectedID: UUID? = nil,
+        username expectedName: String? = nil,
+        role expectedRole: Role? = nil
+    ) throws(TrustError) {
         guard version == 1 else { throw .unsupportedVersion(what: "certificate", version: version) }
         guard adminKey.isValidSignature(signature, for: statementBytes) else { throw .invalidSignature(what: "certificate") }
         if let expectedID, expectedID != userID { throw .mismatch(what: "certificate", field: "user id") }

@@ -25,11 +25,16 @@ public struct Grant: Codable, Sendable, Hashable {
     /// The canonical bytes the patient signs.
     public var statementBytes: [UInt8] {
         var w = CanonicalWriter(domain: Self.domain)
-        w.append(version); w.append(patientID); w.append(memberID); w.append(tresorID); w.append(category)
+        w.append(version)
+        w.append(patientID)
+        w.append(memberID)
+        w.append(tresorID)
+        w.append(category)
         w.append(UInt32(epochs.count))
         for e in epochs { w.append(e) }
         w.append(try! BLAKE2b.hash((try? Base64URL.decode(sealedKeys)) ?? Array(sealedKeys.utf8)))
-        w.append(createdAt); w.append(expiresAt)
+        w.append(createdAt)
+        w.append(expiresAt)
         return w.bytes
     }
 
@@ -39,13 +44,22 @@ public struct Grant: Codable, Sendable, Hashable {
     /// Seals `epochs` of `tresor` (all epochs when nil) to `member` and signs the statement as `patient`.
     /// The member's certificate must verify under the pinned admin key first: that is what stops a server
     /// from substituting its own box key.
-    public static func make(patient: Identity, member: Certificate, adminKey: SigningPublicKey, tresor: Tresor,
-                            epochs: [UInt32]? = nil, createdAt: UnixMillis, expiresAt: UnixMillis? = nil) throws(TrustError) -> Grant {
+    public static func make(
+        patient: Identity,
+        member: Certificate,
+        adminKey: SigningPublicKey,
+        tresor: Tresor,
+        epochs: [UInt32]? = nil,
+        createdAt: UnixMillis,
+        expiresAt: UnixMillis? = nil
+    ) throws(TrustError) -> Grant {
         try member.verify(adminKey: adminKey)
         guard tresor.ownerID == patient.userID else { throw .mismatch(what: "grant", field: "tresor owner") }
         let chosen = (epochs ?? Array(tresor.keys.keys)).sorted()
         var w = CanonicalWriter(domain: keysDomain)
-        w.append(tresor.id); w.append(tresor.category); w.append(UInt32(chosen.count))
+        w.append(tresor.id)
+        w.append(tresor.category)
+        w.append(UInt32(chosen.count))
         for e in chosen {
             guard let key = tresor.keys[e] else { throw .mismatch(what: "grant", field: "epoch \(e)") }
             w.append(e)
@@ -55,9 +69,17 @@ public struct Grant: Codable, Sendable, Hashable {
         }
         let sealed = SealedBox.seal(w.bytes, to: member.boxKey)
         w.wipe()
-        var g = Grant(patientID: patient.userID, memberID: member.userID, tresorID: tresor.id, category: tresor.category, epochs: chosen,
-                      sealedKeys: Base64URL.encode(sealed), createdAt: createdAt, expiresAt: expiresAt,
-                      signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64)))
+        var g = Grant(
+            patientID: patient.userID,
+            memberID: member.userID,
+            tresorID: tresor.id,
+            category: tresor.category,
+            epochs: chosen,
+            sealedKeys: Base64URL.encode(sealed),
+            createdAt: createdAt,
+            expiresAt: expiresAt,
+            signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64))
+        )
         g.signature = patient.signing.sign(g.statementBytes)
         return g
     }
@@ -79,7 +101,9 @@ public struct Grant: Codable, Sendable, Hashable {
         if let now, let expiresAt, now >= expiresAt { throw .expired(what: "grant") }
         guard let sealed = try? Base64URL.decode(sealedKeys) else { throw .malformed(what: "grant", reason: "sealed keys are not base64url") }
         let opened: SecureBytes
-        do { opened = try SealedBox.open(sealed, with: member.box) } catch { throw .malformed(what: "grant", reason: "sealed keys do not open for this member") }
+        do { opened = try SealedBox.open(sealed, with: member.box) } catch {
+            throw .malformed(what: "grant", reason: "sealed keys do not open for this member")
+        }
         var keys: [UInt32: SymmetricKey] = [:]
         do {
             var plain = opened.copyBytes()

@@ -15,7 +15,7 @@ public enum Username {
         let name = raw.lowercased()
         let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789._-")
         guard (3...32).contains(name.count), name.allSatisfy({ allowed.contains($0) }),
-              let first = name.first, first.isLetter || first.isNumber
+            let first = name.first, first.isLetter || first.isNumber
         else { throw TrustError.invalidUsername(raw) }
         return name
     }

@@ -13,8 +13,10 @@ public struct PasswordKeys: Sendable {
     /// Runs Argon2id with `parameters` (validated against the floor first) and derives both keys.
     public static func derive(password: String, salt: Salt, parameters: KDFParameters) throws(CryptoError) -> PasswordKeys {
         let master = try PasswordHasher.deriveKey(password: password, salt: salt, parameters: parameters)
-        return PasswordKeys(loginKey: master.deriveSubkey(id: 1, context: loginContext),
-                            wrappingKey: master.deriveSubkey(id: 1, context: wrappingContext))
+        return PasswordKeys(
+            loginKey: master.deriveSubkey(id: 1, context: loginContext),
+            wrappingKey: master.deriveSubkey(id: 1, context: wrappingContext)
+        )
     }
 
     /// What the server stores to check a login key: a hash, never the key.
@@ -46,7 +48,12 @@ public struct KeyBundle: Codable, Sendable, Hashable {
 
     func associatedData() -> [UInt8] {
         var w = CanonicalWriter(domain: Self.domain)
-        w.append(version); w.append(userID); w.append(kdf.algorithm); w.append(kdf.opsLimit); w.append(kdf.memLimitBytes); w.append(salt)
+        w.append(version)
+        w.append(userID)
+        w.append(kdf.algorithm)
+        w.append(kdf.opsLimit)
+        w.append(kdf.memLimitBytes)
+        w.append(salt)
         return w.bytes
     }
 
@@ -54,9 +61,15 @@ public struct KeyBundle: Codable, Sendable, Hashable {
     public static func seal(_ identity: Identity, wrappingKey: SymmetricKey, kdf: KDFParameters, salt: Salt) -> KeyBundle {
         var bundle = KeyBundle(userID: identity.userID, kdf: kdf, salt: salt, nonce: .random(), ciphertext: "")
         var w = CanonicalWriter(domain: keysDomain)
-        var seed = identity.signing.seed.copyBytes(), box = identity.box.secretKey.copyBytes(), rid = identity.recordIDKey.copyBytes()
-        w.append(seed); w.append(box); w.append(rid)
-        Memory.zero(&seed); Memory.zero(&box); Memory.zero(&rid)
+        var seed = identity.signing.seed.copyBytes()
+        var box = identity.box.secretKey.copyBytes()
+        var rid = identity.recordIDKey.copyBytes()
+        w.append(seed)
+        w.append(box)
+        w.append(rid)
+        Memory.zero(&seed)
+        Memory.zero(&box)
+        Memory.zero(&rid)
         bundle.ciphertext = Base64URL.encode(AEAD.seal(w.bytes, key: wrappingKey, nonce: bundle.nonce, associatedData: bundle.associatedData()))
         w.wipe()
         return bundle
@@ -72,11 +85,21 @@ public struct KeyBundle: Codable, Sendable, Hashable {
         defer { Memory.zero(&plain) }
         do {
             var r = try CanonicalReader(plain, domain: Self.keysDomain)
-            var seed = try r.readBytes(), box = try r.readBytes(), rid = try r.readBytes()
-            defer { Memory.zero(&seed); Memory.zero(&box); Memory.zero(&rid) }
+            var seed = try r.readBytes()
+            var box = try r.readBytes()
+            var rid = try r.readBytes()
+            defer {
+                Memory.zero(&seed)
+                Memory.zero(&box)
+                Memory.zero(&rid)
+            }
             try r.finish()
-            return Identity(userID: userID, signing: try SigningKeyPair(seed: SecureBytes(copying: seed)),
-                            box: try BoxKeyPair(secretKey: SecureBytes(copying: box)), recordIDKey: try SymmetricKey(bytes: rid))
+            return Identity(
+                userID: userID,
+                signing: try SigningKeyPair(seed: SecureBytes(copying: seed)),
+                box: try BoxKeyPair(secretKey: SecureBytes(copying: box)),
+                recordIDKey: try SymmetricKey(bytes: rid)
+            )
         } catch {
             throw .malformed(what: "key bundle", reason: "\(error)")
         }

@@ -26,24 +26,48 @@ public struct RegistrationRequest: Codable, Sendable, Hashable {
     /// The canonical bytes the new user signs. The key bundle is covered through its fields.
     public var statementBytes: [UInt8] {
         var w = CanonicalWriter(domain: Self.domain)
-        w.append(version); w.append(userID); w.append(username); w.append(role.rawValue)
-        w.append(signingKey); w.append(boxKey)
-        w.append(kdf.algorithm); w.append(kdf.opsLimit); w.append(kdf.memLimitBytes); w.append(salt)
+        w.append(version)
+        w.append(userID)
+        w.append(username)
+        w.append(role.rawValue)
+        w.append(signingKey)
+        w.append(boxKey)
+        w.append(kdf.algorithm)
+        w.append(kdf.opsLimit)
+        w.append(kdf.memLimitBytes)
+        w.append(salt)
         w.append(loginVerifier)
-        w.append(keyBundle.userID); w.append(keyBundle.nonce); w.append(keyBundle.ciphertext)
+        w.append(keyBundle.userID)
+        w.append(keyBundle.nonce)
+        w.append(keyBundle.ciphertext)
         w.append(requestedAt)
         return w.bytes
     }
 
     /// Builds and signs a registration for `identity`, wrapping its keys under `passwordKeys`.
-    public static func make(identity: Identity, username: String, role: Role, passwordKeys: PasswordKeys, kdf: KDFParameters,
-                            salt: Salt, requestedAt: UnixMillis) throws(TrustError) -> RegistrationRequest {
+    public static func make(
+        identity: Identity,
+        username: String,
+        role: Role,
+        passwordKeys: PasswordKeys,
+        kdf: KDFParameters,
+        salt: Salt,
+        requestedAt: UnixMillis
+    ) throws(TrustError) -> RegistrationRequest {
         let name = try Username.normalize(username)
-        var r = RegistrationRequest(userID: identity.userID, username: name, role: role, signingKey: identity.signing.publicKey,
-                                    boxKey: identity.box.publicKey, kdf: kdf, salt: salt,
-                                    loginVerifier: Base64URL.encode(passwordKeys.loginVerifier),
-                                    keyBundle: KeyBundle.seal(identity, wrappingKey: passwordKeys.wrappingKey, kdf: kdf, salt: salt),
-                                    requestedAt: requestedAt, signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64)))
+        var r = RegistrationRequest(
+            userID: identity.userID,
+            username: name,
+            role: role,
+            signingKey: identity.signing.publicKey,
+            boxKey: identity.box.publicKey,
+            kdf: kdf,
+            salt: salt,
+            loginVerifier: Base64URL.encode(passwordKeys.loginVerifier),
+            keyBundle: KeyBundle.seal(identity, wrappingKey: passwordKeys.wrappingKey, kdf: kdf, salt: salt),
+            requestedAt: requestedAt,
+            signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64))
+        )
         r.signature = identity.signing.sign(r.statementBytes)
         return r
     }

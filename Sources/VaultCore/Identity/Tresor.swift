@@ -19,7 +19,8 @@ public struct Tresor: Sendable, CustomStringConvertible {
     /// The id of the tresor of `category` owned by `ownerID`.
     public static func id(ownerID: UUID, category: String) -> UUID {
         var w = CanonicalWriter(domain: "CareVault-tresor-id-v1")
-        w.append(ownerID); w.append(category)
+        w.append(ownerID)
+        w.append(category)
         var h = try! BLAKE2b.hash(w.bytes, outputLength: 16)
         h[6] = (h[6] & 0x0f) | 0x80  // a custom-version (8) RFC 9562 UUID, never mistaken for a random one
         h[8] = (h[8] & 0x3f) | 0x80

@@ -58,8 +58,12 @@ public struct HybridLogicalClock: Sendable, Codable, Hashable {
 
     /// A clock for `deviceID`. Pass the saved `lastPhysicalMs`/`lastCounter` to resume a persisted clock
     /// (or decode the saved JSON).
-    public init(deviceID: String, maxForwardDriftMs: UInt64 = HybridLogicalClock.defaultMaxForwardDriftMs,
-                lastPhysicalMs: UInt64 = 0, lastCounter: UInt32 = 0) {
+    public init(
+        deviceID: String,
+        maxForwardDriftMs: UInt64 = HybridLogicalClock.defaultMaxForwardDriftMs,
+        lastPhysicalMs: UInt64 = 0,
+        lastCounter: UInt32 = 0
+    ) {
         self.deviceID = deviceID
         self.maxForwardDriftMs = maxForwardDriftMs
         self.lastPhysicalMs = lastPhysicalMs

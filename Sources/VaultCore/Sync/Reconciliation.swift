@@ -68,8 +68,15 @@ public enum Reconciliation {
 
         let noteSource = noteOrder(a, b) ? b : a
         let keySource = (a.activityID, a.occurrence) <= (b.activityID, b.occurrence) ? a : b
-        return Outcome(activityID: keySource.activityID, occurrence: keySource.occurrence, values: values, removedValueIDs: removed,
-                       note: noteSource.note, createdAt: min(a.createdAt, b.createdAt), updatedAt: max(a.updatedAt, b.updatedAt))
+        return Outcome(
+            activityID: keySource.activityID,
+            occurrence: keySource.occurrence,
+            values: values,
+            removedValueIDs: removed,
+            note: noteSource.note,
+            createdAt: min(a.createdAt, b.createdAt),
+            updatedAt: max(a.updatedAt, b.updatedAt)
+        )
     }
 
     /// True when `a`'s note ranks below `b`'s: by updatedAt, then by the note (nil lowest).

@@ -9,14 +9,17 @@ extension PostgresRepository {
         let registration = try RowJSON.encode(user.registration)
         do {
             try await transaction { conn in
-                try await conn.query("""
+                try await conn.query(
+                    """
                     INSERT INTO users (id, username, role, status, registration, created_at, updated_at)
                     VALUES (\(user.id), \(user.username), \(user.role.rawValue), \(user.status.rawValue), \(registration), \(user.createdAt),
                             \(user.updatedAt))
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
                 try await appendAudit(conn, [audit], now: user.createdAt)
             }
-        } catch where Self.isUniqueViolation(error) {
+        } catch  where Self.isUniqueViolation(error) {
             throw RepositoryError.conflict("username or user id already registered")
         }
     }
@@ -33,8 +36,15 @@ extension PostgresRepository {
         try await all(UserRow.self, "SELECT * FROM users ORDER BY created_at, username")
     }
 
-    public func decideUser(id: UUID, status: AccountStatus, certificate: Certificate?, approval: Approval?, reason: String?,
-                           now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
+    public func decideUser(
+        id: UUID,
+        status: AccountStatus,
+        certificate: Certificate?,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> UserRow {
         let cert = try certificate.map(RowJSON.encode)
         let appr = try approval.map(RowJSON.encode)
         return try await transaction { conn in
@@ -42,11 +52,14 @@ extension PostgresRepository {
                 throw RepositoryError.notFound("user")
             }
             guard user.status == .pending else { throw RepositoryError.invalidTransition(from: user.status.rawValue, to: status.rawValue) }
-            try await conn.query("""
+            try await conn.query(
+                """
                 UPDATE users SET status = \(status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(reason),
                        updated_at = \(now)
                 WHERE id = \(id)
-                """, logger: logger)
+                """,
+                logger: logger
+            )
             try await self.appendAudit(conn, [audit], now: now)
             user.status = status
             user.certificate = certificate
@@ -59,9 +72,12 @@ extension PostgresRepository {
 
     public func insertSession(_ s: SessionRow) async throws {
         try await client.query("DELETE FROM sessions WHERE expires_at <= \(s.createdAt)", logger: logger)
-        try await client.query("""
+        try await client.query(
+            """
             INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (\(s.tokenHash), \(s.userID), \(s.createdAt), \(s.expiresAt))
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 
     public func session(tokenHash: String) async throws -> SessionRow? {

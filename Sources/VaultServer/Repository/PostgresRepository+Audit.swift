@@ -12,9 +12,12 @@ extension PostgresRepository {
     public func auditEntries(after: UInt64, limit: Int, patientID: UUID?) async throws -> [AuditEntry] {
         let from = Int64(clamping: after)
         if let patientID {
-            return try await all(AuditEntry.self, """
+            return try await all(
+                AuditEntry.self,
+                """
                 SELECT * FROM audit_log WHERE patient_id = \(patientID) AND sequence > \(from) ORDER BY sequence LIMIT \(limit)
-                """)
+                """
+            )
         }
         return try await all(AuditEntry.self, "SELECT * FROM audit_log WHERE sequence > \(from) ORDER BY sequence LIMIT \(limit)")
     }
@@ -29,9 +32,12 @@ extension PostgresRepository {
     public func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool {
         try await client.query("DELETE FROM admin_signatures WHERE seen_at < \(purgeBefore)", logger: logger)
         var fresh = false
-        for try await _ in try await client.query("""
+        for try await _ in try await client.query(
+            """
             INSERT INTO admin_signatures (signature, seen_at) VALUES (\(signature), \(at)) ON CONFLICT (signature) DO NOTHING RETURNING signature
-            """, logger: logger).decode(String.self) { fresh = true }
+            """,
+            logger: logger
+        ).decode(String.self) { fresh = true }
         return fresh
     }
 }

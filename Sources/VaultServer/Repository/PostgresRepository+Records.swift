@@ -21,8 +21,10 @@ extension PostgresRepository {
         let now = Date().unixMillis
         return try await transaction { conn in
             let logger = self.logger
-            try await conn.query("INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(ownerID), 0) ON CONFLICT DO NOTHING",
-                                 logger: logger)
+            try await conn.query(
+                "INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(ownerID), 0) ON CONFLICT DO NOTHING",
+                logger: logger
+            )
             var last: Int64 = 0
             let locked = try await conn.query("SELECT last_sequence FROM owner_sequences WHERE owner_id = \(ownerID) FOR UPDATE", logger: logger)
             for try await v in locked.decode(Int64.self) { last = v }
@@ -31,7 +33,8 @@ extension PostgresRepository {
             // One round trip inserts the whole batch; RETURNING tells which ids were new.
             var inserted = Set<String>()
             let ids = versions.map(\.versionID)
-            let rows = try await conn.query("""
+            let rows = try await conn.query(
+                """
                 INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
                 SELECT v.id, \(ownerID), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
                 FROM unnest(\(ids), \(versions.map(\.recordID)), \(versions.map(\.tresorID)), \(versions.map { Int64($0.epoch) }),
@@ -39,14 +42,20 @@ extension PostgresRepository {
                             \(versions.map { ByteBuffer(bytes: $0.envelopeJSON) }))
                      AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
                 ON CONFLICT (version_id) DO NOTHING RETURNING version_id
-                """, logger: logger)
+                """,
+                logger: logger
+            )
             for try await id in rows.decode(String.self) { inserted.insert(id) }
 
             let recordIDs = Array(Set(versions.map(\.recordID)))
-            let stored = try await self.all(HeadRecord.self, """
+            let stored = try await self.all(
+                HeadRecord.self,
+                """
                 SELECT record_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
                 WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))
-                """, on: conn)
+                """,
+                on: conn
+            )
             var heads = Dictionary(stored.map { ($0.recordID, $0.key) }, uniquingKeysWith: { first, _ in first })
 
             var outcomes: [StoreOutcome] = []
@@ -68,7 +77,8 @@ extension PostgresRepository {
             }
             if !winners.isEmpty {
                 let w = Array(winners.values)
-                try await conn.query("""
+                try await conn.query(
+                    """
                     INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence,
                                        changed_at)
                     SELECT \(ownerID), h.rid, h.tid, h.vid, h.phys, h.ctr, h.dev, h.del, h.seq, \(now)
@@ -78,7 +88,9 @@ extension PostgresRepository {
                     ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, version_id = excluded.version_id,
                         hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
                         deleted = excluded.deleted, sequence = excluded.sequence, changed_at = excluded.changed_at
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             }
             if last != start {
                 try await conn.query("UPDATE owner_sequences SET last_sequence = \(last) WHERE owner_id = \(ownerID)", logger: logger)
@@ -90,20 +102,28 @@ extension PostgresRepository {
     public func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow] {
         let after = Int64(bitPattern: since)
         if let tresorID {
-            return try await all(ChangeRow.self, """
+            return try await all(
+                ChangeRow.self,
+                """
                 SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
                 WHERE h.owner_id = \(ownerID) AND h.tresor_id = \(tresorID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-                """)
+                """
+            )
         }
-        return try await all(ChangeRow.self, """
+        return try await all(
+            ChangeRow.self,
+            """
             SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
             WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-            """)
+            """
+        )
     }
 
     public func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis? {
-        for try await v in try await client.query("SELECT MAX(changed_at) FROM heads WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)",
-                                                  logger: logger).decode(Int64?.self) { return v }
+        for try await v in try await client.query(
+            "SELECT MAX(changed_at) FROM heads WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)",
+            logger: logger
+        ).decode(Int64?.self) { return v }
         return nil
     }
 }

@@ -12,20 +12,26 @@ extension PostgresRepository {
             return try await transaction { conn in
                 if let existing = try await self.all(TresorRow.self, "SELECT * FROM tresors WHERE id = \(t.id) FOR UPDATE", on: conn).first {
                     if try TresorRow.unchanged(existing, proposed: t) { return existing }
-                    try await conn.query("""
+                    try await conn.query(
+                        """
                         UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt)
                         WHERE id = \(t.id)
-                        """, logger: self.logger)
+                        """,
+                        logger: self.logger
+                    )
                 } else {
-                    try await conn.query("""
+                    try await conn.query(
+                        """
                         INSERT INTO tresors (id, owner_id, category, current_epoch, self_grant, updated_at)
                         VALUES (\(t.id), \(t.ownerID), \(t.category), \(Int64(t.currentEpoch)), \(grant), \(t.updatedAt))
-                        """, logger: self.logger)
+                        """,
+                        logger: self.logger
+                    )
                 }
                 try await self.appendAudit(conn, [audit], now: t.updatedAt)
                 return t
             }
-        } catch where Self.isUniqueViolation(error) {
+        } catch  where Self.isUniqueViolation(error) {
             throw RepositoryError.conflict("tresor was created concurrently; retry")
         }
     }
@@ -42,14 +48,17 @@ extension PostgresRepository {
         let grant = try RowJSON.encode(s.grant)
         do {
             try await transaction { conn in
-                try await conn.query("""
+                try await conn.query(
+                    """
                     INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, created_at, updated_at, expires_at)
                     VALUES (\(s.id), \(s.patientID), \(s.doctorID), \(s.tresorID), \(s.category), \(s.state.rawValue), \(grant), \(s.createdAt),
                             \(s.updatedAt), \(s.expiresAt))
-                    """, logger: self.logger)
+                    """,
+                    logger: self.logger
+                )
                 try await self.appendAudit(conn, [audit], now: s.createdAt)
             }
-        } catch where Self.isUniqueViolation(error) {
+        } catch  where Self.isUniqueViolation(error) {
             throw RepositoryError.conflict(ShareRow.openShareExists)
         }
     }
@@ -77,18 +86,28 @@ extension PostgresRepository {
         return s
     }
 
-    public func transitionShare(id: UUID, from: Set<ShareState>, to: ShareState, approval: Approval?, reason: String?,
-                                now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
+    public func transitionShare(
+        id: UUID,
+        from: Set<ShareState>,
+        to: ShareState,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> ShareRow {
         let appr = try approval.map(RowJSON.encode)
         return try await transaction { conn in
             var s = try await self.lockedShare(conn, id)
             guard from.contains(s.state) else { throw RepositoryError.invalidTransition(from: s.state.rawValue, to: to.rawValue) }
-            try await conn.query("""
+            try await conn.query(
+                """
                 UPDATE shares SET state = \(to.rawValue), approval = COALESCE(\(appr), approval),
                        approval_sequence = COALESCE(\(approval.map { Int64(bitPattern: $0.sequence) }), approval_sequence),
                        reason = COALESCE(\(reason), reason), updated_at = \(now)
                 WHERE id = \(id)
-                """, logger: self.logger)
+                """,
+                logger: self.logger
+            )
             try await self.appendAudit(conn, [audit], now: now)
             s.state = to
             s.approval = approval ?? s.approval
@@ -114,19 +133,30 @@ extension PostgresRepository {
     public func expireShares(now: UnixMillis) async throws -> [ShareRow] {
         try await transaction { conn in
             // A pending share whose date passed before approval can no longer be approved: close it.
-            let stale = try await self.all(ShareRow.self, """
+            let stale = try await self.all(
+                ShareRow.self,
+                """
                 SELECT * FROM shares WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= \(now) FOR UPDATE SKIP LOCKED
-                """, on: conn)
+                """,
+                on: conn
+            )
             if !stale.isEmpty {
-                try await conn.query("""
+                try await conn.query(
+                    """
                     UPDATE shares SET state = 'rejected', reason = \(AuditEvent.expiredBeforeApproval), updated_at = \(now)
                     WHERE id = ANY(\(stale.map(\.id)))
-                    """, logger: self.logger)
+                    """,
+                    logger: self.logger
+                )
                 try await self.appendAudit(conn, stale.map(AuditEvent.shareExpiredBeforeApproval), now: now)
             }
-            let due = try await self.all(ShareRow.self, """
+            let due = try await self.all(
+                ShareRow.self,
+                """
                 SELECT * FROM shares WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= \(now) FOR UPDATE SKIP LOCKED
-                """, on: conn)
+                """,
+                on: conn
+            )
             guard !due.isEmpty else { return [] }
             try await conn.query("UPDATE shares SET state = 'expired', updated_at = \(now) WHERE id = ANY(\(due.map(\.id)))", logger: self.logger)
             try await self.appendAudit(conn, due.map(AuditEvent.shareExpired), now: now)

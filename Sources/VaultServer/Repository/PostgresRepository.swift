@@ -23,11 +23,17 @@ public final class PostgresRepository: VaultRepository {
     /// Parses `postgres://user:password@host:port/database` into a client configuration.
     public static func configuration(url text: String) throws -> PostgresClient.Configuration {
         guard let url = URLComponents(string: text), url.scheme == "postgres" || url.scheme == "postgresql",
-              let host = url.host, !host.isEmpty, let user = url.user, !user.isEmpty
+            let host = url.host, !host.isEmpty, let user = url.user, !user.isEmpty
         else { throw ConfigurationError.invalid("database URL must look like postgres://user:password@host:port/database") }
         let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
-        var config = PostgresClient.Configuration(host: host, port: url.port ?? 5432, username: user, password: url.password,
-                                                  database: database.isEmpty ? nil : database, tls: .disable)
+        var config = PostgresClient.Configuration(
+            host: host,
+            port: url.port ?? 5432,
+            username: user,
+            password: url.password,
+            database: database.isEmpty ? nil : database,
+            tls: .disable
+        )
         config.options.maximumConnections = 16
         config.options.minimumConnections = 0
         return config
@@ -48,8 +54,10 @@ public final class PostgresRepository: VaultRepository {
                 for statement in migration.statements {
                     try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-                try await conn.query("INSERT INTO schema_migrations (name, applied_at) VALUES (\(migration.id), \(Date().unixMillis))",
-                                     logger: logger)
+                try await conn.query(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (\(migration.id), \(Date().unixMillis))",
+                    logger: logger
+                )
             }
             let secret = ByteBuffer(bytes: RandomBytes.bytes(count: 32))
             try await conn.query("INSERT INTO meta (key, value) VALUES ('server_secret', \(secret)) ON CONFLICT (key) DO NOTHING", logger: logger)
@@ -111,10 +119,13 @@ public final class PostgresRepository: VaultRepository {
         let entries = AuditBuilder.entries(for: events, after: (head.sequence, head.hash), now: now)
         for e in entries {
             let details = try RowJSON.encode(e.details)
-            try await conn.query("""
+            try await conn.query(
+                """
                 INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash)
                 VALUES (\(Int64(e.sequence)), \(e.at), \(e.actor), \(e.action), \(e.patientID), \(details), \(e.previousHash), \(e.hash))
-                """, logger: logger)
+                """,
+                logger: logger
+            )
         }
         let last = entries.last!
         try await conn.query("UPDATE audit_head SET sequence = \(Int64(last.sequence)), hash = \(last.hash) WHERE id = 1", logger: logger)
@@ -144,6 +155,8 @@ func binds(_ values: any PostgresEncodable...) -> PostgresBindings {
 public enum ConfigurationError: Error, CustomStringConvertible {
     case invalid(String)
     public var description: String {
-        switch self { case let .invalid(m): return m }
+        switch self {
+        case let .invalid(m): return m
+        }
     }
 }

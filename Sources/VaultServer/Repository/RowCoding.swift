@@ -36,11 +36,26 @@ enum AuditBuilder {
         var sequence = head.sequence
         return events.map { e in
             sequence += 1
-            let hash = AuditChain.hash(sequence: sequence, at: now, actor: e.actor, action: e.action, patientID: e.patientID,
-                                       details: e.details, previousHash: previous)
+            let hash = AuditChain.hash(
+                sequence: sequence,
+                at: now,
+                actor: e.actor,
+                action: e.action,
+                patientID: e.patientID,
+                details: e.details,
+                previousHash: previous
+            )
             defer { previous = hash }
-            return AuditEntry(sequence: sequence, at: now, actor: e.actor, action: e.action, patientID: e.patientID,
-                              details: e.details, previousHash: previous, hash: hash)
+            return AuditEntry(
+                sequence: sequence,
+                at: now,
+                actor: e.actor,
+                action: e.action,
+                patientID: e.patientID,
+                details: e.details,
+                previousHash: previous,
+                hash: hash
+            )
         }
     }
 }
@@ -91,43 +106,77 @@ extension ChangeRow: StoredRowDecodable {
 
 extension UserRow: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        try self.init(id: r.uuid("id"), username: r.string("username"), role: Role(rawValue: r.string("role")) ?? .patient,
-                      status: AccountStatus(rawValue: r.string("status")) ?? .pending,
-                      registration: r.json(RegistrationRequest.self, "registration"), certificate: r.optionalJSON(Certificate.self, "certificate"),
-                      approval: r.optionalJSON(Approval.self, "approval"), rejectReason: r.optionalString("reject_reason"),
-                      createdAt: r.int64("created_at"), updatedAt: r.int64("updated_at"))
+        try self.init(
+            id: r.uuid("id"),
+            username: r.string("username"),
+            role: Role(rawValue: r.string("role")) ?? .patient,
+            status: AccountStatus(rawValue: r.string("status")) ?? .pending,
+            registration: r.json(RegistrationRequest.self, "registration"),
+            certificate: r.optionalJSON(Certificate.self, "certificate"),
+            approval: r.optionalJSON(Approval.self, "approval"),
+            rejectReason: r.optionalString("reject_reason"),
+            createdAt: r.int64("created_at"),
+            updatedAt: r.int64("updated_at")
+        )
     }
 }
 
 extension SessionRow: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        try self.init(tokenHash: r.string("token_hash"), userID: r.uuid("user_id"), createdAt: r.int64("created_at"),
-                      expiresAt: r.int64("expires_at"))
+        try self.init(
+            tokenHash: r.string("token_hash"),
+            userID: r.uuid("user_id"),
+            createdAt: r.int64("created_at"),
+            expiresAt: r.int64("expires_at")
+        )
     }
 }
 
 extension TresorRow: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        try self.init(id: r.uuid("id"), ownerID: r.uuid("owner_id"), category: r.string("category"), currentEpoch: UInt32(r.int64("current_epoch")),
-                      selfGrant: r.json(Grant.self, "self_grant"), updatedAt: r.int64("updated_at"))
+        try self.init(
+            id: r.uuid("id"),
+            ownerID: r.uuid("owner_id"),
+            category: r.string("category"),
+            currentEpoch: UInt32(r.int64("current_epoch")),
+            selfGrant: r.json(Grant.self, "self_grant"),
+            updatedAt: r.int64("updated_at")
+        )
     }
 }
 
 extension ShareRow: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        try self.init(id: r.uuid("id"), patientID: r.uuid("patient_id"), doctorID: r.uuid("doctor_id"), tresorID: r.uuid("tresor_id"),
-                      category: r.string("category"), state: ShareState(rawValue: r.string("state")) ?? .rejected,
-                      grant: r.json(Grant.self, "grant_json"), approval: r.optionalJSON(Approval.self, "approval"),
-                      latestGrant: r.optionalJSON(Grant.self, "latest_grant"), reason: r.optionalString("reason"),
-                      createdAt: r.int64("created_at"), updatedAt: r.int64("updated_at"), expiresAt: r.optionalInt64("expires_at"))
+        try self.init(
+            id: r.uuid("id"),
+            patientID: r.uuid("patient_id"),
+            doctorID: r.uuid("doctor_id"),
+            tresorID: r.uuid("tresor_id"),
+            category: r.string("category"),
+            state: ShareState(rawValue: r.string("state")) ?? .rejected,
+            grant: r.json(Grant.self, "grant_json"),
+            approval: r.optionalJSON(Approval.self, "approval"),
+            latestGrant: r.optionalJSON(Grant.self, "latest_grant"),
+            reason: r.optionalString("reason"),
+            createdAt: r.int64("created_at"),
+            updatedAt: r.int64("updated_at"),
+            expiresAt: r.optionalInt64("expires_at")
+        )
     }
 }
 
 extension AuditEntry: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        try self.init(sequence: UInt64(r.int64("sequence")), at: r.int64("at"), actor: r.string("actor"), action: r.string("action"),
-                      patientID: r.optionalUUID("patient_id"), details: r.json([String: String].self, "details"),
-                      previousHash: r.string("previous_hash"), hash: r.string("hash"))
+        try self.init(
+            sequence: UInt64(r.int64("sequence")),
+            at: r.int64("at"),
+            actor: r.string("actor"),
+            action: r.string("action"),
+            patientID: r.optionalUUID("patient_id"),
+            details: r.json([String: String].self, "details"),
+            previousHash: r.string("previous_hash"),
+            hash: r.string("hash")
+        )
     }
 }
 

@@ -9,14 +9,19 @@ extension SQLiteRepository {
         let registration = try RowJSON.encode(user.registration)
         do {
             try await pool.write { db in
-                try db.execute(sql: """
-                    INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
-                    """, arguments: [Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
-                                     user.createdAt, user.updatedAt])
+                try db.execute(
+                    sql: """
+                        INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
+                        VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
+                        """,
+                    arguments: [
+                        Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
+                        user.createdAt, user.updatedAt,
+                    ]
+                )
                 try Self.appendAudit(db, [audit], now: user.createdAt)
             }
-        } catch where Self.isUniqueViolation(error) {
+        } catch  where Self.isUniqueViolation(error) {
             throw RepositoryError.conflict("username or user id already registered")
         }
     }
@@ -33,15 +38,30 @@ extension SQLiteRepository {
         try await pool.read { db in try Self.all(UserRow.self, db, "SELECT * FROM users ORDER BY created_at, username") }
     }
 
-    public func decideUser(id: UUID, status: AccountStatus, certificate: Certificate?, approval: Approval?, reason: String?,
-                           now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
+    public func decideUser(
+        id: UUID,
+        status: AccountStatus,
+        certificate: Certificate?,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> UserRow {
         let cert = try certificate.map(RowJSON.encode)
         let appr = try approval.map(RowJSON.encode)
         return try await pool.write { db in
-            try Self.compareAndSet(db, """
+            try Self.compareAndSet(
+                db,
+                """
                 UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = 'pending'
-                """, [status.rawValue, cert, appr, reason, now, Self.id(id)], table: "users", stateColumn: "status", id: id, what: "user",
-                to: status.rawValue)
+                """,
+                [status.rawValue, cert, appr, reason, now, Self.id(id)],
+                table: "users",
+                stateColumn: "status",
+                id: id,
+                what: "user",
+                to: status.rawValue
+            )
             try Self.appendAudit(db, [audit], now: now)
             return try Self.one(UserRow.self, db, "SELECT * FROM users WHERE id = ?", [Self.id(id)])!
         }
@@ -50,8 +70,10 @@ extension SQLiteRepository {
     public func insertSession(_ s: SessionRow) async throws {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ?", arguments: [s.createdAt])
-            try db.execute(sql: "INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-                           arguments: [s.tokenHash, Self.id(s.userID), s.createdAt, s.expiresAt])
+            try db.execute(
+                sql: "INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                arguments: [s.tokenHash, Self.id(s.userID), s.createdAt, s.expiresAt]
+            )
         }
     }
 

@@ -12,11 +12,19 @@ extension SQLiteRepository {
     public func auditEntries(after: UInt64, limit: Int, patientID: UUID?) async throws -> [AuditEntry] {
         try await pool.read { db in
             if let patientID {
-                return try Self.all(AuditEntry.self, db, "SELECT * FROM audit_log WHERE patient_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
-                                    [Self.id(patientID), Int64(clamping: after), limit])
+                return try Self.all(
+                    AuditEntry.self,
+                    db,
+                    "SELECT * FROM audit_log WHERE patient_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+                    [Self.id(patientID), Int64(clamping: after), limit]
+                )
             }
-            return try Self.all(AuditEntry.self, db, "SELECT * FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?",
-                                [Int64(clamping: after), limit])
+            return try Self.all(
+                AuditEntry.self,
+                db,
+                "SELECT * FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?",
+                [Int64(clamping: after), limit]
+            )
         }
     }
 
@@ -32,8 +40,10 @@ extension SQLiteRepository {
     public func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM admin_signatures WHERE seen_at < ?", arguments: [purgeBefore])
-            try db.execute(sql: "INSERT INTO admin_signatures (signature, seen_at) VALUES (?, ?) ON CONFLICT (signature) DO NOTHING",
-                           arguments: [signature, at])
+            try db.execute(
+                sql: "INSERT INTO admin_signatures (signature, seen_at) VALUES (?, ?) ON CONFLICT (signature) DO NOTHING",
+                arguments: [signature, at]
+            )
             return db.changesCount == 1
         }
     }

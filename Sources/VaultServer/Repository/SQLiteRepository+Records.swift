@@ -10,25 +10,33 @@ extension SQLiteRepository {
         return try await pool.write { db in
             var last = try Int64.fetchOne(db, sql: "SELECT last_sequence FROM owner_sequences WHERE owner_id = ?", arguments: [owner]) ?? 0
             let start = last
-            let insertVersion = try db.cachedStatement(sql: """
-                INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (version_id) DO NOTHING
-                """)
-            let readHead = try db.cachedStatement(sql: """
-                SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?
-                """)
-            let writeHead = try db.cachedStatement(sql: """
-                INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence, changed_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, version_id = excluded.version_id,
-                    hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
-                    deleted = excluded.deleted, sequence = excluded.sequence, changed_at = excluded.changed_at
-                """)
+            let insertVersion = try db.cachedStatement(
+                sql: """
+                    INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (version_id) DO NOTHING
+                    """
+            )
+            let readHead = try db.cachedStatement(
+                sql: """
+                    SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?
+                    """
+            )
+            let writeHead = try db.cachedStatement(
+                sql: """
+                    INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence, changed_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, version_id = excluded.version_id,
+                        hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
+                        deleted = excluded.deleted, sequence = excluded.sequence, changed_at = excluded.changed_at
+                    """
+            )
             var outcomes: [StoreOutcome] = []
             outcomes.reserveCapacity(versions.count)
             for v in versions {
-                try insertVersion.execute(arguments: [v.versionID, owner, v.recordID, Self.id(v.tresorID), Int64(v.epoch), v.hlcPhysical,
-                                                      v.hlcCounter, v.hlcDevice, v.deleted, Data(v.envelopeJSON)])
+                try insertVersion.execute(arguments: [
+                    v.versionID, owner, v.recordID, Self.id(v.tresorID), Int64(v.epoch), v.hlcPhysical,
+                    v.hlcCounter, v.hlcDevice, v.deleted, Data(v.envelopeJSON),
+                ])
                 guard db.changesCount == 1 else {
                     outcomes.append(.duplicate)
                     continue
@@ -39,15 +47,20 @@ extension SQLiteRepository {
                     continue
                 }
                 last += 1
-                try writeHead.execute(arguments: [owner, v.recordID, Self.id(v.tresorID), v.versionID, v.hlcPhysical, v.hlcCounter, v.hlcDevice,
-                                                  v.deleted, last, now])
+                try writeHead.execute(arguments: [
+                    owner, v.recordID, Self.id(v.tresorID), v.versionID, v.hlcPhysical, v.hlcCounter, v.hlcDevice,
+                    v.deleted, last, now,
+                ])
                 outcomes.append(.stored(sequence: UInt64(last)))
             }
             if last != start {
-                try db.execute(sql: """
-                    INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (?, ?)
-                    ON CONFLICT (owner_id) DO UPDATE SET last_sequence = excluded.last_sequence
-                    """, arguments: [owner, last])
+                try db.execute(
+                    sql: """
+                        INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (?, ?)
+                        ON CONFLICT (owner_id) DO UPDATE SET last_sequence = excluded.last_sequence
+                        """,
+                    arguments: [owner, last]
+                )
             }
             return outcomes
         }
@@ -70,8 +83,11 @@ extension SQLiteRepository {
 
     public func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis? {
         try await pool.read { db in
-            try Int64.fetchOne(db, sql: "SELECT MAX(changed_at) FROM heads WHERE owner_id = ? AND tresor_id = ?",
-                               arguments: [Self.id(ownerID), Self.id(tresorID)])
+            try Int64.fetchOne(
+                db,
+                sql: "SELECT MAX(changed_at) FROM heads WHERE owner_id = ? AND tresor_id = ?",
+                arguments: [Self.id(ownerID), Self.id(tresorID)]
+            )
         }
     }
 }

@@ -5,9 +5,12 @@ extension SQLiteRepository {
     func schemaCatalog() async throws -> SchemaCatalog {
         try await pool.read { db in
             var catalog = SchemaCatalog()
-            let tables = try String.fetchAll(db, sql: """
-                SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'grdb_migrations'
-                """)
+            let tables = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'grdb_migrations'
+                    """
+            )
             for table in tables {
                 let columns = try Row.fetchAll(db, sql: #"SELECT name, "notnull", pk FROM pragma_table_info(?) ORDER BY cid"#, arguments: [table])
                 catalog.tables[table] = columns.map {
@@ -20,8 +23,12 @@ extension SQLiteRepository {
                     let indexed = try String.fetchAll(db, sql: "SELECT name FROM pragma_index_info(?) ORDER BY seqno", arguments: [name])
                     switch index["origin"] as String {
                     case "c":
-                        catalog.indexes[name] = SchemaCatalog.Index(table: table, columns: indexed, unique: index["unique"],
-                                                                    partial: index["partial"])
+                        catalog.indexes[name] = SchemaCatalog.Index(
+                            table: table,
+                            columns: indexed,
+                            unique: index["unique"],
+                            partial: index["partial"]
+                        )
                     case "u":
                         catalog.addUnique(table, indexed)
                     default:

@@ -10,11 +10,15 @@ extension SQLiteRepository {
         return try await pool.write { db in
             if let existing = try Self.one(TresorRow.self, db, "SELECT * FROM tresors WHERE id = ?", [Self.id(t.id)]) {
                 if try TresorRow.unchanged(existing, proposed: t) { return existing }
-                try db.execute(sql: "UPDATE tresors SET current_epoch = ?, self_grant = ?, updated_at = ? WHERE id = ?",
-                               arguments: [Int64(t.currentEpoch), grant, t.updatedAt, Self.id(t.id)])
+                try db.execute(
+                    sql: "UPDATE tresors SET current_epoch = ?, self_grant = ?, updated_at = ? WHERE id = ?",
+                    arguments: [Int64(t.currentEpoch), grant, t.updatedAt, Self.id(t.id)]
+                )
             } else {
-                try db.execute(sql: "INSERT INTO tresors (id, owner_id, category, current_epoch, self_grant, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [Self.id(t.id), Self.id(t.ownerID), t.category, Int64(t.currentEpoch), grant, t.updatedAt])
+                try db.execute(
+                    sql: "INSERT INTO tresors (id, owner_id, category, current_epoch, self_grant, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    arguments: [Self.id(t.id), Self.id(t.ownerID), t.category, Int64(t.currentEpoch), grant, t.updatedAt]
+                )
             }
             try Self.appendAudit(db, [audit], now: t.updatedAt)
             return t
@@ -35,15 +39,20 @@ extension SQLiteRepository {
         let grant = try RowJSON.encode(s.grant)
         do {
             try await pool.write { db in
-                try db.execute(sql: """
-                    INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, approval, approval_sequence, reason,
-                                        created_at, updated_at, expires_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?)
-                    """, arguments: [Self.id(s.id), Self.id(s.patientID), Self.id(s.doctorID), Self.id(s.tresorID), s.category, s.state.rawValue,
-                                     grant, s.createdAt, s.updatedAt, s.expiresAt])
+                try db.execute(
+                    sql: """
+                        INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, approval, approval_sequence, reason,
+                                            created_at, updated_at, expires_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?)
+                        """,
+                    arguments: [
+                        Self.id(s.id), Self.id(s.patientID), Self.id(s.doctorID), Self.id(s.tresorID), s.category, s.state.rawValue,
+                        grant, s.createdAt, s.updatedAt, s.expiresAt,
+                    ]
+                )
                 try Self.appendAudit(db, [audit], now: s.createdAt)
             }
-        } catch where Self.isUniqueViolation(error) {
+        } catch  where Self.isUniqueViolation(error) {
             throw RepositoryError.conflict(ShareRow.openShareExists)
         }
     }
@@ -68,17 +77,32 @@ extension SQLiteRepository {
         try await pool.read { db in try Self.all(ShareRow.self, db, "SELECT * FROM shares WHERE \(condition) ORDER BY created_at", [value]) }
     }
 
-    public func transitionShare(id: UUID, from: Set<ShareState>, to: ShareState, approval: Approval?, reason: String?,
-                                now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
+    public func transitionShare(
+        id: UUID,
+        from: Set<ShareState>,
+        to: ShareState,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> ShareRow {
         let appr = try approval.map(RowJSON.encode)
         let allowed = from.map { "'\($0.rawValue)'" }.joined(separator: ",")
         return try await pool.write { db in
-            try Self.compareAndSet(db, """
+            try Self.compareAndSet(
+                db,
+                """
                 UPDATE shares SET state = ?, approval = COALESCE(?, approval), approval_sequence = COALESCE(?, approval_sequence),
                        reason = COALESCE(?, reason), updated_at = ?
                 WHERE id = ? AND state IN (\(allowed))
-                """, [to.rawValue, appr, approval.map { Int64(bitPattern: $0.sequence) }, reason, now, Self.id(id)],
-                table: "shares", stateColumn: "state", id: id, what: "share", to: to.rawValue)
+                """,
+                [to.rawValue, appr, approval.map { Int64(bitPattern: $0.sequence) }, reason, now, Self.id(id)],
+                table: "shares",
+                stateColumn: "state",
+                id: id,
+                what: "share",
+                to: to.rawValue
+            )
             try Self.appendAudit(db, [audit], now: now)
             return try Self.one(ShareRow.self, db, "SELECT * FROM shares WHERE id = ?", [Self.id(id)])!
         }
@@ -87,8 +111,16 @@ extension SQLiteRepository {
     public func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let g = try RowJSON.encode(grant)
         return try await pool.write { db in
-            try Self.compareAndSet(db, "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state = 'active'", [g, now, Self.id(id)],
-                                   table: "shares", stateColumn: "state", id: id, what: "share", to: "active")
+            try Self.compareAndSet(
+                db,
+                "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state = 'active'",
+                [g, now, Self.id(id)],
+                table: "shares",
+                stateColumn: "state",
+                id: id,
+                what: "share",
+                to: "active"
+            )
             try Self.appendAudit(db, [audit], now: now)
             return try Self.one(ShareRow.self, db, "SELECT * FROM shares WHERE id = ?", [Self.id(id)])!
         }
@@ -97,19 +129,31 @@ extension SQLiteRepository {
     public func expireShares(now: UnixMillis) async throws -> [ShareRow] {
         try await pool.write { db in
             // A pending share whose date passed before approval can no longer be approved: close it.
-            let stale = try Self.all(ShareRow.self, db, "SELECT * FROM shares WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?",
-                                     [now])
+            let stale = try Self.all(
+                ShareRow.self,
+                db,
+                "SELECT * FROM shares WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?",
+                [now]
+            )
             for s in stale {
-                try db.execute(sql: "UPDATE shares SET state = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
-                               arguments: [AuditEvent.expiredBeforeApproval, now, Self.id(s.id)])
+                try db.execute(
+                    sql: "UPDATE shares SET state = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                    arguments: [AuditEvent.expiredBeforeApproval, now, Self.id(s.id)]
+                )
             }
             try Self.appendAudit(db, stale.map(AuditEvent.shareExpiredBeforeApproval), now: now)
-            let due = try Self.all(ShareRow.self, db, "SELECT * FROM shares WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= ?",
-                                   [now])
+            let due = try Self.all(
+                ShareRow.self,
+                db,
+                "SELECT * FROM shares WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= ?",
+                [now]
+            )
             guard !due.isEmpty else { return [] }
             for s in due {
-                try db.execute(sql: "UPDATE shares SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'active'",
-                               arguments: [now, Self.id(s.id)])
+                try db.execute(
+                    sql: "UPDATE shares SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'active'",
+                    arguments: [now, Self.id(s.id)]
+                )
             }
             try Self.appendAudit(db, due.map(AuditEvent.shareExpired), now: now)
             return due.map { $0.expired(at: now) }

@@ -79,12 +79,16 @@ public final class SQLiteRepository: VaultRepository {
             throw RepositoryError.notFound("audit head")
         }
         let entries = AuditBuilder.entries(for: events, after: (head.sequence, head.hash), now: now)
-        let insert = try db.cachedStatement(sql: """
-            INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """)
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        )
         for e in entries {
-            try insert.execute(arguments: [Int64(e.sequence), e.at, e.actor, e.action, e.patientID.map(Self.id), try RowJSON.encode(e.details),
-                                           e.previousHash, e.hash])
+            try insert.execute(arguments: [
+                Int64(e.sequence), e.at, e.actor, e.action, e.patientID.map(Self.id), try RowJSON.encode(e.details),
+                e.previousHash, e.hash,
+            ])
         }
         let last = entries.last!
         try db.execute(sql: "UPDATE audit_head SET sequence = ?, hash = ? WHERE id = 1", arguments: [Int64(last.sequence), last.hash])
@@ -92,8 +96,16 @@ public final class SQLiteRepository: VaultRepository {
 
     /// Moves one row to a new state with a compare-and-set UPDATE; when no row changed, reports whether it is
     /// missing (`.notFound(what)`) or in another state (`.invalidTransition`), read from `stateColumn`.
-    static func compareAndSet(_ db: Database, _ sql: String, _ arguments: StatementArguments, table: String, stateColumn: String,
-                              id: UUID, what: String, to: String) throws {
+    static func compareAndSet(
+        _ db: Database,
+        _ sql: String,
+        _ arguments: StatementArguments,
+        table: String,
+        stateColumn: String,
+        id: UUID,
+        what: String,
+        to: String
+    ) throws {
         try db.execute(sql: sql, arguments: arguments)
         guard db.changesCount == 1 else {
             guard let current = try String.fetchOne(db, sql: "SELECT \(stateColumn) FROM \(table) WHERE id = ?", arguments: [Self.id(id)]) else {

@@ -26,7 +26,8 @@ enum Schema {
     static func v1(_ t: SchemaDialect) -> [String] {
         // A version's last-writer-wins key, kept on the version and copied to its record's head (Docs/design.md §5).
         let ordering = "hlc_physical \(t.int64) NOT NULL, hlc_counter \(t.int64) NOT NULL, hlc_device \(t.text) NOT NULL, deleted \(t.bool) NOT NULL"
-        return statements("""
+        return statements(
+            """
             CREATE TABLE meta (key \(t.text) PRIMARY KEY, value \(t.bytes) NOT NULL);
             CREATE TABLE users (
                 id \(t.uuid) PRIMARY KEY,
@@ -104,7 +105,8 @@ enum Schema {
             INSERT INTO audit_head (id, sequence, hash) VALUES (1, 0, '\(AuditChain.genesis)');
             CREATE TABLE admin_signatures (signature \(t.text) PRIMARY KEY, seen_at \(t.int64) NOT NULL);
             CREATE INDEX admin_signatures_seen ON admin_signatures (seen_at);
-            """) + t.appendOnlyTriggers(appendOnly)
+            """
+        ) + t.appendOnlyTriggers(appendOnly)
     }
 
     /// Splits SQL into statements at semicolons that end a line.

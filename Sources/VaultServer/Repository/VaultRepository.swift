@@ -154,14 +154,22 @@ extension AuditEvent {
 
     /// An active share reached its expiry.
     static func shareExpired(_ share: ShareRow) -> AuditEvent {
-        AuditEvent(actor: "server", action: "share.expired", patientID: share.patientID,
-                   details: ["share": share.id.storedText, "doctor": share.doctorID.storedText, "category": share.category])
+        AuditEvent(
+            actor: "server",
+            action: "share.expired",
+            patientID: share.patientID,
+            details: ["share": share.id.storedText, "doctor": share.doctorID.storedText, "category": share.category]
+        )
     }
 
     /// A pending share's expiry passed before an admin approved it.
     static func shareExpiredBeforeApproval(_ share: ShareRow) -> AuditEvent {
-        AuditEvent(actor: "server", action: "share.rejected", patientID: share.patientID,
-                   details: ["share": share.id.storedText, "category": share.category, "reason": expiredBeforeApproval])
+        AuditEvent(
+            actor: "server",
+            action: "share.rejected",
+            patientID: share.patientID,
+            details: ["share": share.id.storedText, "category": share.category, "reason": expiredBeforeApproval]
+        )
     }
 }
 
@@ -207,8 +215,15 @@ public protocol VaultRepository: Sendable {
     func users() async throws -> [UserRow]
     /// Sets a pending user's status with its certificate and approval (or rejection reason); throws
     /// `.invalidTransition` unless the user is pending.
-    func decideUser(id: UUID, status: AccountStatus, certificate: Certificate?, approval: Approval?, reason: String?,
-                    now: UnixMillis, audit: AuditEvent) async throws -> UserRow
+    func decideUser(
+        id: UUID,
+        status: AccountStatus,
+        certificate: Certificate?,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> UserRow
 
     func insertSession(_ session: SessionRow) async throws
     func session(tokenHash: String) async throws -> SessionRow?
@@ -231,8 +246,15 @@ public protocol VaultRepository: Sendable {
     func shares(state: ShareState) async throws -> [ShareRow]
     /// Moves a share from one of `from` to `to` atomically (compare-and-set), setting approval or
     /// reason; throws `.invalidTransition` if its state is not in `from`.
-    func transitionShare(id: UUID, from: Set<ShareState>, to: ShareState, approval: Approval?, reason: String?,
-                         now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
+    func transitionShare(
+        id: UUID,
+        from: Set<ShareState>,
+        to: ShareState,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> ShareRow
     /// Stores a newer grant of an active share (new key epochs) beside the approved one;
     /// `.invalidTransition` if the share is not active.
     func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
@@ -288,8 +310,15 @@ extension VaultRepository {
                 guard e.previousHash == previous else {
                     return AuditVerification(ok: false, entriesChecked: checked, brokenAt: e.sequence, problem: "previous-hash link is broken")
                 }
-                let h = AuditChain.hash(sequence: e.sequence, at: e.at, actor: e.actor, action: e.action, patientID: e.patientID,
-                                        details: e.details, previousHash: e.previousHash)
+                let h = AuditChain.hash(
+                    sequence: e.sequence,
+                    at: e.at,
+                    actor: e.actor,
+                    action: e.action,
+                    patientID: e.patientID,
+                    details: e.details,
+                    previousHash: e.previousHash
+                )
                 guard h == e.hash else {
                     return AuditVerification(ok: false, entriesChecked: checked, brokenAt: e.sequence, problem: "entry was modified")
                 }
@@ -300,8 +329,12 @@ extension VaultRepository {
         }
         let head = try await auditHead()
         guard head.sequence == checked, head.hash == (checked == 0 ? AuditChain.genesis : previous) else {
-            return AuditVerification(ok: false, entriesChecked: checked, brokenAt: checked + 1,
-                                     problem: "log ends at \(checked) but its head says \(head.sequence)")
+            return AuditVerification(
+                ok: false,
+                entriesChecked: checked,
+                brokenAt: checked + 1,
+                problem: "log ends at \(checked) but its head says \(head.sequence)"
+            )
         }
         return AuditVerification(ok: true, entriesChecked: checked, brokenAt: nil, problem: nil)
     }

@@ -1,46 +1,12 @@
 import Foundation
-import HTTPTypes
 import Hummingbird
 import VaultAPI
 import VaultCore
 import VaultCrypto
 
+/// The admin's side (Docs/design.md §2, §3): what waits for approval, decisions with their signed
+/// approvals, the user list. The signature on each request is checked before, by `AdminSignatureAuthenticator`.
 extension VaultService {
-    /// Checks an admin request: a timestamp inside the window and an Ed25519 signature by the pinned
-    /// admin key over method, path with query, body hash and timestamp, each signature accepted once.
-    /// Returns the body bytes that were signed.
-    func authenticateAdmin(_ request: inout Request) async throws -> [UInt8] {
-        // Headers and the time window first, so an unauthenticated caller cannot make the server buffer a body.
-        guard let tsText = request.headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!], let ts = Int64(tsText),
-              let sigText = request.headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!],
-              let signature = try? Signature(base64URL: sigText),
-              let nonce = request.headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!], (try? Base64URL.decode(nonce))?.count == 16
-        else { throw APIError(.unauthorized, .unauthorized, "admin requests must be signed with the admin key") }
-        let now = clock()
-        // Compare without arithmetic on the untrusted value: no overflow whatever the header says.
-        guard ts >= now - AdminRequestSignature.windowMs, ts <= now + AdminRequestSignature.windowMs else {
-            throw APIError(.unauthorized, .unauthorized, "admin request timestamp is outside the allowed window; check the clock")
-        }
-        let body: [UInt8]
-        do {
-            body = Array(try await request.collectBody(upTo: APILimits.maxAdminBodyBytes).readableBytesView)
-        } catch {
-            throw APIError(.contentTooLarge, .payloadTooLarge, "admin request bodies are at most \(APILimits.maxAdminBodyBytes) bytes")
-        }
-        if !body.isEmpty, !(request.headers[.contentType]?.lowercased().hasPrefix("application/json") ?? false) {
-            throw APIError(.unsupportedMediaType, .unsupportedMediaType, "request body must be application/json")
-        }
-        let pathAndQuery = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
-        let statement = AdminRequestSignature.statement(method: request.method.rawValue, pathAndQuery: pathAndQuery, body: body, timestamp: ts, nonce: nonce)
-        guard adminKey.isValidSignature(signature, for: statement) else {
-            throw APIError(.unauthorized, .invalidSignature, "admin signature does not verify under the configured admin key")
-        }
-        guard try await repository.rememberAdminSignature(signature.base64URL, at: now, purgeBefore: now - 2 * AdminRequestSignature.windowMs) else {
-            throw APIError(.unauthorized, .unauthorized, "admin request was already used (replay)")
-        }
-        return body
-    }
-
     func pending() async throws -> PendingResponse {
         _ = try await repository.expireShares(now: clock())
         let registrations = try await repository.users().filter { $0.status == .pending }
@@ -119,12 +85,6 @@ extension VaultService {
 
     func summary(_ u: UserRow) -> UserSummary {
         UserSummary(userID: u.id, username: u.username, role: u.role, status: u.status, createdAt: u.createdAt, fingerprint: u.certificate?.fingerprint)
-    }
-
-    func auditPage(after: UInt64, limit: Int) async throws -> AuditPage {
-        let clamped = max(1, min(limit, 1_000))
-        let entries = try await repository.auditEntries(after: after, limit: clamped, patientID: nil)
-        return AuditPage(entries: entries, nextCursor: entries.last?.sequence ?? after, done: entries.count < clamped)
     }
 
     private func validReason(_ reason: String) throws -> String {

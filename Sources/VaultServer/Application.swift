@@ -43,14 +43,19 @@ public func makeRepository(databaseURL: String, logger: Logger) throws -> (any V
 
 /// Builds the application for `configuration`: repository, migrations before the server starts, router.
 public func buildApplication(_ configuration: ServerConfiguration) async throws -> some ApplicationProtocol {
-    let logger = { var l = Logger(label: "carevault-server"); l.logLevel = configuration.logLevel; return l }()
+    let logger = {
+        var l = Logger(label: "carevault-server")
+        l.logLevel = configuration.logLevel
+        return l
+    }()
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
     let router = buildRouter(repository: repository, adminKey: configuration.adminKey)
     var app = Application(router: router, configuration: .init(address: .hostname(configuration.host, port: configuration.port),
                                                                serverName: "carevault"),
                           onServerRunning: { channel in
                               // Scripts and tests read this line to learn the port (useful with --port 0).
-                              let line = "carevault-server: listening on http://\(configuration.host):\(channel.localAddress?.port ?? configuration.port)\n"
+                              let port = channel.localAddress?.port ?? configuration.port
+                              let line = "carevault-server: listening on http://\(configuration.host):\(port)\n"
                               FileHandle.standardOutput.write(Data(line.utf8))
                           },
                           logger: logger)

@@ -107,11 +107,12 @@ struct HostileInputTests {
             #expect(try await api.declareTresor(patient, tresor).status == .ok)
             let longer = try Grant.make(patient: patient.identity, member: doctor.certificate, adminKey: api.admin.publicKey, tresor: tresor,
                                         createdAt: api.harness.clock.millis, expiresAt: api.harness.clock.millis + 99_000_000)
-            let refused = try await api.send(.put, Routes.shareGrant(share.shareID.uuidString), json: UpdateShareGrantRequest(grant: longer), token: patient.token)
+            let path = Routes.shareGrant(share.shareID.uuidString)
+            let refused = try await api.send(.put, path, json: UpdateShareGrantRequest(grant: longer), token: patient.token)
             #expect(refused.status == .badRequest, "the expiry cannot be extended without the admin")
             let rotated = try Grant.make(patient: patient.identity, member: doctor.certificate, adminKey: api.admin.publicKey, tresor: tresor,
                                          createdAt: api.harness.clock.millis, expiresAt: share.grant.expiresAt)
-            let ok = try await api.send(.put, Routes.shareGrant(share.shareID.uuidString), json: UpdateShareGrantRequest(grant: rotated), token: patient.token)
+            let ok = try await api.send(.put, path, json: UpdateShareGrantRequest(grant: rotated), token: patient.token)
             #expect(ok.status == .ok)
             let seen = try #require(try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: doctor.token)).shares.first)
             #expect(seen.grant == share.grant, "the approved grant is kept")

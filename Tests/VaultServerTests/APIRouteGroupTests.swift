@@ -78,7 +78,7 @@ struct RouteGroupAPITests {
             #expect(try await api.send(.get, Routes.health).status == .ok)
             let params = try await api.send(.post, Routes.loginParameters, json: LoginParametersRequest(username: "nobody"))
             #expect(params.status == .ok)
-            let login = try await api.send(.post, Routes.login, json: LoginRequest(username: "nobody", loginKey: Base64URL.encode(RandomBytes.bytes(count: 32))))
+            let login = try await api.wrongLogin("nobody")
             #expect(login.status == .unauthorized && api.errorCode(login) == .invalidCredentials)
             let (_, _, registered) = try await api.register("newcomer", role: .patient)
             #expect(registered.status == .accepted)

@@ -41,8 +41,8 @@ struct ShareAPITests {
             let keys = try activeShare.grant.openKeys(member: doctor.identity, patient: patient.certificate, adminKey: api.admin.publicKey)
             let page = try api.decode(PullResponse.self, try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id))
             #expect(page.changes.count == 1 && page.done)
-            let plain = try page.changes[0].envelope.open(keys: keys.keys, authorKey: patient.certificate.signingKey,
-                                                           expecting: EnvelopeContext(ownerID: patient.id, tresorID: interventions.id, category: "interventions"))
+            let context = EnvelopeContext(ownerID: patient.id, tresorID: interventions.id, category: "interventions")
+            let plain = try page.changes[0].envelope.open(keys: keys.keys, authorKey: patient.certificate.signingKey, expecting: context)
             #expect(String(decoding: plain, as: UTF8.self) == "walk 30 min")
             // The other category stays closed: the server refuses, and the keys would not open it anyway.
             #expect(try await api.pull(doctor.token, owner: patient.id, tresor: assessments.id).status == .forbidden)
@@ -66,7 +66,8 @@ struct ShareAPITests {
         try await APIHarness.run(backend) { api in
             let patient = try await api.user("pat", role: .patient)
             let doctor = try await api.user("doc", role: .doctor)
-            let a = Tresor.create(ownerID: patient.id, category: "interventions"), b = Tresor.create(ownerID: patient.id, category: "assessments")
+            let a = Tresor.create(ownerID: patient.id, category: "interventions")
+            let b = Tresor.create(ownerID: patient.id, category: "assessments")
             _ = try await api.declareTresor(patient, a)
             _ = try await api.declareTresor(patient, b)
             let shareA = try await api.requestShare(patient, doctor, a)
@@ -75,18 +76,19 @@ struct ShareAPITests {
 
             // Replay A's approval onto B.
             let approvalA = try #require(try await api.repository.share(id: shareA.shareID)?.approval)
-            let (replayed, _) = try await api.adminSend(.post, Routes.adminApproveShare(shareB.shareID.uuidString), json: ApproveShareRequest(approval: approvalA))
+            let replayed = try await api.approveShare(shareB.shareID, with: approvalA)
             #expect(replayed.status == .badRequest && api.errorCode(replayed) == .invalidApproval)
             // A forged approval (not the admin's key).
             let forged = Approval.share(id: shareB.shareID, grant: shareB.grant, issuedAt: 1, sequence: 999, adminKey: .generate())
-            let (f, _) = try await api.adminSend(.post, Routes.adminApproveShare(shareB.shareID.uuidString), json: ApproveShareRequest(approval: forged))
+            let f = try await api.approveShare(shareB.shareID, with: forged)
             #expect(f.status == .badRequest && api.errorCode(f) == .invalidApproval)
             // A genuine approval with a stale sequence number.
             let stale = Approval.share(id: shareB.shareID, grant: shareB.grant, issuedAt: 1, sequence: 1, adminKey: api.admin)
-            let (s, _) = try await api.adminSend(.post, Routes.adminApproveShare(shareB.shareID.uuidString), json: ApproveShareRequest(approval: stale))
+            let s = try await api.approveShare(shareB.shareID, with: stale)
             #expect(s.status == .conflict)
             #expect(try await api.repository.share(id: shareB.shareID)?.state == .pending)
-            let (rej, _) = try await api.adminSend(.post, Routes.adminRejectShare(shareB.shareID.uuidString), json: RejectRequest(reason: "not needed"))
+            let (rej, _) = try await api.adminSend(.post, Routes.adminRejectShare(shareB.shareID.uuidString),
+                                                   json: RejectRequest(reason: "not needed"))
             #expect(try api.decode(ShareInfo.self, rej).state == .rejected)
             #expect(try await api.approveShare(shareB).status == .conflict, "a rejected share stays rejected")
         }
@@ -118,8 +120,9 @@ struct ShareAPITests {
             let t = Tresor.create(ownerID: patient.id, category: "interventions")
             _ = try await api.declareTresor(patient, t)
 
-            for (method, path) in [(HTTPRequest.Method.get, Routes.records), (.post, Routes.records), (.get, Routes.shares), (.get, Routes.doctorPatients),
-                                   (.get, Routes.tresors), (.get, Routes.accessLog), (.get, Routes.userByName("pat"))] {
+            for (method, path) in [(HTTPRequest.Method.get, Routes.records), (.post, Routes.records), (.get, Routes.shares),
+                                   (.get, Routes.doctorPatients), (.get, Routes.tresors), (.get, Routes.accessLog),
+                                   (.get, Routes.userByName("pat"))] {
                 let r = try await api.send(method, path, json: method == .post ? PushRequest(envelopes: []) : nil)
                 #expect(r.status == .unauthorized && api.errorCode(r) == .unauthorized, "\(path) without a session")
             }
@@ -138,10 +141,12 @@ struct ShareAPITests {
                                              tresor: Tresor.create(ownerID: other.id, category: "interventions"), createdAt: 1)
             #expect(try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: forgedGrant), token: patient.token).status == .forbidden)
             // Sharing with a non-doctor is refused.
-            let toPatient = try Grant.make(patient: patient.identity, member: other.certificate, adminKey: api.admin.publicKey, tresor: t, createdAt: 1)
+            let toPatient = try Grant.make(patient: patient.identity, member: other.certificate, adminKey: api.admin.publicKey, tresor: t,
+                                           createdAt: 1)
             #expect(try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: toPatient), token: patient.token).status == .badRequest)
             // The directory answers for approved users only.
-            #expect(try api.decode(DirectoryEntry.self, try await api.send(.get, Routes.userByName("DOC"), token: patient.token)).certificate == doctor.certificate)
+            let found = try await api.send(.get, Routes.userByName("DOC"), token: patient.token)
+            #expect(try api.decode(DirectoryEntry.self, found).certificate == doctor.certificate)
             #expect(try await api.send(.get, Routes.userByName("ghost"), token: patient.token).status == .notFound)
             #expect(try await api.send(.get, Routes.userByID(doctor.id.uuidString), token: patient.token).status == .ok)
         }
@@ -191,7 +196,9 @@ struct ShareAPITests {
             _ = try await api.declareTresor(patient, t)
             let envelopes = try (0..<25).map { try api.envelope(patient, t, record: "r\($0)", payload: "v\($0)") }
             _ = try await api.push(patient, envelopes)
-            var cursor: UInt64 = 0, seen: [Envelope] = [], pages = 0
+            var cursor: UInt64 = 0
+            var seen: [Envelope] = []
+            var pages = 0
             while true {
                 let page = try api.decode(PullResponse.self, try await api.pull(patient.token, since: cursor, limit: 10))
                 seen += page.changes.map(\.envelope)

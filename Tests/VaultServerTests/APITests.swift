@@ -56,13 +56,13 @@ struct AccountAPITests {
     @Test(arguments: Backend.allCases)
     func unknownUsernamesGetStableFakeParameters(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in
-            let a = try api.decode(LoginParametersResponse.self, try await api.send(.post, Routes.loginParameters, json: LoginParametersRequest(username: "nobody")))
-            let b = try api.decode(LoginParametersResponse.self, try await api.send(.post, Routes.loginParameters, json: LoginParametersRequest(username: "NOBODY")))
-            let c = try api.decode(LoginParametersResponse.self, try await api.send(.post, Routes.loginParameters, json: LoginParametersRequest(username: "someone")))
+            let a = try await api.loginParameters("nobody")
+            let b = try await api.loginParameters("NOBODY")
+            let c = try await api.loginParameters("someone")
             #expect(a == b, "stable for one name")
             #expect(a.salt != c.salt, "different per name, like real salts")
             #expect(a.kdf == .moderate)
-            let r = try await api.send(.post, Routes.login, json: LoginRequest(username: "nobody", loginKey: Base64URL.encode(RandomBytes.bytes(count: 32))))
+            let r = try await api.wrongLogin("nobody")
             #expect(r.status == .unauthorized && api.errorCode(r) == .invalidCredentials, "same answer as a wrong password")
         }
     }
@@ -114,24 +114,22 @@ struct AccountAPITests {
             let rogue = SigningKeyPair.generate()
             let fakeCert = try Certificate.issue(userID: reg.userID, username: reg.username, role: .patient, signingKey: reg.signingKey,
                                                  boxKey: reg.boxKey, issuedAt: 1, adminKey: rogue)
-            let fake = ApproveRegistrationRequest(certificate: fakeCert, approval: .registration(fakeCert, issuedAt: 1, sequence: seq, adminKey: rogue))
-            let (r1, _) = try await api.adminSend(.post, Routes.adminApproveRegistration(reg.userID.uuidString), json: fake)
+            let r1 = try await api.approveRegistration(reg.userID, fakeCert, sequence: seq, key: rogue)
             #expect(r1.status == .badRequest && api.errorCode(r1) == .invalidApproval)
             // A genuine admin certificate for substituted keys.
-            let swapped = try Certificate.issue(userID: reg.userID, username: reg.username, role: .patient, signingKey: SigningKeyPair.generate().publicKey,
-                                                boxKey: reg.boxKey, issuedAt: 1, adminKey: api.admin)
-            let (r2, _) = try await api.adminSend(.post, Routes.adminApproveRegistration(reg.userID.uuidString),
-                                                  json: ApproveRegistrationRequest(certificate: swapped, approval: .registration(swapped, issuedAt: 1, sequence: seq, adminKey: api.admin)))
+            let swapped = try Certificate.issue(userID: reg.userID, username: reg.username, role: .patient,
+                                                signingKey: SigningKeyPair.generate().publicKey, boxKey: reg.boxKey, issuedAt: 1, adminKey: api.admin)
+            let r2 = try await api.approveRegistration(reg.userID, swapped, sequence: seq)
             #expect(r2.status == .badRequest && api.errorCode(r2) == .invalidApproval)
             // A role the user did not ask for.
             let promoted = try Certificate.issue(userID: reg.userID, username: reg.username, role: .doctor, signingKey: reg.signingKey,
                                                  boxKey: reg.boxKey, issuedAt: 1, adminKey: api.admin)
-            let (r3, _) = try await api.adminSend(.post, Routes.adminApproveRegistration(reg.userID.uuidString),
-                                                  json: ApproveRegistrationRequest(certificate: promoted, approval: .registration(promoted, issuedAt: 1, sequence: seq, adminKey: api.admin)))
+            let r3 = try await api.approveRegistration(reg.userID, promoted, sequence: seq)
             #expect(r3.status == .badRequest)
             #expect(try await api.repository.user(id: reg.userID)?.status == .pending, "nothing was approved")
             // Rejection with a reason ends it.
-            let (rej, _) = try await api.adminSend(.post, Routes.adminRejectRegistration(reg.userID.uuidString), json: RejectRequest(reason: "unknown person"))
+            let (rej, _) = try await api.adminSend(.post, Routes.adminRejectRegistration(reg.userID.uuidString),
+                                                   json: RejectRequest(reason: "unknown person"))
             #expect(rej.status == .ok)
             let login = try await api.login("carol", password: "correct horse")
             #expect(login.status == .forbidden && api.errorCode(login) == .accountRejected)

@@ -8,16 +8,22 @@ import VaultCore
 /// limits), the JSON coders of the API and what the route group's authenticator established: the
 /// session's caller on the /v1 routes, the signed request on /v1/admin (Docs/design.md §6).
 public struct VaultRequestContext: RequestContext, RemoteAddressRequestContext {
+    /// Hummingbird's per-request storage (logger, path parameters).
     public var coreContext: CoreRequestContextStorage
+    /// The peer that sent the request.
     public let remoteAddress: SocketAddress?
+    /// The largest body a handler decodes.
     public var maxUploadSize: Int { APILimits.maxBodyBytes }
+    /// Decodes JSON bodies with the API's 400, 413 and 415 answers.
     public var requestDecoder: VaultRequestDecoder { VaultRequestDecoder() }
+    /// Encodes every JSON answer the same way.
     public var responseEncoder: VaultResponseEncoder { VaultResponseEncoder() }
     /// Set by `SessionAuthenticator`.
     var caller: Caller?
     /// Set by `AdminSignatureAuthenticator`.
     var adminRequest: SignedAdminRequest?
 
+    /// The context of a request arriving on `source`'s channel.
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress

@@ -3,9 +3,7 @@ import VaultAPI
 import VaultCore
 
 /// Accounts and sessions (Docs/design.md §2): registration and login are open, the rest needs a session.
-struct AccountController {
-    typealias Context = VaultRequestContext
-
+struct AccountController: APIController {
     let service: VaultService
 
     /// Adds the open routes to `group` and the session routes to `authenticated`.

@@ -2,9 +2,7 @@ import Hummingbird
 import VaultAPI
 
 /// `GET /health`, open to anyone: load balancers and scripts ask whether the database answers.
-struct HealthController {
-    typealias Context = VaultRequestContext
-
+struct HealthController: APIController {
     let service: VaultService
 
     func addRoutes(to group: RouterGroup<Context>) {

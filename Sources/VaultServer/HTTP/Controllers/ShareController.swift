@@ -2,9 +2,7 @@ import Hummingbird
 import VaultAPI
 
 /// Shares between a patient and a doctor (Docs/design.md §3); every route needs a session.
-struct ShareController {
-    typealias Context = VaultRequestContext
-
+struct ShareController: APIController {
     let service: VaultService
 
     func addRoutes(to group: RouterGroup<Context>) {

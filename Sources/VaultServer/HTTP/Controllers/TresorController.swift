@@ -3,9 +3,7 @@ import VaultAPI
 
 /// A patient's tresors and the records in them (Docs/design.md §4, §5), and who read them; every route
 /// needs a session.
-struct TresorController {
-    typealias Context = VaultRequestContext
-
+struct TresorController: APIController {
     let service: VaultService
 
     func addRoutes(to group: RouterGroup<Context>) {

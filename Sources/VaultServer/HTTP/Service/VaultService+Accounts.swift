@@ -87,7 +87,9 @@ extension VaultService {
         var user: UserRow?
         if let username { user = try await repository.user(username: Username.lookupKey(username)) }
         if let id { user = try await repository.user(id: id) }
-        guard let user, user.status == .active, let cert = user.certificate else { throw APIError.notFound("no approved user \(username.map { "named '\($0)'" } ?? "with that id")") }
+        guard let user, user.status == .active, let cert = user.certificate else {
+            throw APIError.notFound("no approved user \(username.map { "named '\($0)'" } ?? "with that id")")
+        }
         return DirectoryEntry(certificate: cert)
     }
 }

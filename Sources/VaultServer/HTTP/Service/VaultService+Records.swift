@@ -45,7 +45,8 @@ extension VaultService {
     }
 
     /// Every server-side check of one envelope (Docs/design.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
-    static func check(_ e: Envelope, owner: UUID, signingKey: SigningPublicKey, tresors: [UUID: TresorRow], now: UnixMillis) -> Result<VersionRow, APIError> {
+    static func check(_ e: Envelope, owner: UUID, signingKey: SigningPublicKey, tresors: [UUID: TresorRow],
+                      now: UnixMillis) -> Result<VersionRow, APIError> {
         do {
             try e.header.validateStructure()
         } catch {
@@ -61,7 +62,8 @@ extension VaultService {
         guard e.header.epoch <= t.currentEpoch else { return .failure(.badRequest("tresor epoch \(e.header.epoch) is not declared")) }
         let limit = UInt64(max(0, now)) + APILimits.maxForwardDriftMs
         guard e.header.timestamp.physicalMs <= limit else {
-            return .failure(APIError(.badRequest, .clockSkew, "HLC time is more than \(APILimits.maxForwardDriftMs / 3_600_000) hours ahead of the server; check the device clock"))
+            let hours = APILimits.maxForwardDriftMs / 3_600_000
+            return .failure(APIError(.badRequest, .clockSkew, "HLC time is more than \(hours) hours ahead of the server; check the device clock"))
         }
         let ad = e.header.associatedData()
         guard signingKey.isValidSignature(e.signature, for: Envelope.signedBytes(associatedData: ad, nonce: e.nonce, ciphertext: e.ciphertext)) else {
@@ -69,7 +71,8 @@ extension VaultService {
         }
         guard let json = try? VaultResponseEncoder.json.encode(e) else { return .failure(.badRequest("envelope cannot be encoded")) }
         let ts = e.header.timestamp
-        return .success(VersionRow(versionID: e.versionID(associatedData: ad), ownerID: owner, recordID: e.header.recordID.hex, tresorID: t.id, epoch: e.header.epoch,
+        return .success(VersionRow(versionID: e.versionID(associatedData: ad), ownerID: owner, recordID: e.header.recordID.hex, tresorID: t.id,
+                                   epoch: e.header.epoch,
                                    hlcPhysical: Int64(clamping: ts.physicalMs), hlcCounter: Int64(ts.counter), hlcDevice: ts.deviceID,
                                    deleted: e.header.deleted, envelopeJSON: Array(json)))
     }
@@ -80,7 +83,8 @@ extension VaultService {
         let clamped = max(1, min(limit, APILimits.maxPullLimit))
         if owner == caller.id {
             guard caller.user.role == .patient else { throw APIError.badRequest("a doctor names the patient and category: ?owner=ID&tresor=ID") }
-            return PullPage(rows: try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped), limit: clamped, since: since)
+            let rows = try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
+            return PullPage(rows: rows, limit: clamped, since: since)
         }
         try require(caller, role: .doctor)
         guard let tresor else { throw APIError.badRequest("a doctor pulls one tresor: add ?tresor=ID") }

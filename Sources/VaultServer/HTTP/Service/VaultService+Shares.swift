@@ -7,7 +7,8 @@ import VaultCrypto
 /// Shares (Docs/design.md §3): requests, listings, revocation, new epochs, the doctor's patients.
 extension VaultService {
     func shareInfo(_ s: ShareRow) async throws -> ShareInfo {
-        let patient = try await repository.user(id: s.patientID), doctor = try await repository.user(id: s.doctorID)
+        let patient = try await repository.user(id: s.patientID)
+        let doctor = try await repository.user(id: s.doctorID)
         return ShareInfo(shareID: s.id, patientID: s.patientID, patientUsername: patient?.username ?? "?", doctorID: s.doctorID,
                          doctorUsername: doctor?.username ?? "?", tresorID: s.tresorID, category: s.category, state: s.state, grant: s.grant,
                          approval: s.approval, latestGrant: s.latestGrant, reason: s.reason, createdAt: s.createdAt, updatedAt: s.updatedAt,
@@ -32,8 +33,9 @@ extension VaultService {
         if let e = g.expiresAt, e <= now { throw APIError.badRequest("the share's expiry date has already passed") }
         let row = ShareRow(id: UUID(), patientID: caller.id, doctorID: doctor.id, tresorID: tresor.id, category: tresor.category, state: .pending,
                            grant: g, approval: nil, reason: nil, createdAt: now, updatedAt: now, expiresAt: g.expiresAt)
-        try await repository.insertShare(row, audit: AuditEvent(actor: Self.idText(caller.id), action: "share.requested", patientID: caller.id,
-                                                                details: ["share": Self.idText(row.id), "doctor": doctor.username, "category": row.category]))
+        let event = Self.patientEvent(caller, "share.requested",
+                                      ["share": Self.idText(row.id), "doctor": doctor.username, "category": row.category])
+        try await repository.insertShare(row, audit: event)
         return try await shareInfo(row)
     }
 
@@ -56,9 +58,9 @@ extension VaultService {
 
     func revokeShare(_ caller: Caller, _ id: UUID) async throws -> ShareInfo {
         let s = try await ownedShare(caller, id)
-        let row = try await repository.transitionShare(id: s.id, from: [.pending, .active], to: .revoked, approval: nil, reason: "revoked by the patient",
-                                                       now: clock(), audit: AuditEvent(actor: Self.idText(caller.id), action: "share.revoked", patientID: caller.id,
-                                                                                       details: ["share": Self.idText(s.id), "category": s.category]))
+        let event = Self.patientEvent(caller, "share.revoked", ["share": Self.idText(s.id), "category": s.category])
+        let row = try await repository.transitionShare(id: s.id, from: [.pending, .active], to: .revoked, approval: nil,
+                                                       reason: "revoked by the patient", now: clock(), audit: event)
         return try await shareInfo(row)
     }
 
@@ -76,9 +78,9 @@ extension VaultService {
         guard let tresor = try await repository.tresor(id: s.tresorID), g.epochsExist(upTo: tresor.currentEpoch),
               g.isSuccessor(of: s.latestGrant ?? s.grant)
         else { throw APIError.badRequest("a new grant keeps the old epochs and adds only epochs the tresor has") }
-        let row = try await repository.updateShareGrant(id: s.id, grant: g, now: clock(), audit: AuditEvent(
-            actor: Self.idText(caller.id), action: "share.epochs", patientID: caller.id,
-            details: ["share": Self.idText(s.id), "epochs": g.epochs.map(String.init).joined(separator: ",")]))
+        let event = Self.patientEvent(caller, "share.epochs",
+                                      ["share": Self.idText(s.id), "epochs": g.epochs.map(String.init).joined(separator: ",")])
+        let row = try await repository.updateShareGrant(id: s.id, grant: g, now: clock(), audit: event)
         return try await shareInfo(row)
     }
 

@@ -9,15 +9,17 @@ extension VaultService {
     func putTresor(_ caller: Caller, _ r: PutTresorRequest) async throws -> TresorInfo {
         try require(caller, role: .patient)
         let g = r.selfGrant
-        guard g.patientID == caller.id, g.memberID == caller.id else { throw APIError.forbidden("a self-grant names the caller as patient and member") }
+        guard g.patientID == caller.id, g.memberID == caller.id else {
+            throw APIError.forbidden("a self-grant names the caller as patient and member")
+        }
         try validateCategory(g.category)
         try verify(g, by: caller, what: "self-grant")
         guard g.hasContiguousEpochs, let top = g.epochs.last else {
             throw APIError.badRequest("a self-grant carries every epoch from 1 to the newest")
         }
         let row = TresorRow(id: g.tresorID, ownerID: caller.id, category: g.category, currentEpoch: top, selfGrant: g, updatedAt: clock())
-        let saved = try await repository.upsertTresor(row, audit: AuditEvent(actor: Self.idText(caller.id), action: "tresor.epoch", patientID: caller.id,
-                                                                             details: ["category": g.category, "epoch": String(top)]))
+        let event = Self.patientEvent(caller, "tresor.epoch", ["category": g.category, "epoch": String(top)])
+        let saved = try await repository.upsertTresor(row, audit: event)
         return info(saved)
     }
 
@@ -27,7 +29,8 @@ extension VaultService {
     }
 
     func info(_ t: TresorRow) -> TresorInfo {
-        TresorInfo(tresorID: t.id, ownerID: t.ownerID, category: t.category, currentEpoch: t.currentEpoch, selfGrant: t.selfGrant, updatedAt: t.updatedAt)
+        TresorInfo(tresorID: t.id, ownerID: t.ownerID, category: t.category, currentEpoch: t.currentEpoch, selfGrant: t.selfGrant,
+                   updatedAt: t.updatedAt)
     }
 
     func validateCategory(_ c: String) throws {

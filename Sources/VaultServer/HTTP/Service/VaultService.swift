@@ -38,6 +38,16 @@ struct VaultService: Sendable {
         }
     }
 
+    /// An audit entry of a patient acting on their own data.
+    static func patientEvent(_ caller: Caller, _ action: String, _ details: [String: String]) -> AuditEvent {
+        AuditEvent(actor: idText(caller.id), action: action, patientID: caller.id, details: details)
+    }
+
+    /// An audit entry of the admin's, listed in the access log of `patientID` when there is one.
+    static func adminEvent(_ action: String, patientID: UUID?, _ details: [String: String]) -> AuditEvent {
+        AuditEvent(actor: "admin", action: action, patientID: patientID, details: details)
+    }
+
     /// A page of the audit log after `after`, of one patient's entries or of all.
     func auditPage(after: UInt64, limit: Int, patientID: UUID?) async throws -> AuditPage {
         let clamped = max(1, min(limit, 1_000))

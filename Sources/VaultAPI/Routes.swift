@@ -1,5 +1,6 @@
 /// Every HTTP route of the CareVault API (openapi.yaml at the repository root describes them).
-/// Paths with a `{name}` part are built with the functions below.
+/// Paths with a `{name}` part are built with the functions below; the server registers the same
+/// functions with `:name` placeholders, so client and server cannot disagree on a path.
 public enum Routes {
     public static let health = "/health"
     public static let register = "/v1/accounts/register"

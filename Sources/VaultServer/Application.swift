@@ -43,14 +43,19 @@ public func makeRepository(databaseURL: String, logger: Logger) throws -> (any V
 
 /// Builds the application for `configuration`: repository, migrations before the server starts, router.
 public func buildApplication(_ configuration: ServerConfiguration) async throws -> some ApplicationProtocol {
-    let logger = { var l = Logger(label: "carevault-server"); l.logLevel = configuration.logLevel; return l }()
+    let logger = {
+        var l = Logger(label: "carevault-server")
+        l.logLevel = configuration.logLevel
+        return l
+    }()
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
     let router = buildRouter(repository: repository, adminKey: configuration.adminKey)
     var app = Application(router: router, configuration: .init(address: .hostname(configuration.host, port: configuration.port),
                                                                serverName: "carevault"),
                           onServerRunning: { channel in
                               // Scripts and tests read this line to learn the port (useful with --port 0).
-                              let line = "carevault-server: listening on http://\(configuration.host):\(channel.localAddress?.port ?? configuration.port)\n"
+                              let port = channel.localAddress?.port ?? configuration.port
+                              let line = "carevault-server: listening on http://\(configuration.host):\(port)\n"
                               FileHandle.standardOutput.write(Data(line.utf8))
                           },
                           logger: logger)
@@ -63,12 +68,21 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
 }
 
 /// The router with every route of the API over `repository` (tests build it with any repository).
+/// Three groups carry the access rules (Docs/design.md §6): open routes, routes behind a session, and
+/// /v1/admin behind the admin's request signature; a controller per area fills them.
 public func buildRouter(repository: any VaultRepository, adminKey: SigningPublicKey,
                         clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis }) -> Router<VaultRequestContext> {
     let service = VaultService(repository: repository, adminKey: adminKey, clock: clock)
     let router = Router(context: VaultRequestContext.self)
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: LogRequestsMiddleware(.debug))
-    VaultRoutes(service: service).register(on: router)
+    let open = router.group()
+    let session = router.group().add(middleware: SessionAuthenticator(service: service))
+    let admin = router.group().add(middleware: AdminSignatureAuthenticator(service: service))
+    HealthController(service: service).addRoutes(to: open)
+    AccountController(service: service).addRoutes(to: open, authenticated: session)
+    TresorController(service: service).addRoutes(to: session)
+    ShareController(service: service).addRoutes(to: session)
+    AdminController(service: service).addRoutes(to: admin)
     return router
 }

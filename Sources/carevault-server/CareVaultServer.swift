@@ -54,7 +54,8 @@ struct CareVaultServer: AsyncParsableCommand {
         do { key = try SigningPublicKey(base64URL: text.trimmingCharacters(in: .whitespacesAndNewlines)) } catch {
             throw ValidationError("'\(keyPath)' is not an admin public key (expected base64url of 32 bytes)")
         }
-        let config = ServerConfiguration(host: host, port: port, databaseURL: database ?? env["CAREVAULT_DATABASE_URL"] ?? "sqlite:data/carevault.sqlite",
+        let databaseURL = database ?? env["CAREVAULT_DATABASE_URL"] ?? "sqlite:data/carevault.sqlite"
+        let config = ServerConfiguration(host: host, port: port, databaseURL: databaseURL,
                                          adminKey: key, logLevel: Logger.Level(rawValue: logLevel) ?? .info)
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.

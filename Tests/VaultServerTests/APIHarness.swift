@@ -43,7 +43,11 @@ struct APIClient: Sendable {
     var admin: SigningKeyPair { harness.admin }
     var repository: any VaultRepository { harness.repository }
 
-    static let encoder: JSONEncoder = { let e = JSONEncoder(); e.outputFormatting = .sortedKeys; return e }()
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = .sortedKeys
+        return e
+    }()
 
     func send(_ method: HTTPRequest.Method, _ path: String, json: (any Encodable)? = nil, token: String? = nil, rawBody: [UInt8]? = nil,
               contentType: String? = "application/json") async throws -> TestResponse {
@@ -56,7 +60,8 @@ struct APIClient: Sendable {
 
     /// A request signed with `key` (the admin's unless given) at `timestamp` (now unless given).
     func adminSend(_ method: HTTPRequest.Method, _ path: String, json: (any Encodable)? = nil, key: SigningKeyPair? = nil,
-                   timestamp: UnixMillis? = nil, reuse: AdminRequestSignature.Headers? = nil) async throws -> (TestResponse, AdminRequestSignature.Headers) {
+                   timestamp: UnixMillis? = nil,
+                   reuse: AdminRequestSignature.Headers? = nil) async throws -> (TestResponse, AdminRequestSignature.Headers) {
         let body = try json.map { Array(try Self.encoder.encode($0)) } ?? []
         let signed = reuse ?? AdminRequestSignature.sign(method: method.rawValue, pathAndQuery: path, body: body,
                                                          timestamp: timestamp ?? harness.clock.millis, adminKey: key ?? admin)
@@ -101,8 +106,29 @@ struct APIClient: Sendable {
         return (cert, resp)
     }
 
+    func loginParameters(_ username: String) async throws -> LoginParametersResponse {
+        try decode(LoginParametersResponse.self, try await send(.post, Routes.loginParameters, json: LoginParametersRequest(username: username)))
+    }
+
+    /// A login with a random key: what a wrong password looks like to the server.
+    func wrongLogin(_ username: String) async throws -> TestResponse {
+        try await send(.post, Routes.login, json: LoginRequest(username: username, loginKey: Base64URL.encode(RandomBytes.bytes(count: 32))))
+    }
+
+    /// A registration approval of `certificate` signed with `key` (the admin's unless given).
+    func approveRegistration(_ id: UUID, _ certificate: Certificate, sequence: UInt64, key: SigningKeyPair? = nil) async throws -> TestResponse {
+        let approval = Approval.registration(certificate, issuedAt: 1, sequence: sequence, adminKey: key ?? admin)
+        return try await adminSend(.post, Routes.adminApproveRegistration(id.uuidString),
+                                   json: ApproveRegistrationRequest(certificate: certificate, approval: approval)).0
+    }
+
+    /// The admin's answer to `approval` of the share `id`.
+    func approveShare(_ id: UUID, with approval: Approval) async throws -> TestResponse {
+        try await adminSend(.post, Routes.adminApproveShare(id.uuidString), json: ApproveShareRequest(approval: approval)).0
+    }
+
     func login(_ username: String, password: String) async throws -> TestResponse {
-        let params = try decode(LoginParametersResponse.self, try await send(.post, Routes.loginParameters, json: LoginParametersRequest(username: username)))
+        let params = try await loginParameters(username)
         let keys = try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf)
         return try await send(.post, Routes.login, json: LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes())))
     }
@@ -135,16 +161,19 @@ struct APIClient: Sendable {
     }
 
     func approveShare(_ share: ShareInfo) async throws -> TestResponse {
-        let approval = Approval.share(id: share.shareID, grant: share.grant, issuedAt: harness.clock.millis, sequence: try await nextSequence(), adminKey: admin)
-        return try await adminSend(.post, Routes.adminApproveShare(share.shareID.uuidString), json: ApproveShareRequest(approval: approval)).0
+        let approval = Approval.share(id: share.shareID, grant: share.grant, issuedAt: harness.clock.millis, sequence: try await nextSequence(),
+                                      adminKey: admin)
+        return try await approveShare(share.shareID, with: approval)
     }
 
     /// A sealed envelope of `payload` for `patient`'s `tresor`.
     func envelope(_ patient: TestUser, _ tresor: Tresor, record: String, payload: String, physicalMs: UInt64? = nil, counter: UInt32 = 0,
                   signer: SigningKeyPair? = nil, owner: UUID? = nil) throws -> Envelope {
         let header = RecordHeader(ownerID: owner ?? patient.id, tresorID: tresor.id, category: tresor.category, epoch: tresor.currentEpoch,
-                                  recordType: .activity, recordID: RecordID.make(type: .activity, activityID: record, occurrence: nil, key: patient.identity.recordIDKey),
-                                  timestamp: HLCTimestamp(physicalMs: physicalMs ?? UInt64(harness.clock.millis), counter: counter, deviceID: "device-1"),
+                                  recordType: .activity,
+                                  recordID: RecordID.make(type: .activity, activityID: record, occurrence: nil, key: patient.identity.recordIDKey),
+                                  timestamp: HLCTimestamp(physicalMs: physicalMs ?? UInt64(harness.clock.millis), counter: counter,
+                                                          deviceID: "device-1"),
                                   deleted: false, authorID: owner ?? patient.id)
         return try Envelope.seal(payload: Array(payload.utf8), header: header, key: tresor.currentKey, author: signer ?? patient.identity.signing)
     }

@@ -5,12 +5,25 @@ import VaultAPI
 import VaultCore
 
 /// The request context of every route: Hummingbird's core storage, the peer address (for login rate
-/// limits) and the authenticated user once a route has checked the session.
+/// limits), the JSON coders of the API and what the route group's authenticator established: the
+/// session's caller on the /v1 routes, the signed request on /v1/admin (Docs/design.md §6).
 public struct VaultRequestContext: RequestContext, RemoteAddressRequestContext {
+    /// Hummingbird's per-request storage (logger, path parameters).
     public var coreContext: CoreRequestContextStorage
+    /// The peer that sent the request.
     public let remoteAddress: SocketAddress?
+    /// The largest body a handler decodes.
     public var maxUploadSize: Int { APILimits.maxBodyBytes }
+    /// Decodes JSON bodies with the API's 400, 413 and 415 answers.
+    public var requestDecoder: VaultRequestDecoder { VaultRequestDecoder() }
+    /// Encodes every JSON answer the same way.
+    public var responseEncoder: VaultResponseEncoder { VaultResponseEncoder() }
+    /// Set by `SessionAuthenticator`.
+    var caller: Caller?
+    /// Set by `AdminSignatureAuthenticator`.
+    var adminRequest: SignedAdminRequest?
 
+    /// The context of a request arriving on `source`'s channel.
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
@@ -18,19 +31,23 @@ public struct VaultRequestContext: RequestContext, RemoteAddressRequestContext {
 
     /// The client address as text, for rate limiting and the audit log.
     var clientAddress: String { remoteAddress?.ipAddress ?? "unknown" }
+
+    /// The session's caller. Only a route outside the session group finds none, which is a wiring
+    /// mistake; it still answers 401 rather than trusting an anonymous request.
+    func requireCaller() throws -> Caller {
+        guard let caller else { throw APIError.unauthorized }
+        return caller
+    }
+
+    /// The verified admin request, under the same rule as `requireCaller`.
+    func requireAdmin() throws -> SignedAdminRequest {
+        guard let adminRequest else { throw APIError(.unauthorized, .unauthorized, AdminSignatureAuthenticator.unsignedMessage) }
+        return adminRequest
+    }
 }
 
 extension Request {
-    /// Reads the whole body (refusing more than the limit) and decodes JSON, with errors that name the
-    /// problem: wrong content type (415), too large (413), malformed JSON or wrong types (400).
-    mutating func decodeJSON<T: Decodable>(_ type: T.Type) async throws -> T {
-        guard let contentType = headers[.contentType], contentType.lowercased().hasPrefix("application/json") else {
-            throw APIError(.unsupportedMediaType, .unsupportedMediaType, "request body must be application/json")
-        }
-        return try JSONBody.decode(T.self, from: try await bodyBytes())
-    }
-
-    /// The raw body bytes (for admin signatures), with the same limit.
+    /// The raw body bytes, refusing more than the API's limit with a 413.
     mutating func bodyBytes() async throws -> [UInt8] {
         do {
             return Array(try await collectBody(upTo: APILimits.maxBodyBytes).readableBytesView)
@@ -40,6 +57,9 @@ extension Request {
             throw APIError(.contentTooLarge, .payloadTooLarge, "request body is larger than \(APILimits.maxBodyBytes) bytes")
         }
     }
+
+    /// Whether the body is declared as JSON.
+    var hasJSONBody: Bool { headers[.contentType]?.lowercased().hasPrefix("application/json") ?? false }
 
     /// A query parameter parsed as an unsigned integer, with a 400 naming it when malformed.
     func query(_ name: String, default value: UInt64) throws -> UInt64 {
@@ -51,54 +71,16 @@ extension Request {
         return n
     }
 
+    /// A page size from the `limit` query parameter.
+    func queryLimit(default value: Int) throws -> Int {
+        Int(clamping: try query("limit", default: UInt64(value)))
+    }
+
     /// A query parameter parsed as a UUID.
     func queryUUID(_ name: String) throws -> UUID? {
         guard let text = uri.queryParameters.get(name) else { return nil }
         guard let id = UUID(uuidString: text) else { throw APIError.badRequest("query parameter '\(name)' must be a UUID") }
         return id
-    }
-}
-
-/// Decoding of JSON request bodies with errors that say what is wrong and where, never echoing values.
-enum JSONBody {
-    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
-        guard !bytes.isEmpty else { throw APIError(.badRequest, .invalidJSON, "request body is empty: a JSON object is required") }
-        do {
-            return try JSONDecoder().decode(T.self, from: Data(bytes))
-        } catch let DecodingError.dataCorrupted(ctx) {
-            throw APIError(.badRequest, .invalidJSON, describe("invalid value", ctx))
-        } catch let DecodingError.keyNotFound(key, ctx) {
-            throw APIError(.badRequest, .invalidJSON, describe("missing field '\(key.stringValue)'", ctx))
-        } catch let DecodingError.typeMismatch(_, ctx) {
-            throw APIError(.badRequest, .invalidJSON, describe("wrong type", ctx))
-        } catch let DecodingError.valueNotFound(_, ctx) {
-            throw APIError(.badRequest, .invalidJSON, describe("null where a value is required", ctx))
-        } catch {
-            throw APIError(.badRequest, .invalidJSON, "request body is not valid JSON")
-        }
-    }
-
-    private static func describe(_ what: String, _ ctx: DecodingError.Context) -> String {
-        let path = ctx.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-        if ctx.codingPath.isEmpty && what == "invalid value" { return "request body is not valid JSON" }
-        return "\(what) at \(path.isEmpty ? "top level" : String(path.drop { $0 == "." }))"
-    }
-}
-
-/// JSON responses.
-enum JSONResponse {
-    static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return e
-    }()
-
-    static func make<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
-        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
-    }
-
-    static func raw(_ bytes: ByteBuffer, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: bytes))
     }
 }
 

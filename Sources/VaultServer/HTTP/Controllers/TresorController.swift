@@ -1,0 +1,40 @@
+import Hummingbird
+import VaultAPI
+
+/// A patient's tresors and the records in them (Docs/design.md §4, §5), and who read them; every route
+/// needs a session.
+struct TresorController: APIController {
+    let service: VaultService
+
+    func addRoutes(to group: RouterGroup<Context>) {
+        group.put(RouterPath(Routes.tresors), use: putTresor)
+            .get(RouterPath(Routes.tresors), use: tresors)
+            .post(RouterPath(Routes.records), use: push)
+            .get(RouterPath(Routes.records), use: pull)
+            .get(RouterPath(Routes.accessLog), use: accessLog)
+    }
+
+    @Sendable func putTresor(_ request: Request, context: Context) async throws -> TresorInfo {
+        let caller = try context.requireCaller()
+        return try await service.putTresor(caller, try await request.decode(as: PutTresorRequest.self, context: context))
+    }
+
+    @Sendable func tresors(_ request: Request, context: Context) async throws -> TresorList {
+        try await service.tresors(try context.requireCaller())
+    }
+
+    @Sendable func push(_ request: Request, context: Context) async throws -> PushResponse {
+        let caller = try context.requireCaller()
+        return try await service.push(caller, try await request.decode(as: PushRequest.self, context: context))
+    }
+
+    @Sendable func pull(_ request: Request, context: Context) async throws -> PullPage {
+        try await service.pull(try context.requireCaller(), owner: try request.queryUUID("owner"), tresor: try request.queryUUID("tresor"),
+                               since: try request.query("since", default: 0), limit: try request.queryLimit(default: APILimits.defaultPullLimit))
+    }
+
+    @Sendable func accessLog(_ request: Request, context: Context) async throws -> AuditPage {
+        try await service.accessLog(try context.requireCaller(), after: try request.query("after", default: 0),
+                                    limit: try request.queryLimit(default: 200))
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Hummingbird
+import VaultAPI
+import VaultCore
+
+/// The authenticated caller of a request.
+struct Caller: Sendable {
+    let user: UserRow
+    let tokenHash: String
+    var id: UUID { user.id }
+    var certificate: Certificate { user.certificate! }
+}
+
+/// Guards the session routes of /v1: a request passes only with the bearer token of a live session of
+/// an active account, and the handler finds that account in `VaultRequestContext.caller`
+/// (Docs/design.md §2, §6). Anything else is answered here: 401 without a usable token or session,
+/// 403 for an account that is not active.
+struct SessionAuthenticator: RouterMiddleware {
+    typealias Context = VaultRequestContext
+
+    let service: VaultService
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        context.caller = try await authenticate(request)
+        return try await next(request, context)
+    }
+
+    func authenticate(_ request: Request) async throws -> Caller {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else { throw APIError.unauthorized }
+        let token = String(header.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
+        guard !token.isEmpty, token.count <= 128 else { throw APIError.unauthorized }
+        let hash = VaultService.tokenHash(token)
+        guard let session = try await service.repository.session(tokenHash: hash), session.expiresAt > service.clock() else {
+            throw APIError(.unauthorized, .unauthorized, "session expired or logged out; log in again")
+        }
+        guard let user = try await service.repository.user(id: session.userID), user.status == .active, user.certificate != nil else {
+            throw APIError(.forbidden, .forbidden, "account is not active")
+        }
+        return Caller(user: user, tokenHash: hash)
+    }
+}

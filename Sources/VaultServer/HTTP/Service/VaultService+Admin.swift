@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// The admin's side (Docs/design.md §2, §3): what waits for approval, decisions with their signed
+/// approvals, the user list. The signature on each request is checked before, by `AdminSignatureAuthenticator`.
+extension VaultService {
+    func pending() async throws -> PendingResponse {
+        _ = try await repository.expireShares(now: clock())
+        let registrations = try await repository.users().filter { $0.status == .pending }
+            .map { PendingRegistration(request: $0.registration, receivedAt: $0.createdAt) }
+        var shares: [PendingShare] = []
+        for s in try await repository.shares(state: .pending) {
+            guard let p = try await repository.user(id: s.patientID)?.certificate,
+                  let d = try await repository.user(id: s.doctorID)?.certificate
+            else { continue }
+            shares.append(PendingShare(share: try await shareInfo(s), patient: p, doctor: d))
+        }
+        return PendingResponse(registrations: registrations, shares: shares, nextSequence: try await repository.maxApprovalSequence() + 1)
+    }
+
+    private func requireFreshSequence(_ approval: Approval) async throws {
+        let highest = try await repository.maxApprovalSequence()
+        guard approval.sequence > highest else {
+            throw APIError(.conflict, .invalidApproval, "approval sequence \(approval.sequence) is not above \(highest): stale or replayed approval")
+        }
+    }
+
+    func approveRegistration(_ id: UUID, _ r: ApproveRegistrationRequest) async throws -> UserSummary {
+        guard let user = try await repository.user(id: id) else { throw APIError.notFound("no such registration") }
+        guard user.status == .pending else { throw APIError.conflict("registration is \(user.status.rawValue), not pending") }
+        do {
+            try r.certificate.verify(adminKey: adminKey, userID: id, role: user.role)
+            try r.approval.verify(adminKey: adminKey, kind: .registration, subjectID: id, statementHash: r.certificate.statementHash)
+        } catch {
+            throw APIError(.badRequest, .invalidApproval, "approval rejected: \(error)")
+        }
+        guard user.registration.matches(r.certificate) else {
+            throw APIError(.badRequest, .invalidApproval, "certificate does not match the registered username, role or keys")
+        }
+        try await requireFreshSequence(r.approval)
+        let event = Self.adminEvent("account.approved", patientID: user.role == .patient ? id : nil,
+                                    ["username": user.username, "role": user.role.rawValue, "sequence": String(r.approval.sequence)])
+        let row = try await repository.decideUser(id: id, status: .active, certificate: r.certificate, approval: r.approval, reason: nil,
+                                                  now: clock(), audit: event)
+        return summary(row)
+    }
+
+    func rejectRegistration(_ id: UUID, _ r: RejectRequest) async throws -> UserSummary {
+        let reason = try validReason(r.reason)
+        guard let user = try await repository.user(id: id) else { throw APIError.notFound("no such registration") }
+        let event = Self.adminEvent("account.rejected", patientID: user.role == .patient ? id : nil,
+                                    ["username": user.username, "reason": reason])
+        let row = try await repository.decideUser(id: id, status: .rejected, certificate: nil, approval: nil, reason: reason, now: clock(),
+                                                  audit: event)
+        return summary(row)
+    }
+
+    func approveShare(_ id: UUID, _ r: ApproveShareRequest) async throws -> ShareInfo {
+        guard let share = try await repository.share(id: id) else { throw APIError.notFound("no such share") }
+        guard share.state == .pending else { throw APIError.conflict("share is \(share.state.rawValue), not pending") }
+        do { try r.approval.verifyShare(adminKey: adminKey, shareID: id, grant: share.grant) } catch {
+            throw APIError(.badRequest, .invalidApproval, "approval rejected: \(error)")
+        }
+        if let e = share.expiresAt, e <= clock() { throw APIError.conflict("the share's expiry date has passed; the patient must share again") }
+        try await requireFreshSequence(r.approval)
+        let event = Self.adminEvent("share.approved", patientID: share.patientID,
+                                    ["share": Self.idText(id), "category": share.category, "doctor": Self.idText(share.doctorID),
+                                     "sequence": String(r.approval.sequence)])
+        let row = try await repository.transitionShare(id: id, from: [.pending], to: .active, approval: r.approval, reason: nil, now: clock(),
+                                                       audit: event)
+        return try await shareInfo(row)
+    }
+
+    func rejectShare(_ id: UUID, _ r: RejectRequest) async throws -> ShareInfo {
+        let reason = try validReason(r.reason)
+        guard let share = try await repository.share(id: id) else { throw APIError.notFound("no such share") }
+        let event = Self.adminEvent("share.rejected", patientID: share.patientID,
+                                    ["share": Self.idText(id), "category": share.category, "reason": reason])
+        let row = try await repository.transitionShare(id: id, from: [.pending], to: .rejected, approval: nil, reason: reason, now: clock(),
+                                                       audit: event)
+        return try await shareInfo(row)
+    }
+
+    func users() async throws -> UserList {
+        UserList(users: try await repository.users().map(summary))
+    }
+
+    func summary(_ u: UserRow) -> UserSummary {
+        UserSummary(userID: u.id, username: u.username, role: u.role, status: u.status, createdAt: u.createdAt,
+                    fingerprint: u.certificate?.fingerprint)
+    }
+
+    private func validReason(_ reason: String) throws -> String {
+        let r = reason.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...500).contains(r.count) else { throw APIError.badRequest("a reason of 1 to 500 characters is required") }
+        return r
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Hummingbird
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// Records (Docs/design.md §5): push with every server-side check, pull through shares, the access log.
+extension VaultService {
+    func push(_ caller: Caller, _ r: PushRequest) async throws -> PushResponse {
+        try require(caller, role: .patient)
+        guard r.envelopes.count <= APILimits.maxPushBatch else {
+            throw APIError(.contentTooLarge, .payloadTooLarge, "at most \(APILimits.maxPushBatch) envelopes per push")
+        }
+        let tresors = Dictionary(uniqueKeysWithValues: try await repository.tresors(ownerID: caller.id).map { ($0.id, $0) })
+        let now = clock()
+        let signingKey = caller.certificate.signingKey
+        let me = caller.id
+
+        // Checks that need no database, including the Ed25519 verification, spread over every core.
+        let envelopes = r.envelopes
+        let checked: [Result<VersionRow, APIError>] = try await Parallel.map(envelopes) { envelope in
+            Self.check(envelope, owner: me, signingKey: signingKey, tresors: tresors, now: now)
+        }
+        var rows: [VersionRow] = []
+        var results: [PushResult] = []
+        var accepted: [Int] = []
+        for (i, result) in checked.enumerated() {
+            switch result {
+            case let .success(row):
+                accepted.append(i)
+                rows.append(row)
+                results.append(PushResult(versionID: row.versionID, status: .stored))
+            case let .failure(err):
+                results.append(PushResult(versionID: envelopes[i].versionID, status: .rejected, code: err.code, reason: err.message))
+            }
+        }
+        let outcomes = try await repository.storeVersions(ownerID: me, rows)
+        for (k, outcome) in zip(accepted, outcomes) {
+            switch outcome {
+            case let .stored(seq): results[k].sequence = seq
+            case .duplicate: results[k].status = .duplicate
+            }
+        }
+        return PushResponse(results: results)
+    }
+
+    /// Every server-side check of one envelope (Docs/design.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
+    static func check(_ e: Envelope, owner: UUID, signingKey: SigningPublicKey, tresors: [UUID: TresorRow],
+                      now: UnixMillis) -> Result<VersionRow, APIError> {
+        do {
+            try e.header.validateStructure()
+        } catch {
+            return .failure(APIError.badRequest("\(error)"))
+        }
+        guard e.header.ownerID == owner else { return .failure(.forbidden("envelope names another owner")) }
+        guard e.ciphertext.count <= APILimits.maxCiphertextBytes else {
+            return .failure(APIError(.contentTooLarge, .payloadTooLarge, "ciphertext larger than \(APILimits.maxCiphertextBytes) bytes"))
+        }
+        guard let t = tresors[e.header.tresorID], t.category == e.header.category else {
+            return .failure(.badRequest("unknown tresor or category: declare it first"))
+        }
+        guard e.header.epoch <= t.currentEpoch else { return .failure(.badRequest("tresor epoch \(e.header.epoch) is not declared")) }
+        let limit = UInt64(max(0, now)) + APILimits.maxForwardDriftMs
+        guard e.header.timestamp.physicalMs <= limit else {
+            let hours = APILimits.maxForwardDriftMs / 3_600_000
+            return .failure(APIError(.badRequest, .clockSkew, "HLC time is more than \(hours) hours ahead of the server; check the device clock"))
+        }
+        let ad = e.header.associatedData()
+        guard signingKey.isValidSignature(e.signature, for: Envelope.signedBytes(associatedData: ad, nonce: e.nonce, ciphertext: e.ciphertext)) else {
+            return .failure(APIError(.badRequest, .invalidSignature, "envelope signature does not verify under the owner's certified key"))
+        }
+        guard let json = try? VaultResponseEncoder.json.encode(e) else { return .failure(.badRequest("envelope cannot be encoded")) }
+        let ts = e.header.timestamp
+        return .success(VersionRow(versionID: e.versionID(associatedData: ad), ownerID: owner, recordID: e.header.recordID.hex, tresorID: t.id,
+                                   epoch: e.header.epoch,
+                                   hlcPhysical: Int64(clamping: ts.physicalMs), hlcCounter: Int64(ts.counter), hlcDevice: ts.deviceID,
+                                   deleted: e.header.deleted, envelopeJSON: Array(json)))
+    }
+
+    /// A page of changes. The owner reads all of theirs; a doctor reads one tresor through an active share.
+    func pull(_ caller: Caller, owner: UUID?, tresor: UUID?, since: UInt64, limit: Int) async throws -> PullPage {
+        let owner = owner ?? caller.id
+        let clamped = max(1, min(limit, APILimits.maxPullLimit))
+        if owner == caller.id {
+            guard caller.user.role == .patient else { throw APIError.badRequest("a doctor names the patient and category: ?owner=ID&tresor=ID") }
+            let rows = try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
+            return PullPage(rows: rows, limit: clamped, since: since)
+        }
+        try require(caller, role: .doctor)
+        guard let tresor else { throw APIError.badRequest("a doctor pulls one tresor: add ?tresor=ID") }
+        let now = clock()
+        _ = try await repository.expireShares(now: now)
+        let mine = try await repository.shares(doctorID: caller.id).filter { $0.patientID == owner && $0.tresorID == tresor }
+        guard mine.contains(where: { $0.state == .active }) else {
+            if let s = mine.last {
+                throw APIError(.forbidden, .shareNotActive, "the share of \(s.category) is \(s.state.rawValue); access is not permitted")
+            }
+            throw APIError.forbidden("no share of this patient's data with you")
+        }
+        let rows = try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
+        let category = mine.first?.category ?? "?"
+        try await repository.appendAudit([AuditEvent(actor: Self.idText(caller.id), action: "records.read", patientID: owner,
+                                                     details: ["doctor": caller.user.username, "category": category, "since": String(since),
+                                                               "count": String(rows.count)])], now: now)
+        return PullPage(rows: rows, limit: clamped, since: since)
+    }
+
+    func accessLog(_ caller: Caller, after: UInt64, limit: Int) async throws -> AuditPage {
+        try require(caller, role: .patient)
+        return try await auditPage(after: after, limit: limit, patientID: caller.id)
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import Hummingbird
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// Shares (Docs/design.md §3): requests, listings, revocation, new epochs, the doctor's patients.
+extension VaultService {
+    func shareInfo(_ s: ShareRow) async throws -> ShareInfo {
+        let patient = try await repository.user(id: s.patientID)
+        let doctor = try await repository.user(id: s.doctorID)
+        return ShareInfo(shareID: s.id, patientID: s.patientID, patientUsername: patient?.username ?? "?", doctorID: s.doctorID,
+                         doctorUsername: doctor?.username ?? "?", tresorID: s.tresorID, category: s.category, state: s.state, grant: s.grant,
+                         approval: s.approval, latestGrant: s.latestGrant, reason: s.reason, createdAt: s.createdAt, updatedAt: s.updatedAt,
+                         expiresAt: s.expiresAt)
+    }
+
+    func createShare(_ caller: Caller, _ r: CreateShareRequest) async throws -> ShareInfo {
+        try require(caller, role: .patient)
+        let g = r.grant
+        guard g.patientID == caller.id else { throw APIError.forbidden("a patient can only share their own data") }
+        try verify(g, by: caller, what: "grant")
+        guard let doctor = try await repository.user(id: g.memberID), doctor.status == .active, doctor.role == .doctor else {
+            throw APIError.badRequest("the grant's member is not an approved doctor")
+        }
+        guard let tresor = try await repository.tresor(id: g.tresorID), tresor.ownerID == caller.id, tresor.category == g.category else {
+            throw APIError.badRequest("unknown tresor: declare the category's tresor first (PUT /v1/tresors)")
+        }
+        guard !g.epochs.isEmpty, g.epochs.count <= Int(tresor.currentEpoch), g.epochsExist(upTo: tresor.currentEpoch) else {
+            throw APIError.badRequest("the grant names epochs the tresor does not have")
+        }
+        let now = clock()
+        if let e = g.expiresAt, e <= now { throw APIError.badRequest("the share's expiry date has already passed") }
+        let row = ShareRow(id: UUID(), patientID: caller.id, doctorID: doctor.id, tresorID: tresor.id, category: tresor.category, state: .pending,
+                           grant: g, approval: nil, reason: nil, createdAt: now, updatedAt: now, expiresAt: g.expiresAt)
+        let event = Self.patientEvent(caller, "share.requested",
+                                      ["share": Self.idText(row.id), "doctor": doctor.username, "category": row.category])
+        try await repository.insertShare(row, audit: event)
+        return try await shareInfo(row)
+    }
+
+    func shares(_ caller: Caller) async throws -> ShareList {
+        _ = try await repository.expireShares(now: clock())
+        // A doctor sees active shares only: a pending or rejected share's grant carries sealed keys the
+        // admin has not (or not yet) approved.
+        let rows = caller.user.role == .patient ? try await repository.shares(patientID: caller.id)
+                                                 : try await repository.shares(doctorID: caller.id).filter { $0.state == .active }
+        var out: [ShareInfo] = []
+        for r in rows { out.append(try await shareInfo(r)) }
+        return ShareList(shares: out)
+    }
+
+    func ownedShare(_ caller: Caller, _ id: UUID) async throws -> ShareRow {
+        try require(caller, role: .patient)
+        guard let s = try await repository.share(id: id), s.patientID == caller.id else { throw APIError.notFound("no such share") }
+        return s
+    }
+
+    func revokeShare(_ caller: Caller, _ id: UUID) async throws -> ShareInfo {
+        let s = try await ownedShare(caller, id)
+        let event = Self.patientEvent(caller, "share.revoked", ["share": Self.idText(s.id), "category": s.category])
+        let row = try await repository.transitionShare(id: s.id, from: [.pending, .active], to: .revoked, approval: nil,
+                                                       reason: "revoked by the patient", now: clock(), audit: event)
+        return try await shareInfo(row)
+    }
+
+    func updateShareGrant(_ caller: Caller, _ id: UUID, _ r: UpdateShareGrantRequest) async throws -> ShareInfo {
+        _ = try await repository.expireShares(now: clock())
+        let s = try await ownedShare(caller, id)
+        let g = r.grant
+        guard g.patientID == s.patientID, g.memberID == s.doctorID, g.tresorID == s.tresorID, g.category == s.category else {
+            throw APIError.badRequest("a new grant must name the same patient, doctor and tresor")
+        }
+        guard g.expiresAt == s.grant.expiresAt else {
+            throw APIError.badRequest("a new grant keeps the approved expiry date; share again to change it")
+        }
+        try verify(g, by: caller, what: "grant")
+        guard let tresor = try await repository.tresor(id: s.tresorID), g.epochsExist(upTo: tresor.currentEpoch),
+              g.isSuccessor(of: s.latestGrant ?? s.grant)
+        else { throw APIError.badRequest("a new grant keeps the old epochs and adds only epochs the tresor has") }
+        let event = Self.patientEvent(caller, "share.epochs",
+                                      ["share": Self.idText(s.id), "epochs": g.epochs.map(String.init).joined(separator: ",")])
+        let row = try await repository.updateShareGrant(id: s.id, grant: g, now: clock(), audit: event)
+        return try await shareInfo(row)
+    }
+
+    func patients(_ caller: Caller) async throws -> PatientList {
+        try require(caller, role: .doctor)
+        _ = try await repository.expireShares(now: clock())
+        let active = try await repository.shares(doctorID: caller.id).filter { $0.state == .active }
+        var byPatient: [UUID: PatientSummary] = [:]
+        for s in active {
+            let last = try await repository.lastChange(ownerID: s.patientID, tresorID: s.tresorID) ?? s.updatedAt
+            if var p = byPatient[s.patientID] {
+                p.categories = Array(Set(p.categories + [s.category])).sorted()
+                p.lastChange = max(p.lastChange, last)
+                byPatient[s.patientID] = p
+            } else {
+                let name = try await repository.user(id: s.patientID)?.username ?? "?"
+                byPatient[s.patientID] = PatientSummary(patientID: s.patientID, username: name, categories: [s.category], lastChange: last)
+            }
+        }
+        return PatientList(patients: byPatient.values.sorted { $0.username < $1.username })
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import VaultTestSupport
+import VaultAPI
+import VaultCrypto
+@testable import VaultCore
+@testable import VaultServer
+
+@Suite("API: shares and records")
+struct ShareAPITests {
+    @Test(arguments: Backend.allCases)
+    func fullShareLifecycleWithRealCiphertext(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let doctor = try await api.user("doc", role: .doctor)
+            let interventions = Tresor.create(ownerID: patient.id, category: "interventions")
+            let assessments = Tresor.create(ownerID: patient.id, category: "assessments")
+            #expect(try await api.declareTresor(patient, interventions).status == .ok)
+            #expect(try await api.declareTresor(patient, assessments).status == .ok)
+
+            let (pushed, result) = try await api.push(patient, [try api.envelope(patient, interventions, record: "walk", payload: "walk 30 min"),
+                                                                try api.envelope(patient, assessments, record: "pain", payload: "pain 3/10")])
+            #expect(pushed.status == .ok)
+            #expect(result?.results.map(\.status) == [.stored, .stored])
+
+            let share = try await api.requestShare(patient, doctor, interventions)
+            #expect(share.state == .pending)
+            let early = try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id)
+            #expect(early.status == .forbidden, "no access before the admin approves")
+            #expect(try await api.approveShare(share).status == .ok)
+
+            // The doctor lists the patient, pulls the shared category and decrypts it with the granted keys.
+            let patients = try api.decode(PatientList.self, try await api.send(.get, Routes.doctorPatients, token: doctor.token))
+            #expect(patients.patients.map(\.username) == ["pat"] && patients.patients[0].categories == ["interventions"])
+            let shares = try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: doctor.token)).shares
+            let activeShare = try #require(shares.first { $0.state == .active })
+            try activeShare.approval!.verifyShare(adminKey: api.admin.publicKey, shareID: activeShare.shareID, grant: activeShare.grant)
+            let keys = try activeShare.grant.openKeys(member: doctor.identity, patient: patient.certificate, adminKey: api.admin.publicKey)
+            let page = try api.decode(PullResponse.self, try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id))
+            #expect(page.changes.count == 1 && page.done)
+            let context = EnvelopeContext(ownerID: patient.id, tresorID: interventions.id, category: "interventions")
+            let plain = try page.changes[0].envelope.open(keys: keys.keys, authorKey: patient.certificate.signingKey, expecting: context)
+            #expect(String(decoding: plain, as: UTF8.self) == "walk 30 min")
+            // The other category stays closed: the server refuses, and the keys would not open it anyway.
+            #expect(try await api.pull(doctor.token, owner: patient.id, tresor: assessments.id).status == .forbidden)
+
+            // The patient sees who read what.
+            let log = try api.decode(AuditPage.self, try await api.send(.get, Routes.accessLog, token: patient.token))
+            #expect(log.entries.contains { $0.action == "records.read" && $0.details["doctor"] == "doc" && $0.details["count"] == "1" })
+
+            // Revocation is immediate.
+            let revoked = try await api.send(.post, Routes.shareRevoke(share.shareID.uuidString), token: patient.token)
+            #expect(try api.decode(ShareInfo.self, revoked).state == .revoked)
+            let after = try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id)
+            #expect(after.status == .forbidden && api.errorCode(after) == .shareNotActive)
+            #expect(try api.decode(PatientList.self, try await api.send(.get, Routes.doctorPatients, token: doctor.token)).patients.isEmpty)
+            #expect(try await api.send(.post, Routes.shareRevoke(share.shareID.uuidString), token: patient.token).status == .conflict)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func approvalsCannotBeForgedOrReplayedOntoAnotherShare(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let doctor = try await api.user("doc", role: .doctor)
+            let a = Tresor.create(ownerID: patient.id, category: "interventions")
+            let b = Tresor.create(ownerID: patient.id, category: "assessments")
+            _ = try await api.declareTresor(patient, a)
+            _ = try await api.declareTresor(patient, b)
+            let shareA = try await api.requestShare(patient, doctor, a)
+            let shareB = try await api.requestShare(patient, doctor, b)
+            #expect(try await api.approveShare(shareA).status == .ok)
+
+            // Replay A's approval onto B.
+            let approvalA = try #require(try await api.repository.share(id: shareA.shareID)?.approval)
+            let replayed = try await api.approveShare(shareB.shareID, with: approvalA)
+            #expect(replayed.status == .badRequest && api.errorCode(replayed) == .invalidApproval)
+            // A forged approval (not the admin's key).
+            let forged = Approval.share(id: shareB.shareID, grant: shareB.grant, issuedAt: 1, sequence: 999, adminKey: .generate())
+            let f = try await api.approveShare(shareB.shareID, with: forged)
+            #expect(f.status == .badRequest && api.errorCode(f) == .invalidApproval)
+            // A genuine approval with a stale sequence number.
+            let stale = Approval.share(id: shareB.shareID, grant: shareB.grant, issuedAt: 1, sequence: 1, adminKey: api.admin)
+            let s = try await api.approveShare(shareB.shareID, with: stale)
+            #expect(s.status == .conflict)
+            #expect(try await api.repository.share(id: shareB.shareID)?.state == .pending)
+            let (rej, _) = try await api.adminSend(.post, Routes.adminRejectShare(shareB.shareID.uuidString),
+                                                   json: RejectRequest(reason: "not needed"))
+            #expect(try api.decode(ShareInfo.self, rej).state == .rejected)
+            #expect(try await api.approveShare(shareB).status == .conflict, "a rejected share stays rejected")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func expiredShareEndsAccess(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let doctor = try await api.user("doc", role: .doctor)
+            let t = Tresor.create(ownerID: patient.id, category: "interventions")
+            _ = try await api.declareTresor(patient, t)
+            let share = try await api.requestShare(patient, doctor, t, expiresAt: api.harness.clock.millis + 60_000)
+            _ = try await api.approveShare(share)
+            #expect(try await api.pull(doctor.token, owner: patient.id, tresor: t.id).status == .ok)
+            api.harness.clock.advance(by: 61_000)
+            let r = try await api.pull(doctor.token, owner: patient.id, tresor: t.id)
+            #expect(r.status == .forbidden && api.errorCode(r) == .shareNotActive)
+            #expect(try await api.repository.share(id: share.shareID)?.state == .expired)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func refusalsForSessionRoleAndOwnership(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let other = try await api.user("pat2", role: .patient)
+            let doctor = try await api.user("doc", role: .doctor)
+            let t = Tresor.create(ownerID: patient.id, category: "interventions")
+            _ = try await api.declareTresor(patient, t)
+
+            for (method, path) in [(HTTPRequest.Method.get, Routes.records), (.post, Routes.records), (.get, Routes.shares),
+                                   (.get, Routes.doctorPatients), (.get, Routes.tresors), (.get, Routes.accessLog),
+                                   (.get, Routes.userByName("pat"))] {
+                let r = try await api.send(method, path, json: method == .post ? PushRequest(envelopes: []) : nil)
+                #expect(r.status == .unauthorized && api.errorCode(r) == .unauthorized, "\(path) without a session")
+            }
+            #expect(try await api.send(.get, Routes.records, token: "bogus").status == .unauthorized)
+            // Wrong role.
+            #expect(try await api.push(doctor, [try api.envelope(patient, t, record: "x", payload: "x")]).0.status == .forbidden)
+            #expect(try await api.send(.get, Routes.doctorPatients, token: patient.token).status == .forbidden)
+            #expect(try await api.send(.get, Routes.tresors, token: doctor.token).status == .forbidden)
+            // A patient reading another patient.
+            #expect(try await api.pull(other.token, owner: patient.id, tresor: t.id).status == .forbidden)
+            // A doctor with no share at all, and without naming a tresor.
+            #expect(try await api.pull(doctor.token, owner: patient.id, tresor: t.id).status == .forbidden)
+            #expect(try await api.pull(doctor.token, owner: patient.id).status == .badRequest)
+            // A patient cannot share someone else's tresor or use a grant signed by another patient.
+            let forgedGrant = try Grant.make(patient: other.identity, member: doctor.certificate, adminKey: api.admin.publicKey,
+                                             tresor: Tresor.create(ownerID: other.id, category: "interventions"), createdAt: 1)
+            #expect(try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: forgedGrant), token: patient.token).status == .forbidden)
+            // Sharing with a non-doctor is refused.
+            let toPatient = try Grant.make(patient: patient.identity, member: other.certificate, adminKey: api.admin.publicKey, tresor: t,
+                                           createdAt: 1)
+            #expect(try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: toPatient), token: patient.token).status == .badRequest)
+            // The directory answers for approved users only.
+            let found = try await api.send(.get, Routes.userByName("DOC"), token: patient.token)
+            #expect(try api.decode(DirectoryEntry.self, found).certificate == doctor.certificate)
+            #expect(try await api.send(.get, Routes.userByName("ghost"), token: patient.token).status == .notFound)
+            #expect(try await api.send(.get, Routes.userByID(doctor.id.uuidString), token: patient.token).status == .ok)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func pushChecksEveryEnvelope(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let other = try await api.user("pat2", role: .patient)
+            let t = Tresor.create(ownerID: patient.id, category: "interventions")
+            _ = try await api.declareTresor(patient, t)
+            let now = UInt64(api.harness.clock.millis)
+
+            let good = try api.envelope(patient, t, record: "a", payload: "ok")
+            let byOther = try api.envelope(patient, t, record: "b", payload: "forged", signer: other.identity.signing)
+            let otherOwner = try api.envelope(other, Tresor.create(ownerID: other.id, category: "interventions"), record: "c", payload: "x")
+            let twoHoursAhead = try api.envelope(patient, t, record: "d", payload: "ahead", physicalMs: now + 2 * 3_600_000)
+            let farFuture = try api.envelope(patient, t, record: "e", payload: "future", physicalMs: now + 400 * 86_400_000)
+            let unknownTresor = try api.envelope(patient, Tresor.create(ownerID: patient.id, category: "sleep"), record: "f", payload: "x")
+            var flipped = try api.envelope(patient, t, record: "g", payload: "x")
+            flipped.header.deleted = true
+
+            let (r, result) = try await api.push(patient, [good, byOther, otherOwner, twoHoursAhead, farFuture, unknownTresor, flipped, good])
+            #expect(r.status == .ok)
+            let results = try #require(result?.results)
+            #expect(results.map(\.status) == [.stored, .rejected, .rejected, .stored, .rejected, .rejected, .rejected, .duplicate])
+            #expect(results[1].code == .invalidSignature)
+            #expect(results[2].code == .forbidden)
+            #expect(results[4].code == .clockSkew)
+            #expect(results[6].code == .invalidSignature, "a flipped delete flag breaks the signature")
+            #expect(results[0].sequence == 1 && results[3].sequence == 2)
+            // Pushing the same batch again changes nothing.
+            let (_, again) = try await api.push(patient, [good, twoHoursAhead])
+            #expect(again?.results.map(\.status) == [.duplicate, .duplicate])
+            let page = try api.decode(PullResponse.self, try await api.pull(patient.token))
+            #expect(page.changes.map(\.sequence) == [1, 2] && page.nextCursor == 2 && page.done)
+            #expect(page.changes[0].envelope == good)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func pullPagesWithCursor(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let t = Tresor.create(ownerID: patient.id, category: "interventions")
+            _ = try await api.declareTresor(patient, t)
+            let envelopes = try (0..<25).map { try api.envelope(patient, t, record: "r\($0)", payload: "v\($0)") }
+            _ = try await api.push(patient, envelopes)
+            var cursor: UInt64 = 0
+            var seen: [Envelope] = []
+            var pages = 0
+            while true {
+                let page = try api.decode(PullResponse.self, try await api.pull(patient.token, since: cursor, limit: 10))
+                seen += page.changes.map(\.envelope)
+                cursor = page.nextCursor
+                pages += 1
+                if page.done { break }
+            }
+            #expect(pages == 3 && seen == envelopes)
+        }
+    }
+}

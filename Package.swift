@@ -37,66 +37,111 @@ let package = Package(
         .target(name: "VaultCrypto", dependencies: ["CSodium"]),
         .target(name: "VaultCore", dependencies: ["VaultCrypto"]),
         .target(name: "VaultAPI", dependencies: ["VaultCore", "VaultCrypto"]),
-        .target(name: "VaultServer", dependencies: [
-            "VaultAPI", "VaultCore", "VaultCrypto",
-            .product(name: "Hummingbird", package: "hummingbird"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "HTTPTypes", package: "swift-http-types"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-        ]),
-        .target(name: "VaultClient", dependencies: [
-            "VaultAPI", "VaultCore", "VaultCrypto",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            .product(name: "GRDB", package: "GRDB.swift"),
-        ]),
-        .executableTarget(name: "carevault-server", dependencies: [
-            "VaultServer", "VaultCrypto",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Hummingbird", package: "hummingbird"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "VaultCLI", dependencies: [
-            "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
-        .executableTarget(name: "carevault-patient", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
-                                                                    .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .executableTarget(name: "carevault-doctor", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
-                                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .executableTarget(name: "carevault-admin", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
-                                                                  .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .target(
+            name: "VaultServer",
+            dependencies: [
+                "VaultAPI", "VaultCore", "VaultCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "VaultClient",
+            dependencies: [
+                "VaultAPI", "VaultCore", "VaultCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .executableTarget(
+            name: "carevault-server",
+            dependencies: [
+                "VaultServer", "VaultCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "VaultCLI",
+            dependencies: [
+                "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "carevault-patient",
+            dependencies: [
+                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "carevault-doctor",
+            dependencies: [
+                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "carevault-admin",
+            dependencies: [
+                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // Benchmarks against the physical floors (Scripts/bench builds it in release mode).
-        .executableTarget(name: "carevault-bench", dependencies: [
-            "VaultServer", "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto", "CSodium",
-            .product(name: "Hummingbird", package: "hummingbird"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .executableTarget(
+            name: "carevault-bench",
+            dependencies: [
+                "VaultServer", "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto", "CSodium",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultCrypto"]),
         // Test-only helpers shared by the suites: fresh SQLite/PostgreSQL databases, a movable clock.
-        .target(name: "VaultTestSupport", dependencies: [
-            "VaultServer", "VaultCore",
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "Logging", package: "swift-log"),
-        ], path: "Tests/Support"),
-        .testTarget(name: "VaultServerTests", dependencies: [
-            "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
-            .product(name: "HummingbirdTesting", package: "hummingbird"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "HTTPTypes", package: "swift-http-types"),
-        ]),
-        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
-                                                          .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "VaultClientTests", dependencies: [
-            "VaultClient", "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
-            .product(name: "HummingbirdTesting", package: "hummingbird"),
-        ]),
+        .target(
+            name: "VaultTestSupport",
+            dependencies: [
+                "VaultServer", "VaultCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Support"
+        ),
+        .testTarget(
+            name: "VaultServerTests",
+            dependencies: [
+                "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "VaultCLITests",
+            dependencies: [
+                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .testTarget(
+            name: "VaultClientTests",
+            dependencies: [
+                "VaultClient", "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
@@ -107,7 +152,12 @@ let package = Package(
 if Context.environment["CAREVAULT_FUZZ"] != nil {
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["VaultAPI", "VaultCore", "VaultCrypto"], path: "Fuzz/Support"))
     for name in ["envelope", "certificate", "approval", "grant", "keybundle", "registration", "payload", "schedule", "pushbody"] {
-        package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "VaultAPI", "VaultCore", "VaultCrypto"],
-                                                 path: "Fuzz/Targets/\(name)"))
+        package.targets.append(
+            .executableTarget(
+                name: "fuzz-\(name)",
+                dependencies: ["FuzzSupport", "VaultAPI", "VaultCore", "VaultCrypto"],
+                path: "Fuzz/Targets/\(name)"
+            )
+        )
     }
 }

@@ -17,8 +17,13 @@ public struct ServerConfiguration: Sendable {
     public var adminKey: SigningPublicKey
     public var logLevel: Logger.Level
 
-    public init(host: String = "127.0.0.1", port: Int = 8080, databaseURL: String = "sqlite:data/carevault.sqlite", adminKey: SigningPublicKey,
-                logLevel: Logger.Level = .info) {
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        databaseURL: String = "sqlite:data/carevault.sqlite",
+        adminKey: SigningPublicKey,
+        logLevel: Logger.Level = .info
+    ) {
         self.host = host
         self.port = port
         self.databaseURL = databaseURL
@@ -50,15 +55,20 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
     }()
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
     let router = buildRouter(repository: repository, adminKey: configuration.adminKey)
-    var app = Application(router: router, configuration: .init(address: .hostname(configuration.host, port: configuration.port),
-                                                               serverName: "carevault"),
-                          onServerRunning: { channel in
-                              // Scripts and tests read this line to learn the port (useful with --port 0).
-                              let port = channel.localAddress?.port ?? configuration.port
-                              let line = "carevault-server: listening on http://\(configuration.host):\(port)\n"
-                              FileHandle.standardOutput.write(Data(line.utf8))
-                          },
-                          logger: logger)
+    var app = Application(
+        router: router,
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port),
+            serverName: "carevault"
+        ),
+        onServerRunning: { channel in
+            // Scripts and tests read this line to learn the port (useful with --port 0).
+            let port = channel.localAddress?.port ?? configuration.port
+            let line = "carevault-server: listening on http://\(configuration.host):\(port)\n"
+            FileHandle.standardOutput.write(Data(line.utf8))
+        },
+        logger: logger
+    )
     if let service { app.addServices(service) }
     app.beforeServerStarts {
         try await repository.migrate()
@@ -70,8 +80,11 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
 /// The router with every route of the API over `repository` (tests build it with any repository).
 /// Three groups carry the access rules (Docs/design.md §6): open routes, routes behind a session, and
 /// /v1/admin behind the admin's request signature; a controller per area fills them.
-public func buildRouter(repository: any VaultRepository, adminKey: SigningPublicKey,
-                        clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis }) -> Router<VaultRequestContext> {
+public func buildRouter(
+    repository: any VaultRepository,
+    adminKey: SigningPublicKey,
+    clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis }
+) -> Router<VaultRequestContext> {
     let service = VaultService(repository: repository, adminKey: adminKey, clock: clock)
     let router = Router(context: VaultRequestContext.self)
     router.add(middleware: ErrorMiddleware())

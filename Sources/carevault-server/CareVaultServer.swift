@@ -12,12 +12,12 @@ struct CareVaultServer: AsyncParsableCommand {
         commandName: "carevault-server",
         abstract: "Run the CareVault server: stores only ciphertext, routes shares, keeps the audit log.",
         discussion: """
-        The server never sees health data or tresor keys. It is configured with the admin's public key,
-        which it uses to verify approvals and signed admin requests.
+            The server never sees health data or tresor keys. It is configured with the admin's public key,
+            which it uses to verify approvals and signed admin requests.
 
-        Example:
-          carevault-server --admin-key Keys/admin.pub --database sqlite:data/carevault.sqlite --port 8080
-        """
+            Example:
+              carevault-server --admin-key Keys/admin.pub --database sqlite:data/carevault.sqlite --port 8080
+            """
     )
 
     @Option(help: "Address to listen on.")
@@ -26,8 +26,12 @@ struct CareVaultServer: AsyncParsableCommand {
     @Option(help: "Port to listen on (0 picks a free one).")
     var port = 8080
 
-    @Option(help: ArgumentHelp("Database URL: sqlite:PATH or postgres://user:password@host:port/database (env CAREVAULT_DATABASE_URL).",
-                               valueName: "url"))
+    @Option(
+        help: ArgumentHelp(
+            "Database URL: sqlite:PATH or postgres://user:password@host:port/database (env CAREVAULT_DATABASE_URL).",
+            valueName: "url"
+        )
+    )
     var database: String?
 
     @Option(name: .customLong("admin-key"), help: ArgumentHelp("The pinned admin public key file (env CAREVAULT_ADMIN_KEY).", valueName: "file"))
@@ -55,8 +59,13 @@ struct CareVaultServer: AsyncParsableCommand {
             throw ValidationError("'\(keyPath)' is not an admin public key (expected base64url of 32 bytes)")
         }
         let databaseURL = database ?? env["CAREVAULT_DATABASE_URL"] ?? "sqlite:data/carevault.sqlite"
-        let config = ServerConfiguration(host: host, port: port, databaseURL: databaseURL,
-                                         adminKey: key, logLevel: Logger.Level(rawValue: logLevel) ?? .info)
+        let config = ServerConfiguration(
+            host: host,
+            port: port,
+            databaseURL: databaseURL,
+            adminKey: key,
+            logLevel: Logger.Level(rawValue: logLevel) ?? .info
+        )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.
         try await app.runService()

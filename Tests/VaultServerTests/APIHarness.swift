@@ -3,9 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
-import VaultTestSupport
 import VaultAPI
 import VaultCrypto
+import VaultTestSupport
+
 @testable import VaultCore
 @testable import VaultServer
 
@@ -49,8 +50,14 @@ struct APIClient: Sendable {
         return e
     }()
 
-    func send(_ method: HTTPRequest.Method, _ path: String, json: (any Encodable)? = nil, token: String? = nil, rawBody: [UInt8]? = nil,
-              contentType: String? = "application/json") async throws -> TestResponse {
+    func send(
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        json: (any Encodable)? = nil,
+        token: String? = nil,
+        rawBody: [UInt8]? = nil,
+        contentType: String? = "application/json"
+    ) async throws -> TestResponse {
         var headers: HTTPFields = [:]
         if let contentType { headers[.contentType] = contentType }
         if let token { headers[.authorization] = "Bearer \(token)" }
@@ -59,12 +66,24 @@ struct APIClient: Sendable {
     }
 
     /// A request signed with `key` (the admin's unless given) at `timestamp` (now unless given).
-    func adminSend(_ method: HTTPRequest.Method, _ path: String, json: (any Encodable)? = nil, key: SigningKeyPair? = nil,
-                   timestamp: UnixMillis? = nil,
-                   reuse: AdminRequestSignature.Headers? = nil) async throws -> (TestResponse, AdminRequestSignature.Headers) {
+    func adminSend(
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        json: (any Encodable)? = nil,
+        key: SigningKeyPair? = nil,
+        timestamp: UnixMillis? = nil,
+        reuse: AdminRequestSignature.Headers? = nil
+    ) async throws -> (TestResponse, AdminRequestSignature.Headers) {
         let body = try json.map { Array(try Self.encoder.encode($0)) } ?? []
-        let signed = reuse ?? AdminRequestSignature.sign(method: method.rawValue, pathAndQuery: path, body: body,
-                                                         timestamp: timestamp ?? harness.clock.millis, adminKey: key ?? admin)
+        let signed =
+            reuse
+            ?? AdminRequestSignature.sign(
+                method: method.rawValue,
+                pathAndQuery: path,
+                body: body,
+                timestamp: timestamp ?? harness.clock.millis,
+                adminKey: key ?? admin
+            )
         var headers: HTTPFields = [.contentType: "application/json"]
         headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!] = signed.timestamp
         headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!] = signed.nonce
@@ -87,8 +106,15 @@ struct APIClient: Sendable {
         let identity = Identity.generate()
         let salt = Salt.random()
         let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
-        let r = try RegistrationRequest.make(identity: identity, username: username, role: role, passwordKeys: keys, kdf: .interactive,
-                                             salt: salt, requestedAt: harness.clock.millis)
+        let r = try RegistrationRequest.make(
+            identity: identity,
+            username: username,
+            role: role,
+            passwordKeys: keys,
+            kdf: .interactive,
+            salt: salt,
+            requestedAt: harness.clock.millis
+        )
         return (identity, r, try await send(.post, Routes.register, json: r))
     }
 
@@ -98,11 +124,21 @@ struct APIClient: Sendable {
     }
 
     func approve(_ r: RegistrationRequest) async throws -> (Certificate, TestResponse) {
-        let cert = try Certificate.issue(userID: r.userID, username: r.username, role: r.role, signingKey: r.signingKey, boxKey: r.boxKey,
-                                         issuedAt: harness.clock.millis, adminKey: admin)
+        let cert = try Certificate.issue(
+            userID: r.userID,
+            username: r.username,
+            role: r.role,
+            signingKey: r.signingKey,
+            boxKey: r.boxKey,
+            issuedAt: harness.clock.millis,
+            adminKey: admin
+        )
         let approval = Approval.registration(cert, issuedAt: harness.clock.millis, sequence: try await nextSequence(), adminKey: admin)
-        let (resp, _) = try await adminSend(.post, Routes.adminApproveRegistration(r.userID.uuidString),
-                                            json: ApproveRegistrationRequest(certificate: cert, approval: approval))
+        let (resp, _) = try await adminSend(
+            .post,
+            Routes.adminApproveRegistration(r.userID.uuidString),
+            json: ApproveRegistrationRequest(certificate: cert, approval: approval)
+        )
         return (cert, resp)
     }
 
@@ -118,8 +154,11 @@ struct APIClient: Sendable {
     /// A registration approval of `certificate` signed with `key` (the admin's unless given).
     func approveRegistration(_ id: UUID, _ certificate: Certificate, sequence: UInt64, key: SigningKeyPair? = nil) async throws -> TestResponse {
         let approval = Approval.registration(certificate, issuedAt: 1, sequence: sequence, adminKey: key ?? admin)
-        return try await adminSend(.post, Routes.adminApproveRegistration(id.uuidString),
-                                   json: ApproveRegistrationRequest(certificate: certificate, approval: approval)).0
+        return try await adminSend(
+            .post,
+            Routes.adminApproveRegistration(id.uuidString),
+            json: ApproveRegistrationRequest(certificate: certificate, approval: approval)
+        ).0
     }
 
     /// The admin's answer to `approval` of the share `id`.
@@ -146,35 +185,68 @@ struct APIClient: Sendable {
 
     /// Declares the patient's tresor of `category` (with the self-grant) and returns it.
     func declareTresor(_ patient: TestUser, _ tresor: Tresor) async throws -> TestResponse {
-        let selfGrant = try Grant.make(patient: patient.identity, member: patient.certificate, adminKey: admin.publicKey, tresor: tresor,
-                                       createdAt: harness.clock.millis)
+        let selfGrant = try Grant.make(
+            patient: patient.identity,
+            member: patient.certificate,
+            adminKey: admin.publicKey,
+            tresor: tresor,
+            createdAt: harness.clock.millis
+        )
         return try await send(.put, Routes.tresors, json: PutTresorRequest(selfGrant: selfGrant), token: patient.token)
     }
 
     /// Creates a share of `tresor` with `doctor` and returns its info.
     func requestShare(_ patient: TestUser, _ doctor: TestUser, _ tresor: Tresor, expiresAt: UnixMillis? = nil) async throws -> ShareInfo {
-        let grant = try Grant.make(patient: patient.identity, member: doctor.certificate, adminKey: admin.publicKey, tresor: tresor,
-                                   createdAt: harness.clock.millis, expiresAt: expiresAt)
+        let grant = try Grant.make(
+            patient: patient.identity,
+            member: doctor.certificate,
+            adminKey: admin.publicKey,
+            tresor: tresor,
+            createdAt: harness.clock.millis,
+            expiresAt: expiresAt
+        )
         let r = try await send(.post, Routes.shares, json: CreateShareRequest(grant: grant), token: patient.token)
         #expect(r.status == .created)
         return try decode(ShareInfo.self, r)
     }
 
     func approveShare(_ share: ShareInfo) async throws -> TestResponse {
-        let approval = Approval.share(id: share.shareID, grant: share.grant, issuedAt: harness.clock.millis, sequence: try await nextSequence(),
-                                      adminKey: admin)
+        let approval = Approval.share(
+            id: share.shareID,
+            grant: share.grant,
+            issuedAt: harness.clock.millis,
+            sequence: try await nextSequence(),
+            adminKey: admin
+        )
         return try await approveShare(share.shareID, with: approval)
     }
 
     /// A sealed envelope of `payload` for `patient`'s `tresor`.
-    func envelope(_ patient: TestUser, _ tresor: Tresor, record: String, payload: String, physicalMs: UInt64? = nil, counter: UInt32 = 0,
-                  signer: SigningKeyPair? = nil, owner: UUID? = nil) throws -> Envelope {
-        let header = RecordHeader(ownerID: owner ?? patient.id, tresorID: tresor.id, category: tresor.category, epoch: tresor.currentEpoch,
-                                  recordType: .activity,
-                                  recordID: RecordID.make(type: .activity, activityID: record, occurrence: nil, key: patient.identity.recordIDKey),
-                                  timestamp: HLCTimestamp(physicalMs: physicalMs ?? UInt64(harness.clock.millis), counter: counter,
-                                                          deviceID: "device-1"),
-                                  deleted: false, authorID: owner ?? patient.id)
+    func envelope(
+        _ patient: TestUser,
+        _ tresor: Tresor,
+        record: String,
+        payload: String,
+        physicalMs: UInt64? = nil,
+        counter: UInt32 = 0,
+        signer: SigningKeyPair? = nil,
+        owner: UUID? = nil
+    ) throws -> Envelope {
+        let header = RecordHeader(
+            ownerID: owner ?? patient.id,
+            tresorID: tresor.id,
+            category: tresor.category,
+            epoch: tresor.currentEpoch,
+            recordType: .activity,
+            recordID: RecordID.make(type: .activity, activityID: record, occurrence: nil, key: patient.identity.recordIDKey),
+            timestamp: HLCTimestamp(
+                physicalMs: physicalMs ?? UInt64(harness.clock.millis),
+                counter: counter,
+                deviceID: "device-1"
+            ),
+            deleted: false,
+            authorID: owner ?? patient.id
+        )
         return try Envelope.seal(payload: Array(payload.utf8), header: header, key: tresor.currentKey, author: signer ?? patient.identity.signing)
     }
 

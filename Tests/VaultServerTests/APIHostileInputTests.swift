@@ -3,9 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
-import VaultTestSupport
 import VaultAPI
 import VaultCrypto
+import VaultTestSupport
+
 @testable import VaultCore
 @testable import VaultServer
 
@@ -69,8 +70,13 @@ struct HostileInputTests {
     @Test func selfGrantWithEpochZeroIsABadRequest() async throws {
         try await APIHarness.run(.sqlite) { api in
             let patient = try await api.user("pat", role: .patient)
-            var grant = try Grant.make(patient: patient.identity, member: patient.certificate, adminKey: api.admin.publicKey,
-                                       tresor: Tresor.create(ownerID: patient.id, category: "interventions"), createdAt: 1)
+            var grant = try Grant.make(
+                patient: patient.identity,
+                member: patient.certificate,
+                adminKey: api.admin.publicKey,
+                tresor: Tresor.create(ownerID: patient.id, category: "interventions"),
+                createdAt: 1
+            )
             for epochs: [UInt32] in [[0], [UInt32.max], [1, 3], [2]] {
                 grant.epochs = epochs
                 grant.signature = patient.identity.signing.sign(grant.statementBytes)
@@ -83,8 +89,10 @@ struct HostileInputTests {
     @Test func cursorsBeyondInt64AreRefused() async throws {
         try await APIHarness.run(.sqlite) { api in
             let patient = try await api.user("pat", role: .patient)
-            for path in [Routes.accessLog + "?after=18446744073709551615", Routes.records + "?since=18446744073709551615",
-                         Routes.accessLog + "?after=9223372036854775808"] {
+            for path in [
+                Routes.accessLog + "?after=18446744073709551615", Routes.records + "?since=18446744073709551615",
+                Routes.accessLog + "?after=9223372036854775808",
+            ] {
                 #expect(try await api.send(.get, path, token: patient.token).status == .badRequest, "\(path)")
             }
             #expect(try await api.send(.get, Routes.accessLog + "?after=9223372036854775807", token: patient.token).status == .ok)
@@ -105,13 +113,25 @@ struct HostileInputTests {
 
             tresor.rotate()
             #expect(try await api.declareTresor(patient, tresor).status == .ok)
-            let longer = try Grant.make(patient: patient.identity, member: doctor.certificate, adminKey: api.admin.publicKey, tresor: tresor,
-                                        createdAt: api.harness.clock.millis, expiresAt: api.harness.clock.millis + 99_000_000)
+            let longer = try Grant.make(
+                patient: patient.identity,
+                member: doctor.certificate,
+                adminKey: api.admin.publicKey,
+                tresor: tresor,
+                createdAt: api.harness.clock.millis,
+                expiresAt: api.harness.clock.millis + 99_000_000
+            )
             let path = Routes.shareGrant(share.shareID.uuidString)
             let refused = try await api.send(.put, path, json: UpdateShareGrantRequest(grant: longer), token: patient.token)
             #expect(refused.status == .badRequest, "the expiry cannot be extended without the admin")
-            let rotated = try Grant.make(patient: patient.identity, member: doctor.certificate, adminKey: api.admin.publicKey, tresor: tresor,
-                                         createdAt: api.harness.clock.millis, expiresAt: share.grant.expiresAt)
+            let rotated = try Grant.make(
+                patient: patient.identity,
+                member: doctor.certificate,
+                adminKey: api.admin.publicKey,
+                tresor: tresor,
+                createdAt: api.harness.clock.millis,
+                expiresAt: share.grant.expiresAt
+            )
             let ok = try await api.send(.put, path, json: UpdateShareGrantRequest(grant: rotated), token: patient.token)
             #expect(ok.status == .ok)
             let seen = try #require(try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: doctor.token)).shares.first)

@@ -3,9 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
-import VaultTestSupport
 import VaultAPI
 import VaultCrypto
+import VaultTestSupport
+
 @testable import VaultCore
 @testable import VaultServer
 
@@ -65,8 +66,13 @@ struct RouteGroupAPITests {
             for (method, path) in Self.adminRoutes {
                 let unsigned = try await api.send(method, path, token: patient.token)
                 #expect(unsigned.status == .unauthorized, "\(method) \(path): a session is not an admin signature")
-                #expect(try api.decode(APIErrorBody.self, unsigned) == APIErrorBody(code: .unauthorized,
-                                                                                   message: "admin requests must be signed with the admin key"))
+                #expect(
+                    try api.decode(APIErrorBody.self, unsigned)
+                        == APIErrorBody(
+                            code: .unauthorized,
+                            message: "admin requests must be signed with the admin key"
+                        )
+                )
                 let (foreign, _) = try await api.adminSend(method, path, key: .generate())
                 #expect(foreign.status == .unauthorized && api.errorCode(foreign) == .invalidSignature, "\(method) \(path) signed by another key")
             }
@@ -101,8 +107,13 @@ struct RouteGroupAPITests {
             let info = try api.decode(TresorInfo.self, declared)
             #expect(Array(declared.body.readableBytesView) == Array(try wire.encode(info)))
 
-            let grant = try Grant.make(patient: patient.identity, member: doctor.certificate, adminKey: api.admin.publicKey, tresor: tresor,
-                                       createdAt: api.harness.clock.millis)
+            let grant = try Grant.make(
+                patient: patient.identity,
+                member: doctor.certificate,
+                adminKey: api.admin.publicKey,
+                tresor: tresor,
+                createdAt: api.harness.clock.millis
+            )
             let created = try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: grant), token: patient.token)
             #expect(created.status == .created && created.headers[.contentType] == "application/json")
             #expect(Array(created.body.readableBytesView) == Array(try wire.encode(try api.decode(ShareInfo.self, created))))

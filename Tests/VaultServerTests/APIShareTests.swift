@@ -3,9 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
-import VaultTestSupport
 import VaultAPI
 import VaultCrypto
+import VaultTestSupport
+
 @testable import VaultCore
 @testable import VaultServer
 
@@ -21,8 +22,13 @@ struct ShareAPITests {
             #expect(try await api.declareTresor(patient, interventions).status == .ok)
             #expect(try await api.declareTresor(patient, assessments).status == .ok)
 
-            let (pushed, result) = try await api.push(patient, [try api.envelope(patient, interventions, record: "walk", payload: "walk 30 min"),
-                                                                try api.envelope(patient, assessments, record: "pain", payload: "pain 3/10")])
+            let (pushed, result) = try await api.push(
+                patient,
+                [
+                    try api.envelope(patient, interventions, record: "walk", payload: "walk 30 min"),
+                    try api.envelope(patient, assessments, record: "pain", payload: "pain 3/10"),
+                ]
+            )
             #expect(pushed.status == .ok)
             #expect(result?.results.map(\.status) == [.stored, .stored])
 
@@ -87,8 +93,11 @@ struct ShareAPITests {
             let s = try await api.approveShare(shareB.shareID, with: stale)
             #expect(s.status == .conflict)
             #expect(try await api.repository.share(id: shareB.shareID)?.state == .pending)
-            let (rej, _) = try await api.adminSend(.post, Routes.adminRejectShare(shareB.shareID.uuidString),
-                                                   json: RejectRequest(reason: "not needed"))
+            let (rej, _) = try await api.adminSend(
+                .post,
+                Routes.adminRejectShare(shareB.shareID.uuidString),
+                json: RejectRequest(reason: "not needed")
+            )
             #expect(try api.decode(ShareInfo.self, rej).state == .rejected)
             #expect(try await api.approveShare(shareB).status == .conflict, "a rejected share stays rejected")
         }
@@ -120,9 +129,11 @@ struct ShareAPITests {
             let t = Tresor.create(ownerID: patient.id, category: "interventions")
             _ = try await api.declareTresor(patient, t)
 
-            for (method, path) in [(HTTPRequest.Method.get, Routes.records), (.post, Routes.records), (.get, Routes.shares),
-                                   (.get, Routes.doctorPatients), (.get, Routes.tresors), (.get, Routes.accessLog),
-                                   (.get, Routes.userByName("pat"))] {
+            for (method, path) in [
+                (HTTPRequest.Method.get, Routes.records), (.post, Routes.records), (.get, Routes.shares),
+                (.get, Routes.doctorPatients), (.get, Routes.tresors), (.get, Routes.accessLog),
+                (.get, Routes.userByName("pat")),
+            ] {
                 let r = try await api.send(method, path, json: method == .post ? PushRequest(envelopes: []) : nil)
                 #expect(r.status == .unauthorized && api.errorCode(r) == .unauthorized, "\(path) without a session")
             }
@@ -137,12 +148,22 @@ struct ShareAPITests {
             #expect(try await api.pull(doctor.token, owner: patient.id, tresor: t.id).status == .forbidden)
             #expect(try await api.pull(doctor.token, owner: patient.id).status == .badRequest)
             // A patient cannot share someone else's tresor or use a grant signed by another patient.
-            let forgedGrant = try Grant.make(patient: other.identity, member: doctor.certificate, adminKey: api.admin.publicKey,
-                                             tresor: Tresor.create(ownerID: other.id, category: "interventions"), createdAt: 1)
+            let forgedGrant = try Grant.make(
+                patient: other.identity,
+                member: doctor.certificate,
+                adminKey: api.admin.publicKey,
+                tresor: Tresor.create(ownerID: other.id, category: "interventions"),
+                createdAt: 1
+            )
             #expect(try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: forgedGrant), token: patient.token).status == .forbidden)
             // Sharing with a non-doctor is refused.
-            let toPatient = try Grant.make(patient: patient.identity, member: other.certificate, adminKey: api.admin.publicKey, tresor: t,
-                                           createdAt: 1)
+            let toPatient = try Grant.make(
+                patient: patient.identity,
+                member: other.certificate,
+                adminKey: api.admin.publicKey,
+                tresor: t,
+                createdAt: 1
+            )
             #expect(try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: toPatient), token: patient.token).status == .badRequest)
             // The directory answers for approved users only.
             let found = try await api.send(.get, Routes.userByName("DOC"), token: patient.token)

@@ -3,9 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
-import VaultTestSupport
 import VaultAPI
 import VaultCrypto
+import VaultTestSupport
+
 @testable import VaultCore
 @testable import VaultServer
 
@@ -95,8 +96,17 @@ struct AccountAPITests {
             let (replayed, _) = try await api.adminSend(.get, Routes.adminPending, reuse: signed)
             #expect(replayed.status == .unauthorized, "a signed admin request works once")
             // A signature for one path does not work on another.
-            let (moved, _) = try await api.adminSend(.get, Routes.adminUsers, reuse: AdminRequestSignature.sign(
-                method: "GET", pathAndQuery: Routes.adminPending, body: [], timestamp: api.harness.clock.millis, adminKey: api.admin))
+            let (moved, _) = try await api.adminSend(
+                .get,
+                Routes.adminUsers,
+                reuse: AdminRequestSignature.sign(
+                    method: "GET",
+                    pathAndQuery: Routes.adminPending,
+                    body: [],
+                    timestamp: api.harness.clock.millis,
+                    adminKey: api.admin
+                )
+            )
             #expect(moved.status == .unauthorized)
             // Users and audit are there for the admin.
             #expect(try await api.adminSend(.get, Routes.adminUsers).0.status == .ok)
@@ -112,24 +122,48 @@ struct AccountAPITests {
             let seq = try await api.nextSequence()
             // A certificate and approval signed by someone other than the admin (a server-side forger).
             let rogue = SigningKeyPair.generate()
-            let fakeCert = try Certificate.issue(userID: reg.userID, username: reg.username, role: .patient, signingKey: reg.signingKey,
-                                                 boxKey: reg.boxKey, issuedAt: 1, adminKey: rogue)
+            let fakeCert = try Certificate.issue(
+                userID: reg.userID,
+                username: reg.username,
+                role: .patient,
+                signingKey: reg.signingKey,
+                boxKey: reg.boxKey,
+                issuedAt: 1,
+                adminKey: rogue
+            )
             let r1 = try await api.approveRegistration(reg.userID, fakeCert, sequence: seq, key: rogue)
             #expect(r1.status == .badRequest && api.errorCode(r1) == .invalidApproval)
             // A genuine admin certificate for substituted keys.
-            let swapped = try Certificate.issue(userID: reg.userID, username: reg.username, role: .patient,
-                                                signingKey: SigningKeyPair.generate().publicKey, boxKey: reg.boxKey, issuedAt: 1, adminKey: api.admin)
+            let swapped = try Certificate.issue(
+                userID: reg.userID,
+                username: reg.username,
+                role: .patient,
+                signingKey: SigningKeyPair.generate().publicKey,
+                boxKey: reg.boxKey,
+                issuedAt: 1,
+                adminKey: api.admin
+            )
             let r2 = try await api.approveRegistration(reg.userID, swapped, sequence: seq)
             #expect(r2.status == .badRequest && api.errorCode(r2) == .invalidApproval)
             // A role the user did not ask for.
-            let promoted = try Certificate.issue(userID: reg.userID, username: reg.username, role: .doctor, signingKey: reg.signingKey,
-                                                 boxKey: reg.boxKey, issuedAt: 1, adminKey: api.admin)
+            let promoted = try Certificate.issue(
+                userID: reg.userID,
+                username: reg.username,
+                role: .doctor,
+                signingKey: reg.signingKey,
+                boxKey: reg.boxKey,
+                issuedAt: 1,
+                adminKey: api.admin
+            )
             let r3 = try await api.approveRegistration(reg.userID, promoted, sequence: seq)
             #expect(r3.status == .badRequest)
             #expect(try await api.repository.user(id: reg.userID)?.status == .pending, "nothing was approved")
             // Rejection with a reason ends it.
-            let (rej, _) = try await api.adminSend(.post, Routes.adminRejectRegistration(reg.userID.uuidString),
-                                                   json: RejectRequest(reason: "unknown person"))
+            let (rej, _) = try await api.adminSend(
+                .post,
+                Routes.adminRejectRegistration(reg.userID.uuidString),
+                json: RejectRequest(reason: "unknown person")
+            )
             #expect(rej.status == .ok)
             let login = try await api.login("carol", password: "correct horse")
             #expect(login.status == .forbidden && api.errorCode(login) == .accountRejected)

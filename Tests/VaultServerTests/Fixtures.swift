@@ -1,30 +1,70 @@
-import VaultTestSupport
 import Foundation
 import VaultAPI
 import VaultCrypto
+import VaultTestSupport
+
 @testable import VaultCore
 @testable import VaultServer
 
 /// Users, statements and rows for tests, made with the real domain code.
 enum Fixtures {
     /// A registration made without Argon2 (random password keys), for repository tests.
-    static func registration(_ username: String, role: Role, identity: Identity = .generate(),
-                             keys: PasswordKeys = PasswordKeys(loginKey: .generate(), wrappingKey: .generate())) throws -> RegistrationRequest {
-        try RegistrationRequest.make(identity: identity, username: username, role: role, passwordKeys: keys, kdf: .interactive,
-                                     salt: .random(), requestedAt: Date().unixMillis)
+    static func registration(
+        _ username: String,
+        role: Role,
+        identity: Identity = .generate(),
+        keys: PasswordKeys = PasswordKeys(loginKey: .generate(), wrappingKey: .generate())
+    ) throws -> RegistrationRequest {
+        try RegistrationRequest.make(
+            identity: identity,
+            username: username,
+            role: role,
+            passwordKeys: keys,
+            kdf: .interactive,
+            salt: .random(),
+            requestedAt: Date().unixMillis
+        )
     }
 
     static func userRow(_ username: String, role: Role = .patient, id: Identity = .generate()) throws -> UserRow {
         let r = try registration(username, role: role, identity: id)
-        return UserRow(id: r.userID, username: r.username, role: role, status: .pending, registration: r, certificate: nil, approval: nil,
-                       rejectReason: nil, createdAt: 1, updatedAt: 1)
+        return UserRow(
+            id: r.userID,
+            username: r.username,
+            role: role,
+            status: .pending,
+            registration: r,
+            certificate: nil,
+            approval: nil,
+            rejectReason: nil,
+            createdAt: 1,
+            updatedAt: 1
+        )
     }
 
-    static func version(owner: UUID, record: String, tresor: UUID, physical: Int64, counter: Int64 = 0, device: String = "d1",
-                        deleted: Bool = false, payload: String = "x") -> VersionRow {
+    static func version(
+        owner: UUID,
+        record: String,
+        tresor: UUID,
+        physical: Int64,
+        counter: Int64 = 0,
+        device: String = "d1",
+        deleted: Bool = false,
+        payload: String = "x"
+    ) -> VersionRow {
         let json = Array(#"{"record":"\#(record)","t":\#(physical),"c":\#(counter),"d":"\#(device)","p":"\#(payload)","x":\#(deleted)}"#.utf8)
-        return VersionRow(versionID: Hex.encode(try! BLAKE2b.hash(json)), ownerID: owner, recordID: record, tresorID: tresor, epoch: 1,
-                          hlcPhysical: physical, hlcCounter: counter, hlcDevice: device, deleted: deleted, envelopeJSON: json)
+        return VersionRow(
+            versionID: Hex.encode(try! BLAKE2b.hash(json)),
+            ownerID: owner,
+            recordID: record,
+            tresorID: tresor,
+            epoch: 1,
+            hlcPhysical: physical,
+            hlcCounter: counter,
+            hlcDevice: device,
+            deleted: deleted,
+            envelopeJSON: json
+        )
     }
 
     static let audit = AuditEvent(actor: "test", action: "test")

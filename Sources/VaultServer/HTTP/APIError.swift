@@ -32,7 +32,7 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     static func notFound(_ m: String) -> APIError { APIError(.notFound, .notFound, m) }
     static func conflict(_ m: String) -> APIError { APIError(.conflict, .conflict, m) }
     static let unauthorized = APIError(.unauthorized, .unauthorized, "a valid session token is required (Authorization: Bearer …)")
-    static let internalError = APIError(.internalServerError, .internalError, "internal server error")
+    static let `internal` = APIError(.internalServerError, .internalError, "internal server error")
 }
 
 /// Turns every error into the JSON error shape: API errors pass through, Hummingbird's own HTTP errors
@@ -84,12 +84,12 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 context.logger.error("database unavailable", metadata: ["error": "\(error)"])
                 throw APIError(.serviceUnavailable, .unavailable, "storage is unavailable, retry later")
             }
-        } catch where Self.isStorageOutage(error) {
+        } catch  where Self.isStorageOutage(error) {
             context.logger.error("storage unavailable", metadata: ["error": "\(String(reflecting: type(of: error)))"])
             throw APIError(.serviceUnavailable, .unavailable, "storage is unavailable, retry later")
         } catch {
             context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: type(of: error)))", "detail": "\(error)"])
-            throw APIError.internalError
+            throw APIError.internal
         }
     }
 }

@@ -29,12 +29,20 @@ struct TresorController: APIController {
     }
 
     @Sendable func pull(_ request: Request, context: Context) async throws -> PullPage {
-        try await service.pull(try context.requireCaller(), owner: try request.queryUUID("owner"), tresor: try request.queryUUID("tresor"),
-                               since: try request.query("since", default: 0), limit: try request.queryLimit(default: APILimits.defaultPullLimit))
+        try await service.pull(
+            try context.requireCaller(),
+            owner: try request.queryUUID("owner"),
+            tresor: try request.queryUUID("tresor"),
+            since: try request.query("since", default: 0),
+            limit: try request.queryLimit(default: APILimits.defaultPullLimit)
+        )
     }
 
     @Sendable func accessLog(_ request: Request, context: Context) async throws -> AuditPage {
-        try await service.accessLog(try context.requireCaller(), after: try request.query("after", default: 0),
-                                    limit: try request.queryLimit(default: 200))
+        try await service.accessLog(
+            try context.requireCaller(),
+            after: try request.query("after", default: 0),
+            limit: try request.queryLimit(default: 200)
+        )
     }
 }

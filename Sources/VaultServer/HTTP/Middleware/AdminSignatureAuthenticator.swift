@@ -35,9 +35,9 @@ struct AdminSignatureAuthenticator: RouterMiddleware {
     func authenticate(_ request: inout Request) async throws -> SignedAdminRequest {
         // Headers and the time window first, so an unauthenticated caller cannot make the server buffer a body.
         guard let tsText = request.headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!], let ts = Int64(tsText),
-              let sigText = request.headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!],
-              let signature = try? Signature(base64URL: sigText),
-              let nonce = request.headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!], (try? Base64URL.decode(nonce))?.count == 16
+            let sigText = request.headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!],
+            let signature = try? Signature(base64URL: sigText),
+            let nonce = request.headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!], (try? Base64URL.decode(nonce))?.count == 16
         else { throw APIError(.unauthorized, .unauthorized, Self.unsignedMessage) }
         let now = service.clock()
         // Compare without arithmetic on the untrusted value: no overflow whatever the header says.
@@ -54,8 +54,13 @@ struct AdminSignatureAuthenticator: RouterMiddleware {
             throw APIError(.unsupportedMediaType, .unsupportedMediaType, "request body must be application/json")
         }
         let pathAndQuery = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
-        let statement = AdminRequestSignature.statement(method: request.method.rawValue, pathAndQuery: pathAndQuery, body: body,
-                                                        timestamp: ts, nonce: nonce)
+        let statement = AdminRequestSignature.statement(
+            method: request.method.rawValue,
+            pathAndQuery: pathAndQuery,
+            body: body,
+            timestamp: ts,
+            nonce: nonce
+        )
         guard service.adminKey.isValidSignature(signature, for: statement) else {
             throw APIError(.unauthorized, .invalidSignature, "admin signature does not verify under the configured admin key")
         }

@@ -14,12 +14,28 @@ extension VaultService {
             }
         }
         let now = clock()
-        let row = UserRow(id: r.userID, username: r.username, role: r.role, status: .pending, registration: r, certificate: nil,
-                          approval: nil, rejectReason: nil, createdAt: now, updatedAt: now)
+        let row = UserRow(
+            id: r.userID,
+            username: r.username,
+            role: r.role,
+            status: .pending,
+            registration: r,
+            certificate: nil,
+            approval: nil,
+            rejectReason: nil,
+            createdAt: now,
+            updatedAt: now
+        )
         do {
-            try await repository.insertUser(row, audit: AuditEvent(actor: Self.idText(r.userID), action: "account.registered",
-                                                                   patientID: r.role == .patient ? r.userID : nil,
-                                                                   details: ["username": r.username, "role": r.role.rawValue]))
+            try await repository.insertUser(
+                row,
+                audit: AuditEvent(
+                    actor: Self.idText(r.userID),
+                    action: "account.registered",
+                    patientID: r.role == .patient ? r.userID : nil,
+                    details: ["username": r.username, "role": r.role.rawValue]
+                )
+            )
             return (RegisterResponse(userID: r.userID, status: .pending), .accepted)
         } catch RepositoryError.conflict {
             // Repeating the same registration is idempotent; anything else under that name or id is a conflict.
@@ -58,9 +74,17 @@ extension VaultService {
         let verifier = PasswordKeys.verifier(for: try SymmetricKey(bytes: presented))
         guard let user, ConstantTime.equals(verifier, expected) else {
             rateLimiter.recordFailure(username: name, address: address, now: now)
-            try await repository.appendAudit([AuditEvent(actor: user.map { Self.idText($0.id) } ?? "unknown", action: "login.failed",
-                                                         patientID: user?.role == .patient ? user?.id : nil,
-                                                         details: ["username": name, "address": address])], now: now)
+            try await repository.appendAudit(
+                [
+                    AuditEvent(
+                        actor: user.map { Self.idText($0.id) } ?? "unknown",
+                        action: "login.failed",
+                        patientID: user?.role == .patient ? user?.id : nil,
+                        details: ["username": name, "address": address]
+                    )
+                ],
+                now: now
+            )
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or password")
         }
         rateLimiter.recordSuccess(username: name)
@@ -69,14 +93,29 @@ extension VaultService {
         case .rejected: throw APIError(.forbidden, .accountRejected, "account '\(name)' was rejected: \(user.rejectReason ?? "no reason given")")
         case .active: break
         }
-        guard let certificate = user.certificate else { throw APIError.internalError }
+        guard let certificate = user.certificate else { throw APIError.internal }
         let token = Base64URL.encode(RandomBytes.bytes(count: 32))
         let expires = now + APILimits.sessionLifetimeMs
         try await repository.insertSession(SessionRow(tokenHash: Self.tokenHash(token), userID: user.id, createdAt: now, expiresAt: expires))
-        try await repository.appendAudit([AuditEvent(actor: Self.idText(user.id), action: "login", patientID: user.role == .patient ? user.id : nil,
-                                                     details: ["address": address])], now: now)
-        return LoginResponse(token: token, expiresAt: expires, userID: user.id, role: user.role, keyBundle: user.registration.keyBundle,
-                             certificate: certificate)
+        try await repository.appendAudit(
+            [
+                AuditEvent(
+                    actor: Self.idText(user.id),
+                    action: "login",
+                    patientID: user.role == .patient ? user.id : nil,
+                    details: ["address": address]
+                )
+            ],
+            now: now
+        )
+        return LoginResponse(
+            token: token,
+            expiresAt: expires,
+            userID: user.id,
+            role: user.role,
+            keyBundle: user.registration.keyBundle,
+            certificate: certificate
+        )
     }
 
     func logout(_ caller: Caller) async throws {

@@ -14,7 +14,7 @@ extension VaultService {
         var shares: [PendingShare] = []
         for s in try await repository.shares(state: .pending) {
             guard let p = try await repository.user(id: s.patientID)?.certificate,
-                  let d = try await repository.user(id: s.doctorID)?.certificate
+                let d = try await repository.user(id: s.doctorID)?.certificate
             else { continue }
             shares.append(PendingShare(share: try await shareInfo(s), patient: p, doctor: d))
         }
@@ -41,20 +41,40 @@ extension VaultService {
             throw APIError(.badRequest, .invalidApproval, "certificate does not match the registered username, role or keys")
         }
         try await requireFreshSequence(r.approval)
-        let event = Self.adminEvent("account.approved", patientID: user.role == .patient ? id : nil,
-                                    ["username": user.username, "role": user.role.rawValue, "sequence": String(r.approval.sequence)])
-        let row = try await repository.decideUser(id: id, status: .active, certificate: r.certificate, approval: r.approval, reason: nil,
-                                                  now: clock(), audit: event)
+        let event = Self.adminEvent(
+            "account.approved",
+            patientID: user.role == .patient ? id : nil,
+            ["username": user.username, "role": user.role.rawValue, "sequence": String(r.approval.sequence)]
+        )
+        let row = try await repository.decideUser(
+            id: id,
+            status: .active,
+            certificate: r.certificate,
+            approval: r.approval,
+            reason: nil,
+            now: clock(),
+            audit: event
+        )
         return summary(row)
     }
 
     func rejectRegistration(_ id: UUID, _ r: RejectRequest) async throws -> UserSummary {
         let reason = try validReason(r.reason)
         guard let user = try await repository.user(id: id) else { throw APIError.notFound("no such registration") }
-        let event = Self.adminEvent("account.rejected", patientID: user.role == .patient ? id : nil,
-                                    ["username": user.username, "reason": reason])
-        let row = try await repository.decideUser(id: id, status: .rejected, certificate: nil, approval: nil, reason: reason, now: clock(),
-                                                  audit: event)
+        let event = Self.adminEvent(
+            "account.rejected",
+            patientID: user.role == .patient ? id : nil,
+            ["username": user.username, "reason": reason]
+        )
+        let row = try await repository.decideUser(
+            id: id,
+            status: .rejected,
+            certificate: nil,
+            approval: nil,
+            reason: reason,
+            now: clock(),
+            audit: event
+        )
         return summary(row)
     }
 
@@ -66,21 +86,43 @@ extension VaultService {
         }
         if let e = share.expiresAt, e <= clock() { throw APIError.conflict("the share's expiry date has passed; the patient must share again") }
         try await requireFreshSequence(r.approval)
-        let event = Self.adminEvent("share.approved", patientID: share.patientID,
-                                    ["share": Self.idText(id), "category": share.category, "doctor": Self.idText(share.doctorID),
-                                     "sequence": String(r.approval.sequence)])
-        let row = try await repository.transitionShare(id: id, from: [.pending], to: .active, approval: r.approval, reason: nil, now: clock(),
-                                                       audit: event)
+        let event = Self.adminEvent(
+            "share.approved",
+            patientID: share.patientID,
+            [
+                "share": Self.idText(id), "category": share.category, "doctor": Self.idText(share.doctorID),
+                "sequence": String(r.approval.sequence),
+            ]
+        )
+        let row = try await repository.transitionShare(
+            id: id,
+            from: [.pending],
+            to: .active,
+            approval: r.approval,
+            reason: nil,
+            now: clock(),
+            audit: event
+        )
         return try await shareInfo(row)
     }
 
     func rejectShare(_ id: UUID, _ r: RejectRequest) async throws -> ShareInfo {
         let reason = try validReason(r.reason)
         guard let share = try await repository.share(id: id) else { throw APIError.notFound("no such share") }
-        let event = Self.adminEvent("share.rejected", patientID: share.patientID,
-                                    ["share": Self.idText(id), "category": share.category, "reason": reason])
-        let row = try await repository.transitionShare(id: id, from: [.pending], to: .rejected, approval: nil, reason: reason, now: clock(),
-                                                       audit: event)
+        let event = Self.adminEvent(
+            "share.rejected",
+            patientID: share.patientID,
+            ["share": Self.idText(id), "category": share.category, "reason": reason]
+        )
+        let row = try await repository.transitionShare(
+            id: id,
+            from: [.pending],
+            to: .rejected,
+            approval: nil,
+            reason: reason,
+            now: clock(),
+            audit: event
+        )
         return try await shareInfo(row)
     }
 
@@ -89,8 +131,14 @@ extension VaultService {
     }
 
     func summary(_ u: UserRow) -> UserSummary {
-        UserSummary(userID: u.id, username: u.username, role: u.role, status: u.status, createdAt: u.createdAt,
-                    fingerprint: u.certificate?.fingerprint)
+        UserSummary(
+            userID: u.id,
+            username: u.username,
+            role: u.role,
+            status: u.status,
+            createdAt: u.createdAt,
+            fingerprint: u.certificate?.fingerprint
+        )
     }
 
     private func validReason(_ reason: String) throws -> String {

@@ -45,8 +45,13 @@ extension VaultService {
     }
 
     /// Every server-side check of one envelope (Docs/design.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
-    static func check(_ e: Envelope, owner: UUID, signingKey: SigningPublicKey, tresors: [UUID: TresorRow],
-                      now: UnixMillis) -> Result<VersionRow, APIError> {
+    static func check(
+        _ e: Envelope,
+        owner: UUID,
+        signingKey: SigningPublicKey,
+        tresors: [UUID: TresorRow],
+        now: UnixMillis
+    ) -> Result<VersionRow, APIError> {
         do {
             try e.header.validateStructure()
         } catch {
@@ -71,10 +76,20 @@ extension VaultService {
         }
         guard let json = try? VaultResponseEncoder.json.encode(e) else { return .failure(.badRequest("envelope cannot be encoded")) }
         let ts = e.header.timestamp
-        return .success(VersionRow(versionID: e.versionID(associatedData: ad), ownerID: owner, recordID: e.header.recordID.hex, tresorID: t.id,
-                                   epoch: e.header.epoch,
-                                   hlcPhysical: Int64(clamping: ts.physicalMs), hlcCounter: Int64(ts.counter), hlcDevice: ts.deviceID,
-                                   deleted: e.header.deleted, envelopeJSON: Array(json)))
+        return .success(
+            VersionRow(
+                versionID: e.versionID(associatedData: ad),
+                ownerID: owner,
+                recordID: e.header.recordID.hex,
+                tresorID: t.id,
+                epoch: e.header.epoch,
+                hlcPhysical: Int64(clamping: ts.physicalMs),
+                hlcCounter: Int64(ts.counter),
+                hlcDevice: ts.deviceID,
+                deleted: e.header.deleted,
+                envelopeJSON: Array(json)
+            )
+        )
     }
 
     /// A page of changes. The owner reads all of theirs; a doctor reads one tresor through an active share.
@@ -99,9 +114,20 @@ extension VaultService {
         }
         let rows = try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
         let category = mine.first?.category ?? "?"
-        try await repository.appendAudit([AuditEvent(actor: Self.idText(caller.id), action: "records.read", patientID: owner,
-                                                     details: ["doctor": caller.user.username, "category": category, "since": String(since),
-                                                               "count": String(rows.count)])], now: now)
+        try await repository.appendAudit(
+            [
+                AuditEvent(
+                    actor: Self.idText(caller.id),
+                    action: "records.read",
+                    patientID: owner,
+                    details: [
+                        "doctor": caller.user.username, "category": category, "since": String(since),
+                        "count": String(rows.count),
+                    ]
+                )
+            ],
+            now: now
+        )
         return PullPage(rows: rows, limit: clamped, since: since)
     }
 

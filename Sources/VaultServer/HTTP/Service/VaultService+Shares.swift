@@ -9,10 +9,23 @@ extension VaultService {
     func shareInfo(_ s: ShareRow) async throws -> ShareInfo {
         let patient = try await repository.user(id: s.patientID)
         let doctor = try await repository.user(id: s.doctorID)
-        return ShareInfo(shareID: s.id, patientID: s.patientID, patientUsername: patient?.username ?? "?", doctorID: s.doctorID,
-                         doctorUsername: doctor?.username ?? "?", tresorID: s.tresorID, category: s.category, state: s.state, grant: s.grant,
-                         approval: s.approval, latestGrant: s.latestGrant, reason: s.reason, createdAt: s.createdAt, updatedAt: s.updatedAt,
-                         expiresAt: s.expiresAt)
+        return ShareInfo(
+            shareID: s.id,
+            patientID: s.patientID,
+            patientUsername: patient?.username ?? "?",
+            doctorID: s.doctorID,
+            doctorUsername: doctor?.username ?? "?",
+            tresorID: s.tresorID,
+            category: s.category,
+            state: s.state,
+            grant: s.grant,
+            approval: s.approval,
+            latestGrant: s.latestGrant,
+            reason: s.reason,
+            createdAt: s.createdAt,
+            updatedAt: s.updatedAt,
+            expiresAt: s.expiresAt
+        )
     }
 
     func createShare(_ caller: Caller, _ r: CreateShareRequest) async throws -> ShareInfo {
@@ -31,10 +44,25 @@ extension VaultService {
         }
         let now = clock()
         if let e = g.expiresAt, e <= now { throw APIError.badRequest("the share's expiry date has already passed") }
-        let row = ShareRow(id: UUID(), patientID: caller.id, doctorID: doctor.id, tresorID: tresor.id, category: tresor.category, state: .pending,
-                           grant: g, approval: nil, reason: nil, createdAt: now, updatedAt: now, expiresAt: g.expiresAt)
-        let event = Self.patientEvent(caller, "share.requested",
-                                      ["share": Self.idText(row.id), "doctor": doctor.username, "category": row.category])
+        let row = ShareRow(
+            id: UUID(),
+            patientID: caller.id,
+            doctorID: doctor.id,
+            tresorID: tresor.id,
+            category: tresor.category,
+            state: .pending,
+            grant: g,
+            approval: nil,
+            reason: nil,
+            createdAt: now,
+            updatedAt: now,
+            expiresAt: g.expiresAt
+        )
+        let event = Self.patientEvent(
+            caller,
+            "share.requested",
+            ["share": Self.idText(row.id), "doctor": doctor.username, "category": row.category]
+        )
         try await repository.insertShare(row, audit: event)
         return try await shareInfo(row)
     }
@@ -43,8 +71,10 @@ extension VaultService {
         _ = try await repository.expireShares(now: clock())
         // A doctor sees active shares only: a pending or rejected share's grant carries sealed keys the
         // admin has not (or not yet) approved.
-        let rows = caller.user.role == .patient ? try await repository.shares(patientID: caller.id)
-                                                 : try await repository.shares(doctorID: caller.id).filter { $0.state == .active }
+        let rows =
+            caller.user.role == .patient
+            ? try await repository.shares(patientID: caller.id)
+            : try await repository.shares(doctorID: caller.id).filter { $0.state == .active }
         var out: [ShareInfo] = []
         for r in rows { out.append(try await shareInfo(r)) }
         return ShareList(shares: out)
@@ -59,8 +89,15 @@ extension VaultService {
     func revokeShare(_ caller: Caller, _ id: UUID) async throws -> ShareInfo {
         let s = try await ownedShare(caller, id)
         let event = Self.patientEvent(caller, "share.revoked", ["share": Self.idText(s.id), "category": s.category])
-        let row = try await repository.transitionShare(id: s.id, from: [.pending, .active], to: .revoked, approval: nil,
-                                                       reason: "revoked by the patient", now: clock(), audit: event)
+        let row = try await repository.transitionShare(
+            id: s.id,
+            from: [.pending, .active],
+            to: .revoked,
+            approval: nil,
+            reason: "revoked by the patient",
+            now: clock(),
+            audit: event
+        )
         return try await shareInfo(row)
     }
 
@@ -76,10 +113,13 @@ extension VaultService {
         }
         try verify(g, by: caller, what: "grant")
         guard let tresor = try await repository.tresor(id: s.tresorID), g.epochsExist(upTo: tresor.currentEpoch),
-              g.isSuccessor(of: s.latestGrant ?? s.grant)
+            g.isSuccessor(of: s.latestGrant ?? s.grant)
         else { throw APIError.badRequest("a new grant keeps the old epochs and adds only epochs the tresor has") }
-        let event = Self.patientEvent(caller, "share.epochs",
-                                      ["share": Self.idText(s.id), "epochs": g.epochs.map(String.init).joined(separator: ",")])
+        let event = Self.patientEvent(
+            caller,
+            "share.epochs",
+            ["share": Self.idText(s.id), "epochs": g.epochs.map(String.init).joined(separator: ",")]
+        )
         let row = try await repository.updateShareGrant(id: s.id, grant: g, now: clock(), audit: event)
         return try await shareInfo(row)
     }

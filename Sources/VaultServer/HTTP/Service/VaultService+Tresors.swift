@@ -29,8 +29,14 @@ extension VaultService {
     }
 
     func info(_ t: TresorRow) -> TresorInfo {
-        TresorInfo(tresorID: t.id, ownerID: t.ownerID, category: t.category, currentEpoch: t.currentEpoch, selfGrant: t.selfGrant,
-                   updatedAt: t.updatedAt)
+        TresorInfo(
+            tresorID: t.id,
+            ownerID: t.ownerID,
+            category: t.category,
+            currentEpoch: t.currentEpoch,
+            selfGrant: t.selfGrant,
+            updatedAt: t.updatedAt
+        )
     }
 
     func validateCategory(_ c: String) throws {

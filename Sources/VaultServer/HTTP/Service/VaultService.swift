@@ -13,8 +13,12 @@ struct VaultService: Sendable {
     let clock: @Sendable () -> UnixMillis
     let rateLimiter: LoginRateLimiter
 
-    init(repository: any VaultRepository, adminKey: SigningPublicKey, clock: @escaping @Sendable () -> UnixMillis,
-         rateLimits: LoginRateLimiter.Limits = .init()) {
+    init(
+        repository: any VaultRepository,
+        adminKey: SigningPublicKey,
+        clock: @escaping @Sendable () -> UnixMillis,
+        rateLimits: LoginRateLimiter.Limits = .init()
+    ) {
         self.repository = repository
         self.adminKey = adminKey
         self.clock = clock

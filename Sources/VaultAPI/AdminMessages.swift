@@ -1,0 +1,160 @@
+import Foundation
+import VaultCore
+import VaultCrypto
+
+// MARK: Admin and audit
+
+/// A registration waiting for the admin.
+public struct PendingRegistration: Codable, Sendable, Equatable {
+    public var request: RegistrationRequest
+    public var receivedAt: UnixMillis
+    public init(request: RegistrationRequest, receivedAt: UnixMillis) {
+        self.request = request
+        self.receivedAt = receivedAt
+    }
+}
+
+/// A share waiting for the admin, with both parties' certificates so the admin can see what it grants.
+public struct PendingShare: Codable, Sendable, Equatable {
+    public var share: ShareInfo
+    public var patient: Certificate
+    public var doctor: Certificate
+    public init(share: ShareInfo, patient: Certificate, doctor: Certificate) {
+        self.share = share
+        self.patient = patient
+        self.doctor = doctor
+    }
+}
+
+/// Everything waiting for the admin, and the next approval sequence number to use.
+public struct PendingResponse: Codable, Sendable {
+    public var registrations: [PendingRegistration]
+    public var shares: [PendingShare]
+    public var nextSequence: UInt64
+    public init(registrations: [PendingRegistration], shares: [PendingShare], nextSequence: UInt64) {
+        self.registrations = registrations
+        self.shares = shares
+        self.nextSequence = nextSequence
+    }
+}
+
+/// Approves a registration: the admin-signed certificate and the approval covering it.
+public struct ApproveRegistrationRequest: Codable, Sendable {
+    public var certificate: Certificate
+    public var approval: Approval
+    public init(certificate: Certificate, approval: Approval) {
+        self.certificate = certificate
+        self.approval = approval
+    }
+}
+
+/// Approves a share.
+public struct ApproveShareRequest: Codable, Sendable {
+    public var approval: Approval
+    public init(approval: Approval) { self.approval = approval }
+}
+
+/// Rejects a registration or a share.
+public struct RejectRequest: Codable, Sendable {
+    public var reason: String
+    public init(reason: String) { self.reason = reason }
+}
+
+/// One user as the admin sees it.
+public struct UserSummary: Codable, Sendable, Equatable {
+    public var userID: UUID
+    public var username: String
+    public var role: Role
+    public var status: AccountStatus
+    public var createdAt: UnixMillis
+    public var fingerprint: String?
+    public init(userID: UUID, username: String, role: Role, status: AccountStatus, createdAt: UnixMillis, fingerprint: String?) {
+        self.userID = userID
+        self.username = username
+        self.role = role
+        self.status = status
+        self.createdAt = createdAt
+        self.fingerprint = fingerprint
+    }
+}
+
+/// All users.
+public struct UserList: Codable, Sendable {
+    public var users: [UserSummary]
+    public init(users: [UserSummary]) { self.users = users }
+}
+
+/// One entry of the hash-chained audit log.
+public struct AuditEntry: Codable, Sendable, Equatable {
+    public var sequence: UInt64
+    public var at: UnixMillis
+    /// Who acted: a user id, "admin", or "server".
+    public var actor: String
+    /// What happened, e.g. `share.approved`, `records.read`.
+    public var action: String
+    /// The patient this is about, when there is one (what the patient's access log shows).
+    public var patientID: UUID?
+    /// Further facts: ids, counts, reasons. Never health data, never key material.
+    public var details: [String: String]
+    /// The hash of the previous entry (hex), and of this one.
+    public var previousHash: String
+    public var hash: String
+    public init(
+        sequence: UInt64,
+        at: UnixMillis,
+        actor: String,
+        action: String,
+        patientID: UUID?,
+        details: [String: String],
+        previousHash: String,
+        hash: String
+    ) {
+        self.sequence = sequence
+        self.at = at
+        self.actor = actor
+        self.action = action
+        self.patientID = patientID
+        self.details = details
+        self.previousHash = previousHash
+        self.hash = hash
+    }
+}
+
+/// A page of audit entries.
+public struct AuditPage: Codable, Sendable {
+    public var entries: [AuditEntry]
+    public var nextCursor: UInt64
+    public var done: Bool
+    public init(entries: [AuditEntry], nextCursor: UInt64, done: Bool) {
+        self.entries = entries
+        self.nextCursor = nextCursor
+        self.done = done
+    }
+}
+
+/// The result of checking the whole audit chain.
+public struct AuditVerification: Codable, Sendable, Equatable {
+    public var ok: Bool
+    public var entriesChecked: UInt64
+    /// The first sequence number at which the chain breaks.
+    public var brokenAt: UInt64?
+    public var problem: String?
+    public init(ok: Bool, entriesChecked: UInt64, brokenAt: UInt64?, problem: String?) {
+        self.ok = ok
+        self.entriesChecked = entriesChecked
+        self.brokenAt = brokenAt
+        self.problem = problem
+    }
+}
+
+/// `GET /health`.
+public struct HealthResponse: Codable, Sendable {
+    public var status: String
+    public var database: String
+    public var version: String
+    public init(status: String, database: String, version: String) {
+        self.status = status
+        self.database = database
+        self.version = version
+    }
+}

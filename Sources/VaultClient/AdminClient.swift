@@ -46,21 +46,12 @@ public struct AdminClient: Sendable {
         guard let item = list.items.first(where: { $0.isNamed(by: id) }) else {
             throw ClientError.notFound("nothing pending with id or username '\(id)'")
         }
+        let body = RejectRequest(reason: reason)
         switch item {
         case let .registration(r):
-            let _: UserSummary = try await transport.send(
-                .POST,
-                Routes.adminRejectRegistration(r.request.userID.uuidString),
-                body: RejectRequest(reason: reason),
-                auth: auth
-            )
+            let _: UserSummary = try await transport.send(.POST, Routes.adminRejectRegistration(r.request.userID.uuidString), body: body, auth: auth)
         case let .share(s):
-            let _: ShareInfo = try await transport.send(
-                .POST,
-                Routes.adminRejectShare(s.share.shareID.uuidString),
-                body: RejectRequest(reason: reason),
-                auth: auth
-            )
+            let _: ShareInfo = try await transport.send(.POST, Routes.adminRejectShare(s.share.shareID.uuidString), body: body, auth: auth)
         }
     }
 

@@ -66,28 +66,31 @@ extension BenchReport {
     /// Sections 2 (push) and 3 (pull): per backend and size, the figure against its floor (the target
     /// is about SQLite with small records), then what the server alone manages.
     func throughputSections() -> [String] {
-        var out = [
+        let push: [String] = [
             "", "2. Push through carevault-server (patient sync: upload, verify, store), records/s",
             "   floor: inserts of as many same-size rows into a fresh table of the same database, 500 per transaction",
             "   server alone: the same number of envelopes, sealed and JSON-encoded beforehand, posted in batches of 500 (no SDK client work)",
         ]
-        out += throughput(
-            "push",
-            figure: { ($0.pushRps, $0.pushFloorRps, $0.pushRatio) },
-            alone: { r in ["  server alone", fmt(r.serverPushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.serverPushRps / r.pushFloorRps, 2), "", ""] }
-        )
-        out += [
+        let pull: [String] = [
             "", "3. Doctor pull + decrypt (view of the category, cold cache), records/s",
             "   floor: paged select of those rows + raw Ed25519 verify + XChaCha20-Poly1305 decrypt",
             "   server alone: the doctor's pages of 1,000 fetched as raw bytes (no decoding, verification or decryption)",
         ]
-        out += throughput(
-            "pull",
-            figure: { ($0.pullRps, $0.pullFloorRps, $0.pullRatio) },
-            alone: { r in ["  server alone (raw pages)", fmt(r.serverPullRps, 0), "", "", "", ""] }
-        )
+        var out = push
+        out += throughput("push", figure: { ($0.pushRps, $0.pushFloorRps, $0.pushRatio) }, alone: Self.serverPush)
+        out += pull
+        out += throughput("pull", figure: { ($0.pullRps, $0.pullFloorRps, $0.pullRatio) }, alone: Self.serverPull)
         if let p = postgresUnavailable { out.append("   PostgreSQL unavailable (\(p)): its figures are null") }
         return out
+    }
+
+    /// The server-alone rows of the push and pull sections.
+    static func serverPush(_ r: PushPullResult) -> [String] {
+        ["  server alone", fmt(r.serverPushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.serverPushRps / r.pushFloorRps, 2), "", ""]
+    }
+
+    static func serverPull(_ r: PushPullResult) -> [String] {
+        ["  server alone (raw pages)", fmt(r.serverPullRps, 0), "", "", "", ""]
     }
 
     func throughput(

@@ -55,6 +55,9 @@ extension AdminClient {
             issuedAt: now,
             adminKey: key
         )
+        // Recorded before the certificate leaves this process: a name or id certified before with other
+        // keys is refused here, whatever the server presents.
+        try await ledger?.admit(cert)
         let approval = Approval.registration(cert, issuedAt: now, sequence: sequence, adminKey: key)
         return try await transport.send(
             .POST,
@@ -123,7 +126,6 @@ extension AdminClient {
     /// A short, human-comparable fingerprint of the keys a registration asks to certify: the same as
     /// `Certificate.fingerprint` of the certificate it would get, so both sides can compare out of band.
     public static func fingerprint(_ r: RegistrationRequest) -> String {
-        let h = (try? BLAKE2b.hash(r.signingKey.bytes + r.boxKey.bytes, outputLength: 16)) ?? []
-        return stride(from: 0, to: h.count, by: 2).map { Hex.encode(h[$0..<$0 + 2]) }.joined(separator: "-")
+        Certificate.fingerprint(signingKey: r.signingKey, boxKey: r.boxKey)
     }
 }

@@ -12,23 +12,33 @@ public struct AdminClient: Sendable {
     public let transport: Transport
     /// The public key clients pin: certificates are checked against it before an approval is signed.
     public let pinnedKey: SigningPublicKey
+    /// The admin's record of issued certificates; with one, a second certificate for a known name or id
+    /// is refused before it is signed (`CertificateLedger`).
+    public let ledger: CertificateLedger?
     let key: SigningKeyPair
 
     /// An admin client over `transport`, signing with `key`. The key must be the one clients pin,
     /// or every certificate it issued would be refused by them.
-    public init(transport: Transport, key: SigningKeyPair, pinnedKey: SigningPublicKey) throws {
+    public init(transport: Transport, key: SigningKeyPair, pinnedKey: SigningPublicKey, ledger: CertificateLedger? = nil) throws {
         guard key.publicKey == pinnedKey else {
             throw ClientError.localState("the admin private key does not belong to the pinned admin public key")
         }
         self.transport = transport
         self.key = key
         self.pinnedKey = pinnedKey
+        self.ledger = ledger
     }
 
     /// An admin client to `baseURL`, pinning the public half of `key`.
-    public init(baseURL: String, key: SigningKeyPair, maxAttempts: Int = 4, baseDelayMs: UInt64 = 200) throws {
+    public init(
+        baseURL: String,
+        key: SigningKeyPair,
+        ledger: CertificateLedger? = nil,
+        maxAttempts: Int = 4,
+        baseDelayMs: UInt64 = 200
+    ) throws {
         let transport = try Transport(baseURL: baseURL, maxAttempts: maxAttempts, baseDelayMs: baseDelayMs)
-        try self.init(transport: transport, key: key, pinnedKey: key.publicKey)
+        try self.init(transport: transport, key: key, pinnedKey: key.publicKey, ledger: ledger)
     }
 
     var auth: Transport.Auth { .admin(key) }

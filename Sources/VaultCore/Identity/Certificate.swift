@@ -87,7 +87,10 @@ public struct Certificate: Codable, Sendable, Hashable {
     public var statementHash: [UInt8] { try! BLAKE2b.hash(statementBytes) }
 
     /// A short, human-comparable fingerprint of the user's signing key (for out-of-band checks).
-    public var fingerprint: String {
+    public var fingerprint: String { Self.fingerprint(signingKey: signingKey, boxKey: boxKey) }
+
+    /// The fingerprint of a key pair, before or after it is certified (the admin shows it at review).
+    public static func fingerprint(signingKey: SigningPublicKey, boxKey: BoxPublicKey) -> String {
         let h = try! BLAKE2b.hash(signingKey.bytes + boxKey.bytes, outputLength: 16)
         return stride(from: 0, to: 16, by: 2).map { Hex.encode(h[$0..<$0 + 2]) }.joined(separator: "-")
     }

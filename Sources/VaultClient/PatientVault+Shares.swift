@@ -15,6 +15,29 @@ extension PatientVault {
             if case .wrongRole = error { throw ClientError.invalidRequest("'\(username)' is not a \(role.rawValue)") }
             throw ClientError.integrity("the server's certificate for '\(username)' does not verify under the pinned admin key: \(error)")
         }
+        // Pinned on first use: a second key certified under a name this device trusts needs a person's word.
+        var pins = try CertificatePins(store: account.store)
+        try pins.check(entry.certificate)
+        return entry.certificate
+    }
+
+    /// Accepts a changed key for `username` after a person compared `fingerprint` with them out of band:
+    /// the server's current certificate must verify and carry exactly that fingerprint.
+    public func confirmCertificateChange(username: String, role: Role = .doctor, fingerprint: String) async throws -> Certificate {
+        let entry: DirectoryEntry
+        do { entry = try await transport.send(.GET, Routes.userByName(username), auth: try auth) } catch ClientError.notFound {
+            throw ClientError.notFound("no approved \(role.rawValue) named '\(username)'")
+        }
+        do { try entry.certificate.verify(adminKey: adminKey, username: username, role: role) } catch {
+            throw ClientError.integrity("the server's certificate for '\(username)' does not verify under the pinned admin key: \(error)")
+        }
+        guard entry.certificate.fingerprint == fingerprint.lowercased() else {
+            throw ClientError.integrity(
+                "the server presents fingerprint \(entry.certificate.fingerprint) for '\(username)', not the \(fingerprint) you confirmed"
+            )
+        }
+        var pins = try CertificatePins(store: account.store)
+        try pins.replace(with: entry.certificate)
         return entry.certificate
     }
 

@@ -35,7 +35,7 @@ public struct WhoAmICommand: AsyncParsableCommand {
             return
         }
         for k in ["username", "role", "userID", "server", "device", "fingerprint", "session"] {
-            print("\(k.padding(toLength: 12, withPad: " ", startingAt: 0)) \(info[k]!)")
+            Output.line("\(k.padding(toLength: 12, withPad: " ", startingAt: 0)) \(info[k]!)")
         }
     }
 }

@@ -36,8 +36,10 @@ public enum CSVExport {
         }
     }
 
-    /// A CSV cell, quoted, with formula prefixes neutralised so a spreadsheet does not execute a value.
-    public static func cell(_ text: String) -> String {
+    /// A CSV cell, quoted, with control and bidirectional characters neutralised (`Output.printable`: a
+    /// file is often read with `cat`) and formula prefixes neutralised so a spreadsheet does not execute it.
+    public static func cell(_ raw: String) -> String {
+        let text = Output.printable(raw)
         let guarded = ["=", "+", "-", "@"].contains(where: { text.hasPrefix($0) }) && Double(text) == nil ? "'" + text : text
         return "\"" + guarded.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }

@@ -13,18 +13,63 @@ public enum CareInput {
         case "tomorrow": return cal.date(byAdding: .day, value: 1, to: cal.startOfDay(for: now))!
         default: break
         }
-        let parts = text.split(separator: "-").compactMap { Int($0) }
-        guard parts.count == 3, let d = cal.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])),
-            cal.component(.day, from: d) == parts[2]
-        else { throw CLIError.usage("'\(text)' is not a date", hint: "use YYYY-MM-DD, today, yesterday or tomorrow") }
+        // Exactly three groups of digits: splitting on '-' alone would read "-0001-01-01" as year 1.
+        let groups = text.split(separator: "-", omittingEmptySubsequences: false)
+        let parts = groups.compactMap { g in g.allSatisfy(\.isASCII) && g.allSatisfy(\.isNumber) && (1...4).contains(g.count) ? Int(g) : nil }
+        guard groups.count == 3, parts.count == 3, parts[0] >= 1,
+            let d = cal.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])),
+            cal.component(.day, from: d) == parts[2], cal.component(.month, from: d) == parts[1]
+        else {
+            throw CLIError.usage(
+                "'\(Output.printable(text))' is not a date",
+                hint: "use YYYY-MM-DD with a year from 0001 to 9999, today, yesterday or tomorrow"
+            )
+        }
         return d
+    }
+
+    /// The days from `from` to `to` inclusive as a half-open range of local midnights, either end open
+    /// when not given; `--from` after `--to` is a usage error.
+    public static func range(from: String?, to: String?, timeZone: TimeZone = .current) throws -> (from: Date?, to: Date?) {
+        let start = try from.map { try day($0, timeZone: timeZone) }
+        let end = try to.map { try day($0, timeZone: timeZone).addingTimeInterval(86_400) }
+        if let start, let end, start >= end { throw CLIError.usage("--from is after --to") }
+        return (start, end)
+    }
+
+    /// Text given directly or read from a file (`-` for standard input), for the long text an argument
+    /// cannot carry (the system limits one argument to 128 KiB); one trailing line break is dropped.
+    public static func text(_ direct: String?, file: String?, option: String, passwordStdin: Bool = false) throws -> String? {
+        guard let file else { return direct }
+        guard direct == nil else { throw CLIError.usage("give --\(option) or --\(option)-file, not both") }
+        var text = try read(file, what: "--\(option)-file", passwordStdin: passwordStdin)
+        if text.last?.isNewline == true { text.removeLast() }
+        return text
+    }
+
+    /// A UTF-8 text file's contents, or standard input's for `-`; `what` names it in errors. Standard
+    /// input holds the password when `passwordStdin` is set, so it cannot also hold the text.
+    public static func read(_ file: String, what: String, passwordStdin: Bool) throws -> String {
+        let data: Data?
+        if file == "-" {
+            guard !passwordStdin else {
+                throw CLIError.usage("--password-stdin and \(what) - both read standard input", hint: "give the text in a file")
+            }
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            data = FileManager.default.contents(atPath: file)
+        }
+        guard let data, let text = String(data: data, encoding: .utf8) else {
+            throw CLIError.usage("cannot read \(what) \(Output.printable(file))", hint: "give a readable UTF-8 text file, or - for standard input")
+        }
+        return text
     }
 
     /// `HH:MM` as date components.
     public static func time(_ text: String) throws -> DateComponents {
         let p = text.split(separator: ":").compactMap { Int($0) }
         guard p.count == 2, (0...23).contains(p[0]), (0...59).contains(p[1]) else {
-            throw CLIError.usage("'\(text)' is not a time of day", hint: "use HH:MM, e.g. 08:00")
+            throw CLIError.usage("'\(Output.printable(text))' is not a time of day", hint: "use HH:MM, e.g. 08:00")
         }
         return DateComponents(hour: p[0], minute: p[1])
     }
@@ -61,7 +106,7 @@ public enum CareInput {
                 } else if head.hasPrefix("weekly:") {
                     let days = try head.dropFirst("weekly:".count).split(separator: ",").map { d -> Int in
                         guard let n = weekdays[String(d.prefix(3))] else {
-                            throw CLIError.usage("'\(d)' is not a weekday", hint: "use mon, tue, wed, thu, fri, sat, sun")
+                            throw CLIError.usage("'\(Output.printable(String(d)))' is not a weekday", hint: "use mon, tue, wed, thu, fri, sat, sun")
                         }
                         return n
                     }
@@ -95,14 +140,14 @@ public enum CareInput {
                     parts.append(try Schedule.allDay(start: start, end: end, timeZone: timeZone, targetValues: targets))
                 } else {
                     throw CLIError.usage(
-                        "unknown schedule '\(raw)'",
+                        "unknown schedule '\(Output.printable(raw))'",
                         hint: "use daily@08:00,20:00 · weekly:mon,thu@09:00 · every:3d@08:00 · every:6h · allday"
                     )
                 }
             } catch let e as CLIError {
                 throw e
             } catch {
-                throw CLIError.usage("invalid schedule '\(raw)': \(error)")
+                throw CLIError.usage("invalid schedule '\(Output.printable(raw))': \(error)")
             }
         }
         guard !parts.isEmpty else { throw CLIError.usage("the schedule is empty") }

@@ -10,15 +10,60 @@ public enum Output {
         return e
     }()
 
-    /// Prints `value` as JSON on stdout.
+    /// Prints `value` as JSON on stdout, with every character `printable` would neutralise escaped.
     public static func json<T: Encodable>(_ value: T) throws {
-        print(String(decoding: try encoder.encode(value), as: UTF8.self))
+        print(jsonText(try encoder.encode(value)))
     }
 
-    /// Text from other people (titles, notes, values) made safe for a terminal: control characters,
-    /// escape sequences among them, become U+FFFD so a record cannot redraw or recolour the screen.
+    /// Encoded JSON as text safe for a terminal. The encoder escapes C0 controls but passes DEL, C1 controls
+    /// and bidirectional marks through raw; outside strings JSON holds only ASCII, so each of those lies in
+    /// a string and becomes its `\uXXXX` escape, which every JSON reader turns back into the same text.
+    public static func jsonText(_ data: Data) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in String(decoding: data, as: UTF8.self).unicodeScalars {
+            // C0 controls inside strings are already escaped; outside them they are the layout's newlines.
+            if scalar.value > 0x1F, isHostile(scalar) {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
+    }
+
+    /// Text from the server or another person (titles, notes, usernames, reasons, messages) made safe
+    /// for a terminal or a spreadsheet: control characters (C0, DEL, C1) and the bidirectional and
+    /// line-separator marks that reorder or break what follows become visible escapes such as `\u{1B}`
+    /// (`\n`, `\r`, `\t` for the common three), so a record cannot redraw, retitle or disguise the screen.
+    /// Everything else is kept, and neutralising twice changes nothing.
     public static func printable(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }))
+        guard text.unicodeScalars.contains(where: isHostile) else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where isHostile(scalar): out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// Whether `printable` neutralises `scalar`: C0, DEL and C1 controls, the bidirectional embeddings,
+    /// overrides, isolates and marks (U+202A-202E, U+2066-2069, U+200E, U+200F, U+061C), and U+2028/2029.
+    static func isHostile(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C, 0x2028, 0x2029: return true
+        default: return false
+        }
+    }
+
+    /// Prints one line for people on stdout, neutralised (`printable`).
+    public static func line(_ text: String) {
+        print(printable(text))
     }
 
     /// Prints an aligned table; an empty table prints `empty` instead.
@@ -28,6 +73,7 @@ public enum Output {
             return
         }
         let rows = rows.map { $0.map(printable) }
+        let headers = headers.map(printable)
         var widths = headers.map(\.count)
         for row in rows { for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) } }
         func line(_ cells: [String]) -> String {
@@ -72,9 +118,9 @@ public enum Output {
     /// A Unix-milliseconds time in local time.
     public static func date(millis: Int64) -> String { date(Date(timeIntervalSince1970: Double(millis) / 1000)) }
 
-    /// A message for people on stderr (so stdout stays clean for --json).
+    /// A message for people on stderr (so stdout stays clean for --json), neutralised (`printable`).
     public static func note(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        FileHandle.standardError.write(Data((printable(text) + "\n").utf8))
     }
 }
 

@@ -73,7 +73,7 @@ extension GlobalOptions {
     /// Unlocks the current account, which must have `role`.
     public func unlock(as role: Role) throws -> UnlockedAccount {
         let account = try unlock()
-        try require(role, account) { "the account '\(account.profile.username)' is a \($0)" }
+        try require(role, account) { "the account '\(Output.printable(account.profile.username))' is a \($0)" }
         return account
     }
 }
@@ -92,6 +92,8 @@ public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
     public init() {}
 
     public func run() async throws {
+        // Checked here so the refusal can echo the name neutralised (the library's message quotes it raw).
+        do { _ = try Username.normalize(username) } catch { throw CLIError.usage(Output.printable("\(error)")) }
         let accounts = try options.accounts()
         let response = try await accounts.register(
             username: username,
@@ -101,7 +103,7 @@ public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
         if options.json {
             try Output.json(response)
         } else {
-            print("registered \(username.lowercased()) (\(response.status.rawValue)); \(R.wording.registeredNote)")
+            Output.line("registered \(username.lowercased()) (\(response.status.rawValue)); \(R.wording.registeredNote)")
         }
     }
 }
@@ -122,12 +124,12 @@ public struct LoginCommand<R: ToolRole>: AsyncParsableCommand {
 
     public func run() async throws {
         let account = try await options.accounts().login(username: username, password: try options.password(), remember: remember)
-        try options.require(R.role, account) { "'\(username)' is a \($0)'s account" }
+        try options.require(R.role, account) { "'\(Output.printable(username))' is a \($0)'s account" }
         let suffix = try await R.afterLogin(account, options: options)
         if options.json {
             try Output.json(["username": account.profile.username, "userID": account.profile.userID.uuidString, "role": R.role.rawValue])
         } else {
-            print("logged in as \(account.profile.username) (\(R.role.rawValue)) at \(options.serverURL)\(suffix)")
+            Output.line("logged in as \(account.profile.username) (\(R.role.rawValue)) at \(options.serverURL)\(suffix)")
         }
     }
 }

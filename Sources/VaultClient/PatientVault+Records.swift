@@ -22,7 +22,9 @@ extension PatientVault {
     }
 
     /// Seals every change as a new local version and queues it, all in one transaction: one refused
-    /// change writes nothing.
+    /// change writes nothing. A record stays in the category it was first written in, even after its
+    /// tombstone (Docs/design.md §4): its id is derived from the activity id alone, so writing it under
+    /// another category would move it to another tresor, whose readers never see the first one's tombstone.
     @discardableResult
     func write(_ changes: [LocalChange]) throws -> [Envelope] {
         for category in Set(changes.map(\.category)) { _ = try tresor(category) }
@@ -32,8 +34,11 @@ extension PatientVault {
         let wall = wallClockMs
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             try changes.map { change in
-                if let message = change.conflictIfLive, let existing = try tx.record(change.recordID.hex), !existing.deleted {
-                    throw ClientError.conflict(message)
+                let existing = try tx.record(change.recordID.hex)
+                if let message = change.conflictIfLive, let existing, !existing.deleted { throw ClientError.conflict(message) }
+                if let existing, existing.category != change.category {
+                    let id = change.record?.asActivity?.id ?? change.record?.asOutcome?.activityID ?? "?"
+                    throw ClientError.invalidRequest("activity '\(id)' was in category '\(existing.category)'; choose another id")
                 }
                 guard let t = keyring[change.category] else { throw ClientError.localState("no keys for \(change.category)") }
                 let header = RecordHeader(
@@ -76,6 +81,51 @@ extension PatientVault {
                 )
             }
         )
+    }
+
+    /// Adds or replaces `activities` and appends each outcome's values (and its note, when it has one) to
+    /// the outcome of its occurrence, all in one local transaction: one invalid item writes nothing.
+    /// Returns how many activities were new.
+    @discardableResult
+    public func importCare(activities: [Activity], outcomes: [Outcome]) throws -> Int {
+        for a in activities { try Self.validate(a, "invalid activity") }
+        let date = Date(unixMillis: now().unixMillis)
+        var byID: [String: Activity] = [:]
+        var changes: [LocalChange] = []
+        var added = 0
+        for var a in activities {
+            if let old = try byID[a.id] ?? activity(id: a.id) {
+                guard old.category == a.category else { throw ClientError.invalidRequest("an activity cannot change category; remove and add it") }
+                a.createdAt = old.createdAt
+                a.updatedAt = date
+            } else {
+                added += 1
+            }
+            byID[a.id] = a
+            changes.append(LocalChange(record: .activity(a), type: .activity, recordID: recordID(activity: a.id), category: a.category))
+        }
+        var merged: [RecordID: (outcome: Outcome, category: String)] = [:]
+        var order: [RecordID] = []
+        for o in outcomes {
+            guard let category = try (byID[o.activityID] ?? activity(id: o.activityID))?.category else {
+                throw ClientError.notFound("no activity '\(o.activityID)'")
+            }
+            let id = recordID(outcome: o.activityID, o.occurrence)
+            var outcome =
+                try merged[id]?.outcome ?? self.outcome(activityID: o.activityID, occurrence: o.occurrence)
+                ?? Outcome(activityID: o.activityID, occurrence: o.occurrence, createdAt: date)
+            outcome.values += o.values
+            if let note = o.note { outcome.note = note }
+            outcome.updatedAt = date
+            do { try outcome.validate() } catch { throw ClientError.invalidRequest("invalid outcome: \(error)") }
+            if merged[id] == nil { order.append(id) }
+            merged[id] = (outcome, category)
+        }
+        changes += order.compactMap { id in
+            merged[id].map { LocalChange(record: .outcome($0.outcome), type: .outcome, recordID: id, category: $0.category) }
+        }
+        try write(changes)
+        return added
     }
 
     /// Replaces an activity (same id; its category cannot change, that would move it to another tresor).
@@ -152,6 +202,12 @@ extension PatientVault {
     /// The live records of `type` (optionally of one category), decrypted.
     func liveRecords(category: String?, type: RecordType) throws -> [CareRecord] {
         try store.records(category: category, type: type).filter { !$0.deleted }.compactMap(open)
+    }
+
+    /// The category the activity `id` has on this device, live or removed: the only one it can be written
+    /// in again (Docs/design.md §4). Nil when the device never held it.
+    public func category(ofActivity id: String) throws -> String? {
+        try store.record(recordID(activity: id))?.category
     }
 
     /// Activities, optionally of one category, sorted by id.

@@ -45,7 +45,7 @@ struct Approve: AsyncParsableCommand {
         var approved: [String] = []
         for result in results {
             if let error = result.error {
-                Output.note("carevault-admin: error: \(result.item.summary): \(error)")
+                Output.note("carevault-admin: error: \(result.item.summary): \(Output.plain(error))")
             } else {
                 approved.append(result.item.summary)
             }
@@ -54,7 +54,7 @@ struct Approve: AsyncParsableCommand {
         if admin.global.json {
             try Output.json(["approved": approved])
         } else {
-            for a in approved { print("approved \(a)") }
+            for a in approved { Output.line("approved \(a)") }
             if approved.isEmpty && failures == 0 { print("nothing to approve") }
         }
         if failures > 0 { throw CLIError("\(failures) approvals failed") }
@@ -72,7 +72,7 @@ struct Reject: AsyncParsableCommand {
     @OptionGroup var admin: AdminOptions
     func run() async throws {
         try await admin.client().reject(id: id, reason: reason)
-        if admin.global.json { try Output.json(["rejected": id]) } else { print("rejected \(id)") }
+        if admin.global.json { try Output.json(["rejected": id]) } else { Output.line("rejected \(id)") }
     }
 }
 
@@ -95,7 +95,7 @@ struct Review: AsyncParsableCommand {
     func answer(for item: PendingItem) -> String {
         var answer = yes ? "y" : ""
         while !["y", "n", "s"].contains(answer) {
-            answer = ask("\(item.summary)\n  approve? [y]es / [n]o (reject) / [s]kip: ")
+            answer = ask("\(Output.printable(item.summary))\n  approve? [y]es / [n]o (reject) / [s]kip: ")
             if answer.isEmpty, isatty(STDIN_FILENO) == 0 { answer = "s" }
         }
         return answer
@@ -118,17 +118,17 @@ struct Review: AsyncParsableCommand {
                 case "y":
                     try await client.approve(item, sequence: sequence)
                     sequence += 1
-                    print("approved \(text)")
+                    Output.line("approved \(text)")
                 case "n":
                     let reason = yes ? Self.defaultReason : ask("  reason: ")
                     try await client.reject(id: item.id, reason: reason.isEmpty ? Self.defaultReason : reason, pending: pending)
-                    print("rejected \(text)")
+                    Output.line("rejected \(text)")
                 default:
-                    print("skipped \(text)")
+                    Output.line("skipped \(text)")
                 }
             } catch {
                 failures += 1
-                Output.note("carevault-admin: error: \(text): \(error)")
+                Output.note("carevault-admin: error: \(text): \(Output.plain(error))")
             }
         }
         if failures > 0 { throw CLIError("\(failures) of \(items.count) items failed") }

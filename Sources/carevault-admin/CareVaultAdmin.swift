@@ -45,15 +45,16 @@ struct AdminOptions: ParsableArguments {
             )
         }
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw CLIError.usage("cannot read the admin private key at \(path)")
+            throw CLIError.usage("cannot read the admin private key at \(Output.printable(path))")
         }
         if let mode = SecureFiles.permissions(URL(fileURLWithPath: path)), mode & 0o077 != 0 {
-            throw CLIError("\(path) is readable by others (mode \(String(mode, radix: 8)))", hint: "chmod 600 \(path)", status: .notPermitted)
+            let shown = Output.printable(path)
+            throw CLIError("\(shown) is readable by others (mode \(String(mode, radix: 8)))", hint: "chmod 600 \(shown)", status: .notPermitted)
         }
         guard var raw = try? Base64URL.decode(text.trimmingCharacters(in: .whitespacesAndNewlines)), raw.count == 32,
             let pair = try? SigningKeyPair(seed: SecureBytes(copying: raw))
         else {
-            throw CLIError.usage("\(path) is not an admin private key")
+            throw CLIError.usage("\(Output.printable(path)) is not an admin private key")
         }
         Memory.zero(&raw)
         return pair
@@ -93,7 +94,10 @@ struct Keygen: AsyncParsableCommand {
         let pub = dir.appendingPathComponent("admin.pub")
         let sec = dir.appendingPathComponent("admin.key")
         if !force, FileManager.default.fileExists(atPath: sec.path) || FileManager.default.fileExists(atPath: pub.path) {
-            throw CLIError.usage("\(dir.path) already holds an admin key", hint: "use --force to replace it (every client pins the old public key)")
+            throw CLIError.usage(
+                "\(Output.printable(dir.path)) already holds an admin key",
+                hint: "use --force to replace it (every client pins the old public key)"
+            )
         }
         let pair = SigningKeyPair.generate()
         var seed = pair.seed.copyBytes()
@@ -101,7 +105,7 @@ struct Keygen: AsyncParsableCommand {
         try SecureFiles.write(Data((Base64URL.encode(seed) + "\n").utf8), to: sec)
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try Data((pair.publicKey.base64URL + "\n").utf8).write(to: pub)
-        print("wrote \(pub.path) (public: pin it in clients and the server) and \(sec.path) (private, mode 0600)")
+        Output.line("wrote \(pub.path) (public: pin it in clients and the server) and \(sec.path) (private, mode 0600)")
     }
 }
 
@@ -126,7 +130,10 @@ struct Audit: AsyncParsableCommand {
             let result = try await admin.client().verifyAudit()
             if admin.global.json { try Output.json(result) } else if result.ok { print("audit log intact: \(result.entriesChecked) entries") }
             if !result.ok {
-                throw CLIError("audit log broken at entry \(result.brokenAt ?? 0): \(result.problem ?? "unknown")", status: .integrity)
+                throw CLIError(
+                    "audit log broken at entry \(result.brokenAt ?? 0): \(Output.printable(result.problem ?? "unknown"))",
+                    status: .integrity
+                )
             }
         }
     }

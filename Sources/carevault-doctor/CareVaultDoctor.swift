@@ -56,8 +56,9 @@ struct Range: ParsableArguments {
     @Option(help: "Up to this day, inclusive (YYYY-MM-DD; default today).") var to: String?
 
     func resolve() throws -> (Date, Date) {
-        let end = try CareInput.day(to ?? "today").addingTimeInterval(86_400)
-        let start = try from.map { try CareInput.day($0) } ?? end.addingTimeInterval(-30 * 86_400)
+        let range = try CareInput.range(from: from, to: to ?? "today")
+        let end = range.to ?? Date()
+        let start = range.from ?? end.addingTimeInterval(-30 * 86_400)
         guard start < end else { throw CLIError.usage("--from is after --to") }
         return (start, end)
     }
@@ -88,10 +89,10 @@ struct Show: AsyncParsableCommand {
     )
     @OptionGroup var selection: PatientSelection
     func run() async throws {
+        let (from, to) = try selection.range.resolve()
         let progress = ProgressLine()
         let view = try await selection.view(progress: { progress.update("pulled \($0) records") })
         progress.finish()
-        let (from, to) = try selection.range.resolve()
         let byID = view.activities.byID
         let outcomes = view.outcomes.filter { o in
             guard let start = byID[o.activityID]?.schedule.event(occurrence: o.occurrence)?.start else { return true }
@@ -101,7 +102,8 @@ struct Show: AsyncParsableCommand {
             try Output.json(ShownPatient(selection.patient, view: view, outcomes: outcomes))
             return
         }
-        print("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))\n")
+        Output.line("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))")
+        print("")
         Output.table(
             ["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"],
             view.activities.map {
@@ -139,17 +141,18 @@ struct Adherence: AsyncParsableCommand {
     )
     @OptionGroup var selection: PatientSelection
     func run() async throws {
-        let view = try await selection.view()
         let (from, to) = try selection.range.resolve()
+        let view = try await selection.view()
         let rows: [AdherenceRow]
         do { rows = try VaultCore.Adherence.rows(activities: view.activities, outcomes: view.outcomes, from: from, to: to) } catch {
-            throw ClientError.invalidRequest("cannot list the occurrences in that range: \(error)")
+            throw ClientError.invalidRequest("cannot list the occurrences in that range: \(error.description)")
         }
         if selection.options.json {
             try Output.json(rows)
             return
         }
-        print("\(selection.patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))\n")
+        Output.line("\(selection.patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))")
+        print("")
         Output.table(
             ["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"],
             rows.map { r in
@@ -181,12 +184,12 @@ struct Export: AsyncParsableCommand {
             let e = JSONEncoder()
             e.outputFormatting = [.prettyPrinted, .sortedKeys]
             e.dateEncodingStrategy = .iso8601
-            data = try e.encode(ShownPatient(patient, view: view, outcomes: view.outcomes))
+            data = Data(Output.jsonText(try e.encode(ShownPatient(patient, view: view, outcomes: view.outcomes))).utf8)
         case .csv:
             data = CSVExport.document(activities: view.activities, outcomes: view.outcomes)
         case .fhir:
             let bundle = FHIRExport.bundle(patientID: view.patient.userID, username: patient, activities: view.activities, outcomes: view.outcomes)
-            data = try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])
+            data = Data(Output.jsonText(try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])).utf8)
         }
         if let output {
             try SecureFiles.write(data, to: URL(fileURLWithPath: output))

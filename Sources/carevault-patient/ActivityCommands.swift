@@ -20,7 +20,7 @@ struct ActivityCommand: AsyncParsableCommand {
 
         func build(default spec: String) throws -> Schedule {
             guard let tz = timezone.map({ TimeZone(identifier: $0) }) ?? TimeZone.current else {
-                throw CLIError.usage("unknown time zone '\(timezone!)'", hint: "use an IANA name such as Europe/Berlin")
+                throw CLIError.usage("unknown time zone '\(Output.printable(timezone!))'", hint: "use an IANA name such as Europe/Berlin")
             }
             let first = try CareInput.day(start ?? "today", timeZone: tz)
             var last: Date?
@@ -45,13 +45,14 @@ struct ActivityCommand: AsyncParsableCommand {
                 """
         )
         @Option(help: "A stable id, e.g. walk.") var id: String
-        @Option(help: "What to do.") var title: String
+        @OptionGroup var text: TextOptions
         @Option(help: "The tresor category, e.g. interventions or assessments.") var category: String
-        @Option(help: "How to do it.") var instructions: String?
         @OptionGroup var when: ScheduleOptions
         @OptionGroup var change: ChangeOptions
 
         func run() async throws {
+            guard let title = try text.title(change.options) else { throw CLIError.usage("give --title or --title-file") }
+            let instructions = try text.instructions(change.options)
             let vault = try change.vault()
             let now = Date(unixMillis: Date().unixMillis)
             let activity: Activity
@@ -65,13 +66,13 @@ struct ActivityCommand: AsyncParsableCommand {
                     targetValues: when.target.map { CareInput.target($0, at: now) },
                     createdAt: now
                 )
-            } catch let e as CareModelError { throw CLIError.usage("invalid activity: \(e)") }
+            } catch let e as CareModelError { throw CLIError.usage("invalid activity: \(e.description)") }
             try await vault.addActivity(activity)
             try await change.sync(vault)
             if change.json {
                 try Output.json(activity)
             } else {
-                print("added \(id): \(title) (\(category), \(CareInput.describe(activity.schedule)))")
+                Output.line("added \(id): \(title) (\(category), \(CareInput.describe(activity.schedule)))")
             }
         }
     }
@@ -99,21 +100,22 @@ struct ActivityCommand: AsyncParsableCommand {
             discussion: "Example: carevault-patient activity update --id walk --title \"Walk 45 minutes\""
         )
         @Option(help: "The activity's id.") var id: String
-        @Option(help: "New title.") var title: String?
-        @Option(help: "New instructions.") var instructions: String?
+        @OptionGroup var text: TextOptions
         @OptionGroup var when: ScheduleOptions
         @OptionGroup var change: ChangeOptions
 
         func run() async throws {
+            let title = try text.title(change.options)
+            let instructions = try text.instructions(change.options)
             let vault = try change.vault()
-            guard var a = try await vault.activity(id: id) else { throw ClientError.notFound("no activity '\(id)'") }
+            guard var a = try await vault.activity(id: id) else { throw noActivity(id) }
             if let title { a.title = title }
             if let instructions { a.instructions = instructions }
             if when.schedule != nil { a.schedule = try when.build(default: "daily@08:00") }
             if !when.target.isEmpty { a.targetValues = when.target.map { CareInput.target($0, at: Date(unixMillis: Date().unixMillis)) } }
             try await vault.updateActivity(a)
             try await change.sync(vault)
-            if change.json { try Output.json(a) } else { print("updated \(id)") }
+            if change.json { try Output.json(a) } else { Output.line("updated \(id)") }
         }
     }
 
@@ -128,8 +130,36 @@ struct ActivityCommand: AsyncParsableCommand {
             let vault = try change.vault()
             try await vault.removeActivity(id: id)
             try await change.sync(vault)
-            if change.json { try Output.json(["removed": id]) } else { print("removed \(id)") }
+            if change.json { try Output.json(["removed": id]) } else { Output.line("removed \(id)") }
         }
+    }
+}
+
+/// The "no such activity" error, with the id neutralised.
+func noActivity(_ id: String) -> ClientError { ClientError.notFound("no activity '\(Output.printable(id))'") }
+
+/// An activity's title and instructions, each given directly or read from a file for long text.
+struct TextOptions: ParsableArguments {
+    @Option(help: "What to do.") var title: String?
+    @Option(name: .customLong("title-file"), help: ArgumentHelp("Read the title from this file (- for standard input).", valueName: "file"))
+    var titleFile: String?
+    @Option(help: "How to do it.") var instructions: String?
+    @Option(
+        name: .customLong("instructions-file"),
+        help: ArgumentHelp("Read the instructions from this file (- for standard input).", valueName: "file")
+    )
+    var instructionsFile: String?
+
+    func validate() throws {
+        if titleFile == "-" && instructionsFile == "-" { throw ValidationError("only one of the files can be standard input") }
+    }
+
+    func title(_ options: GlobalOptions) throws -> String? {
+        try CareInput.text(title, file: titleFile, option: "title", passwordStdin: options.passwordStdin)
+    }
+
+    func instructions(_ options: GlobalOptions) throws -> String? {
+        try CareInput.text(instructions, file: instructionsFile, option: "instructions", passwordStdin: options.passwordStdin)
     }
 }
 
@@ -154,16 +184,22 @@ struct OutcomeCommand: AsyncParsableCommand {
         @Option(help: "The value: a number, yes/no, or text.") var value: String
         @Option(help: "Units, e.g. steps or mg.") var units: String?
         @Option(help: "A note.") var note: String?
+        @Option(name: .customLong("note-file"), help: ArgumentHelp("Read the note from this file (- for standard input).", valueName: "file"))
+        var noteFile: String?
         @OptionGroup var change: ChangeOptions
 
         func validate() throws {
             if occurrence != nil && date != nil { throw ValidationError("give --date or --occurrence, not both") }
             if let occurrence, occurrence < 0 { throw ValidationError("--occurrence must be 0 or more") }
+            if let occurrence, occurrence > VaultCore.Outcome.maxOccurrence {
+                throw ValidationError(CareModelError.occurrenceTooLarge(occurrence).description)
+            }
         }
 
         func run() async throws {
+            let note = try CareInput.text(note, file: noteFile, option: "note", passwordStdin: change.options.passwordStdin)
             let vault = try change.vault()
-            guard let a = try await vault.activity(id: activity) else { throw ClientError.notFound("no activity '\(activity)'") }
+            guard let a = try await vault.activity(id: activity) else { throw noActivity(activity) }
             let index: Int
             if let occurrence {
                 index = occurrence
@@ -172,7 +208,7 @@ struct OutcomeCommand: AsyncParsableCommand {
                 let day = try CareInput.day(date ?? "today", timeZone: tz)
                 guard let event = try a.schedule.events(from: day, to: day.addingTimeInterval(86_400)).first else {
                     throw CLIError.usage(
-                        "'\(activity)' is not scheduled on \(Output.date(day, time: false))",
+                        "'\(Output.printable(activity))' is not scheduled on \(Output.date(day, time: false))",
                         hint: "pass --occurrence N, or a day it is scheduled"
                     )
                 }
@@ -181,7 +217,11 @@ struct OutcomeCommand: AsyncParsableCommand {
             let v = OutcomeValue(value: CareInput.value(value), units: units, createdAt: Date(unixMillis: Date().unixMillis))
             let outcome = try await vault.recordOutcome(activityID: activity, occurrence: index, value: v, note: note)
             try await change.sync(vault)
-            if change.json { try Output.json(outcome) } else { print("recorded \(CareInput.text(v)) for \(activity), occurrence \(index)") }
+            if change.json {
+                try Output.json(outcome)
+            } else {
+                Output.line("recorded \(CareInput.text(v)) for \(activity), occurrence \(index)")
+            }
         }
     }
 
@@ -195,12 +235,9 @@ struct OutcomeCommand: AsyncParsableCommand {
         @Option(help: "Up to this day, inclusive.") var to: String?
         @OptionGroup var options: GlobalOptions
         func run() async throws {
+            let range = try CareInput.range(from: from, to: to)
             let vault = try openVault(options)
-            let outcomes = try await vault.outcomes(
-                activityID: activity,
-                from: try from.map { try CareInput.day($0) },
-                to: try to.map { try CareInput.day($0).addingTimeInterval(86_400) }
-            )
+            let outcomes = try await vault.outcomes(activityID: activity, from: range.from, to: range.to)
             try await Output.show(outcomes, json: options.json, headers: Output.outcomeHeaders, empty: "no outcomes yet") {
                 Output.outcomeRows(outcomes, activities: try await vault.activities().byID)
             }

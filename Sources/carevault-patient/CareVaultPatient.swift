@@ -26,7 +26,7 @@ struct CareVaultPatient: AsyncParsableCommand {
             """,
         subcommands: [
             RegisterCommand<PatientRole>.self, LoginCommand<PatientRole>.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self,
-            OutcomeCommand.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self,
+            OutcomeCommand.self, Import.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self,
         ]
     )
 

@@ -28,7 +28,7 @@ struct ShareCommand: AsyncParsableCommand {
             if options.json {
                 try Output.json(share)
             } else {
-                print(
+                Output.line(
                     "shared \(category) with \(share.doctorUsername): \(share.state.rawValue) until the admin approves it (share \(share.shareID.uuidString.lowercased()))"
                 )
             }
@@ -65,7 +65,7 @@ struct ShareCommand: AsyncParsableCommand {
             if options.json {
                 try Output.json(share)
             } else {
-                print("revoked \(category) for \(share.doctorUsername); new records use a new key the doctor does not have")
+                Output.line("revoked \(category) for \(share.doctorUsername); new records use a new key the doctor does not have")
             }
         }
     }

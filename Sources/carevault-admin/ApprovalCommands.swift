@@ -86,16 +86,31 @@ struct Review: AsyncParsableCommand {
 
     static let defaultReason = "rejected by the admin"
 
+    /// What the ledger says about a registration's name or id: a person approving should know when a name
+    /// was certified before, and approving a different key under it is refused anyway.
+    static func ledgerNote(_ item: PendingItem, _ ledger: CertificateLedger?) async throws -> String? {
+        guard case let .registration(r) = item, let ledger else { return nil }
+        guard let e = await ledger.entry(username: r.request.username, userID: r.request.userID) else {
+            return "first certificate for this name and id"
+        }
+        let same = e.username == r.request.username && e.userID == r.request.userID && e.fingerprint == AdminClient.fingerprint(r.request)
+        return same
+            ? "certified before with this same key (\(e.fingerprint))"
+            : "WARNING: '\(e.username)' was certified before with id \(e.userID.uuidString.lowercased()) and key \(e.fingerprint); "
+                + "approving this one will be refused"
+    }
+
     func ask(_ question: String) -> String {
         FileHandle.standardError.write(Data(question.utf8))
         return (readLine() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
     }
 
     /// y, n or s: with --yes always y; without a terminal an empty answer skips instead of asking forever.
-    func answer(for item: PendingItem) -> String {
+    func answer(for item: PendingItem, note: String?) -> String {
         var answer = yes ? "y" : ""
         while !["y", "n", "s"].contains(answer) {
-            answer = ask("\(Output.printable(item.summary))\n  approve? [y]es / [n]o (reject) / [s]kip: ")
+            let seen = note.map { "\n  \(Output.printable($0))" } ?? ""
+            answer = ask("\(Output.printable(item.summary))\(seen)\n  approve? [y]es / [n]o (reject) / [s]kip: ")
             if answer.isEmpty, isatty(STDIN_FILENO) == 0 { answer = "s" }
         }
         return answer
@@ -114,7 +129,7 @@ struct Review: AsyncParsableCommand {
         for item in items {
             let text = item.summary
             do {
-                switch answer(for: item) {
+                switch answer(for: item, note: try await Self.ledgerNote(item, client.ledger)) {
                 case "y":
                     try await client.approve(item, sequence: sequence)
                     sequence += 1

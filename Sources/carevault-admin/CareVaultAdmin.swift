@@ -35,6 +35,13 @@ struct AdminOptions: ParsableArguments {
         help: ArgumentHelp("The admin private key file (env CAREVAULT_ADMIN_SECRET).", valueName: "file")
     )
     var secret: String?
+    @Option(
+        help: ArgumentHelp(
+            "The ledger of issued certificates (env CAREVAULT_ADMIN_LEDGER; default: issued-certificates.json beside the private key).",
+            valueName: "file"
+        )
+    )
+    var ledger: String?
     @OptionGroup var global: GlobalOptions
 
     func key() throws -> SigningKeyPair {
@@ -61,9 +68,18 @@ struct AdminOptions: ParsableArguments {
     }
 
     /// The admin's client: the key read here is the trust anchor, so its own public half is the pin.
+    /// With the ledger of issued certificates, so a second identity under a known name or id is refused.
     func client() throws -> AdminClient {
         let key = try key()
-        return try AdminClient(transport: try global.transport(), key: key, pinnedKey: key.publicKey)
+        return try AdminClient(transport: try global.transport(), key: key, pinnedKey: key.publicKey, ledger: try CertificateLedger(url: ledgerURL()))
+    }
+
+    func ledgerURL() throws -> URL {
+        if let path = ledger ?? ProcessInfo.processInfo.environment["CAREVAULT_ADMIN_LEDGER"] { return URL(fileURLWithPath: path) }
+        guard let secret = secret ?? ProcessInfo.processInfo.environment["CAREVAULT_ADMIN_SECRET"] else {
+            throw CLIError.usage("the admin private key is required", hint: "pass --admin-secret FILE or set CAREVAULT_ADMIN_SECRET")
+        }
+        return CertificateLedger.url(besideAdminKey: URL(fileURLWithPath: secret))
     }
 }
 

@@ -8,7 +8,7 @@ struct ShareCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "share",
         abstract: "Share a category with a doctor, list shares, revoke them.",
-        subcommands: [Grant.self, List.self, Revoke.self]
+        subcommands: [Grant.self, List.self, Revoke.self, Trust.self]
     )
 
     struct Grant: AsyncParsableCommand {
@@ -32,6 +32,23 @@ struct ShareCommand: AsyncParsableCommand {
                     "shared \(category) with \(share.doctorUsername): \(share.state.rawValue) until the admin approves it (share \(share.shareID.uuidString.lowercased()))"
                 )
             }
+        }
+    }
+
+    struct Trust: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Accept a doctor's new key after comparing its fingerprint with the doctor in person or by phone.",
+            discussion: """
+                This device pins each doctor's key the first time it shares with them; a different key later is refused
+                until you confirm it here. Example: carevault-patient share trust --doctor drbob --fingerprint 3935-5d71-…
+                """
+        )
+        @Option(help: "The doctor's username.") var doctor: String
+        @Option(help: "The new key fingerprint, as the doctor read it to you.") var fingerprint: String
+        @OptionGroup var options: GlobalOptions
+        func run() async throws {
+            let certificate = try await openVault(options).confirmCertificateChange(username: doctor, fingerprint: fingerprint)
+            Output.line("now trusting \(certificate.username)'s key \(certificate.fingerprint)")
         }
     }
 

@@ -36,37 +36,22 @@ extension PostgresRepository {
         try await all(UserRow.self, "SELECT * FROM users ORDER BY created_at, username")
     }
 
-    public func decideUser(
-        id: UUID,
-        status: AccountStatus,
-        certificate: Certificate?,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> UserRow {
-        let cert = try certificate.map(RowJSON.encode)
-        let appr = try approval.map(RowJSON.encode)
+    public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
+        let cert = try d.certificate.map(RowJSON.encode)
+        let appr = try d.approval.map(RowJSON.encode)
         return try await transaction { conn in
-            guard var user = try await self.all(UserRow.self, "SELECT * FROM users WHERE id = \(id) FOR UPDATE", on: conn).first else {
-                throw RepositoryError.notFound("user")
-            }
-            guard user.status == .pending else { throw RepositoryError.invalidTransition(from: user.status.rawValue, to: status.rawValue) }
+            let user = try await self.locked(UserRow.self, conn, id)
+            try d.check(user)
             try await conn.query(
                 """
-                UPDATE users SET status = \(status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(reason),
+                UPDATE users SET status = \(d.status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(d.reason),
                        updated_at = \(now)
                 WHERE id = \(id)
                 """,
                 logger: logger
             )
             try await self.appendAudit(conn, [audit], now: now)
-            user.status = status
-            user.certificate = certificate
-            user.approval = approval
-            user.rejectReason = reason
-            user.updatedAt = now
-            return user
+            return d.applied(to: user, at: now)
         }
     }
 

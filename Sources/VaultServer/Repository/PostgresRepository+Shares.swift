@@ -79,49 +79,30 @@ extension PostgresRepository {
         try await all(ShareRow.self, "SELECT * FROM shares WHERE state = \(state.rawValue) ORDER BY created_at")
     }
 
-    private func lockedShare(_ conn: PostgresConnection, _ id: UUID) async throws -> ShareRow {
-        guard let s = try await all(ShareRow.self, "SELECT * FROM shares WHERE id = \(id) FOR UPDATE", on: conn).first else {
-            throw RepositoryError.notFound("share")
-        }
-        return s
-    }
-
-    public func transitionShare(
-        id: UUID,
-        from: Set<ShareState>,
-        to: ShareState,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> ShareRow {
-        let appr = try approval.map(RowJSON.encode)
+    public func transitionShare(id: UUID, _ t: ShareTransition, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
+        let appr = try t.approval.map(RowJSON.encode)
         return try await transaction { conn in
-            var s = try await self.lockedShare(conn, id)
-            guard from.contains(s.state) else { throw RepositoryError.invalidTransition(from: s.state.rawValue, to: to.rawValue) }
+            let s = try await self.locked(ShareRow.self, conn, id)
+            try t.check(s.state)
             try await conn.query(
                 """
-                UPDATE shares SET state = \(to.rawValue), approval = COALESCE(\(appr), approval),
-                       approval_sequence = COALESCE(\(approval.map { Int64(bitPattern: $0.sequence) }), approval_sequence),
-                       reason = COALESCE(\(reason), reason), updated_at = \(now)
+                UPDATE shares SET state = \(t.to.rawValue), approval = COALESCE(\(appr), approval),
+                       approval_sequence = COALESCE(\(t.approval.map { Int64(bitPattern: $0.sequence) }), approval_sequence),
+                       reason = COALESCE(\(t.reason), reason), updated_at = \(now)
                 WHERE id = \(id)
                 """,
                 logger: self.logger
             )
             try await self.appendAudit(conn, [audit], now: now)
-            s.state = to
-            s.approval = approval ?? s.approval
-            s.reason = reason ?? s.reason
-            s.updatedAt = now
-            return s
+            return t.applied(to: s, at: now)
         }
     }
 
     public func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let g = try RowJSON.encode(grant)
         return try await transaction { conn in
-            var s = try await self.lockedShare(conn, id)
-            guard s.state == .active else { throw RepositoryError.invalidTransition(from: s.state.rawValue, to: "active") }
+            var s = try await self.locked(ShareRow.self, conn, id)
+            try ShareTransition.grantUpdate.check(s.state)
             try await conn.query("UPDATE shares SET latest_grant = \(g), updated_at = \(now) WHERE id = \(id)", logger: self.logger)
             try await self.appendAudit(conn, [audit], now: now)
             s.latestGrant = grant

@@ -38,32 +38,20 @@ extension SQLiteRepository {
         try await pool.read { db in try Self.all(UserRow.self, db, "SELECT * FROM users ORDER BY created_at, username") }
     }
 
-    public func decideUser(
-        id: UUID,
-        status: AccountStatus,
-        certificate: Certificate?,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> UserRow {
-        let cert = try certificate.map(RowJSON.encode)
-        let appr = try approval.map(RowJSON.encode)
+    public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
+        let cert = try d.certificate.map(RowJSON.encode)
+        let appr = try d.approval.map(RowJSON.encode)
         return try await pool.write { db in
-            try Self.compareAndSet(
+            try Self.transition(
+                UserRow.self,
                 db,
-                """
-                UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = 'pending'
-                """,
-                [status.rawValue, cert, appr, reason, now, Self.id(id)],
-                table: "users",
-                stateColumn: "status",
                 id: id,
-                what: "user",
-                to: status.rawValue
+                to: d.status.rawValue,
+                "UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = ?",
+                [d.status.rawValue, cert, appr, d.reason, now, Self.id(id), UserDecision.from.rawValue],
+                audit: audit,
+                now: now
             )
-            try Self.appendAudit(db, [audit], now: now)
-            return try Self.one(UserRow.self, db, "SELECT * FROM users WHERE id = ?", [Self.id(id)])!
         }
     }
 

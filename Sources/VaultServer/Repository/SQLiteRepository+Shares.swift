@@ -77,52 +77,39 @@ extension SQLiteRepository {
         try await pool.read { db in try Self.all(ShareRow.self, db, "SELECT * FROM shares WHERE \(condition) ORDER BY created_at", [value]) }
     }
 
-    public func transitionShare(
-        id: UUID,
-        from: Set<ShareState>,
-        to: ShareState,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> ShareRow {
-        let appr = try approval.map(RowJSON.encode)
-        let allowed = from.map { "'\($0.rawValue)'" }.joined(separator: ",")
+    public func transitionShare(id: UUID, _ t: ShareTransition, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
+        let appr = try t.approval.map(RowJSON.encode)
         return try await pool.write { db in
-            try Self.compareAndSet(
+            try Self.transition(
+                ShareRow.self,
                 db,
+                id: id,
+                to: t.to.rawValue,
                 """
                 UPDATE shares SET state = ?, approval = COALESCE(?, approval), approval_sequence = COALESCE(?, approval_sequence),
                        reason = COALESCE(?, reason), updated_at = ?
-                WHERE id = ? AND state IN (\(allowed))
+                WHERE id = ? AND state IN (\(Self.sqlList(t.from)))
                 """,
-                [to.rawValue, appr, approval.map { Int64(bitPattern: $0.sequence) }, reason, now, Self.id(id)],
-                table: "shares",
-                stateColumn: "state",
-                id: id,
-                what: "share",
-                to: to.rawValue
+                [t.to.rawValue, appr, t.approval.map { Int64(bitPattern: $0.sequence) }, t.reason, now, Self.id(id)],
+                audit: audit,
+                now: now
             )
-            try Self.appendAudit(db, [audit], now: now)
-            return try Self.one(ShareRow.self, db, "SELECT * FROM shares WHERE id = ?", [Self.id(id)])!
         }
     }
 
     public func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let g = try RowJSON.encode(grant)
         return try await pool.write { db in
-            try Self.compareAndSet(
+            try Self.transition(
+                ShareRow.self,
                 db,
-                "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state = 'active'",
-                [g, now, Self.id(id)],
-                table: "shares",
-                stateColumn: "state",
                 id: id,
-                what: "share",
-                to: "active"
+                to: ShareTransition.grantUpdate.to.rawValue,
+                "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state IN (\(Self.sqlList(ShareTransition.grantUpdate.from)))",
+                [g, now, Self.id(id)],
+                audit: audit,
+                now: now
             )
-            try Self.appendAudit(db, [audit], now: now)
-            return try Self.one(ShareRow.self, db, "SELECT * FROM shares WHERE id = ?", [Self.id(id)])!
         }
     }
 

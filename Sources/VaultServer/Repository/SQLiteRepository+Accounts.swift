@@ -41,17 +41,10 @@ extension SQLiteRepository {
     public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
         let cert = try d.certificate.map(RowJSON.encode)
         let appr = try d.approval.map(RowJSON.encode)
+        let sql = "UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = ?"
+        let arguments: StatementArguments = [d.status.rawValue, cert, appr, d.reason, now, Self.id(id), UserDecision.from.rawValue]
         return try await pool.write { db in
-            try Self.transition(
-                UserRow.self,
-                db,
-                id: id,
-                to: d.status.rawValue,
-                "UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = ?",
-                [d.status.rawValue, cert, appr, d.reason, now, Self.id(id), UserDecision.from.rawValue],
-                audit: audit,
-                now: now
-            )
+            try Self.transition(UserRow.self, db, id: id, to: d.status.rawValue, sql, arguments, audit: audit, now: now)
         }
     }
 

@@ -79,37 +79,23 @@ extension SQLiteRepository {
 
     public func transitionShare(id: UUID, _ t: ShareTransition, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let appr = try t.approval.map(RowJSON.encode)
+        let sql = """
+            UPDATE shares SET state = ?, approval = COALESCE(?, approval), approval_sequence = COALESCE(?, approval_sequence),
+                   reason = COALESCE(?, reason), updated_at = ?
+            WHERE id = ? AND state IN (\(Self.sqlList(t.from)))
+            """
+        let arguments: StatementArguments = [t.to.rawValue, appr, t.approval.map { Int64(bitPattern: $0.sequence) }, t.reason, now, Self.id(id)]
         return try await pool.write { db in
-            try Self.transition(
-                ShareRow.self,
-                db,
-                id: id,
-                to: t.to.rawValue,
-                """
-                UPDATE shares SET state = ?, approval = COALESCE(?, approval), approval_sequence = COALESCE(?, approval_sequence),
-                       reason = COALESCE(?, reason), updated_at = ?
-                WHERE id = ? AND state IN (\(Self.sqlList(t.from)))
-                """,
-                [t.to.rawValue, appr, t.approval.map { Int64(bitPattern: $0.sequence) }, t.reason, now, Self.id(id)],
-                audit: audit,
-                now: now
-            )
+            try Self.transition(ShareRow.self, db, id: id, to: t.to.rawValue, sql, arguments, audit: audit, now: now)
         }
     }
 
     public func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let g = try RowJSON.encode(grant)
+        let move = ShareTransition.grantUpdate
+        let sql = "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state IN (\(Self.sqlList(move.from)))"
         return try await pool.write { db in
-            try Self.transition(
-                ShareRow.self,
-                db,
-                id: id,
-                to: ShareTransition.grantUpdate.to.rawValue,
-                "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state IN (\(Self.sqlList(ShareTransition.grantUpdate.from)))",
-                [g, now, Self.id(id)],
-                audit: audit,
-                now: now
-            )
+            try Self.transition(ShareRow.self, db, id: id, to: move.to.rawValue, sql, [g, now, Self.id(id)], audit: audit, now: now)
         }
     }
 

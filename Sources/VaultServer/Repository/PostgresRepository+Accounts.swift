@@ -7,20 +7,16 @@ import VaultCore
 extension PostgresRepository {
     public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
         let registration = try RowJSON.encode(user.registration)
-        do {
-            try await transaction { conn in
-                try await conn.query(
-                    """
-                    INSERT INTO users (id, username, role, status, registration, created_at, updated_at)
-                    VALUES (\(user.id), \(user.username), \(user.role.rawValue), \(user.status.rawValue), \(registration), \(user.createdAt),
-                            \(user.updatedAt))
-                    """,
-                    logger: logger
-                )
-                try await appendAudit(conn, [audit], now: user.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict("username or user id already registered")
+        try await transaction(conflict: UserRow.alreadyRegistered) { conn in
+            try await conn.query(
+                """
+                INSERT INTO users (id, username, role, status, registration, created_at, updated_at)
+                VALUES (\(user.id), \(user.username), \(user.role.rawValue), \(user.status.rawValue), \(registration), \(user.createdAt),
+                        \(user.updatedAt))
+                """,
+                logger: logger
+            )
+            try await appendAudit(conn, [audit], now: user.createdAt)
         }
     }
 

@@ -8,31 +8,27 @@ import VaultCore
 extension PostgresRepository {
     public func upsertTresor(_ t: TresorRow, audit: AuditEvent) async throws -> TresorRow {
         let grant = try RowJSON.encode(t.selfGrant)
-        do {
-            return try await transaction { conn in
-                if let existing = try await self.all(TresorRow.self, "SELECT * FROM tresors WHERE id = \(t.id) FOR UPDATE", on: conn).first {
-                    if try TresorRow.unchanged(existing, proposed: t) { return existing }
-                    try await conn.query(
-                        """
-                        UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt)
-                        WHERE id = \(t.id)
-                        """,
-                        logger: self.logger
-                    )
-                } else {
-                    try await conn.query(
-                        """
-                        INSERT INTO tresors (id, owner_id, category, current_epoch, self_grant, updated_at)
-                        VALUES (\(t.id), \(t.ownerID), \(t.category), \(Int64(t.currentEpoch)), \(grant), \(t.updatedAt))
-                        """,
-                        logger: self.logger
-                    )
-                }
-                try await self.appendAudit(conn, [audit], now: t.updatedAt)
-                return t
+        return try await transaction(conflict: "tresor was created concurrently; retry") { conn in
+            if let existing = try await self.all(TresorRow.self, "SELECT * FROM tresors WHERE id = \(t.id) FOR UPDATE", on: conn).first {
+                if try TresorRow.unchanged(existing, proposed: t) { return existing }
+                try await conn.query(
+                    """
+                    UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt)
+                    WHERE id = \(t.id)
+                    """,
+                    logger: self.logger
+                )
+            } else {
+                try await conn.query(
+                    """
+                    INSERT INTO tresors (id, owner_id, category, current_epoch, self_grant, updated_at)
+                    VALUES (\(t.id), \(t.ownerID), \(t.category), \(Int64(t.currentEpoch)), \(grant), \(t.updatedAt))
+                    """,
+                    logger: self.logger
+                )
             }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict("tresor was created concurrently; retry")
+            try await self.appendAudit(conn, [audit], now: t.updatedAt)
+            return t
         }
     }
 
@@ -46,20 +42,16 @@ extension PostgresRepository {
 
     public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
         let grant = try RowJSON.encode(s.grant)
-        do {
-            try await transaction { conn in
-                try await conn.query(
-                    """
-                    INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, created_at, updated_at, expires_at)
-                    VALUES (\(s.id), \(s.patientID), \(s.doctorID), \(s.tresorID), \(s.category), \(s.state.rawValue), \(grant), \(s.createdAt),
-                            \(s.updatedAt), \(s.expiresAt))
-                    """,
-                    logger: self.logger
-                )
-                try await self.appendAudit(conn, [audit], now: s.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict(ShareRow.openShareExists)
+        try await transaction(conflict: ShareRow.openShareExists) { conn in
+            try await conn.query(
+                """
+                INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, created_at, updated_at, expires_at)
+                VALUES (\(s.id), \(s.patientID), \(s.doctorID), \(s.tresorID), \(s.category), \(s.state.rawValue), \(grant), \(s.createdAt),
+                        \(s.updatedAt), \(s.expiresAt))
+                """,
+                logger: self.logger
+            )
+            try await self.appendAudit(conn, [audit], now: s.createdAt)
         }
     }
 

@@ -7,22 +7,18 @@ import VaultCore
 extension SQLiteRepository {
     public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
         let registration = try RowJSON.encode(user.registration)
-        do {
-            try await pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
-                        VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
-                        """,
-                    arguments: [
-                        Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
-                        user.createdAt, user.updatedAt,
-                    ]
-                )
-                try Self.appendAudit(db, [audit], now: user.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict("username or user id already registered")
+        try await write(conflict: UserRow.alreadyRegistered) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
+                    """,
+                arguments: [
+                    Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
+                    user.createdAt, user.updatedAt,
+                ]
+            )
+            try Self.appendAudit(db, [audit], now: user.createdAt)
         }
     }
 

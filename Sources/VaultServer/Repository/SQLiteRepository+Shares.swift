@@ -37,23 +37,19 @@ extension SQLiteRepository {
 
     public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
         let grant = try RowJSON.encode(s.grant)
-        do {
-            try await pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, approval, approval_sequence, reason,
-                                            created_at, updated_at, expires_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?)
-                        """,
-                    arguments: [
-                        Self.id(s.id), Self.id(s.patientID), Self.id(s.doctorID), Self.id(s.tresorID), s.category, s.state.rawValue,
-                        grant, s.createdAt, s.updatedAt, s.expiresAt,
-                    ]
-                )
-                try Self.appendAudit(db, [audit], now: s.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict(ShareRow.openShareExists)
+        try await write(conflict: ShareRow.openShareExists) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, approval, approval_sequence, reason,
+                                        created_at, updated_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?)
+                    """,
+                arguments: [
+                    Self.id(s.id), Self.id(s.patientID), Self.id(s.doctorID), Self.id(s.tresorID), s.category, s.state.rawValue,
+                    grant, s.createdAt, s.updatedAt, s.expiresAt,
+                ]
+            )
+            try Self.appendAudit(db, [audit], now: s.createdAt)
         }
     }
 

@@ -3,8 +3,18 @@ import GRDB
 import VaultAPI
 import VaultCore
 
-/// State changes are one compare-and-set UPDATE each; SQLite's single writer orders them (Docs/design.md §3).
+/// Writes shared by the users and shares: state changes are one compare-and-set UPDATE each; SQLite's
+/// single writer orders them (Docs/design.md §3).
 extension SQLiteRepository {
+    /// Runs `body` in a write transaction, reporting a unique-constraint violation as `.conflict(message)`.
+    func write<R: Sendable>(conflict message: String, _ body: @escaping @Sendable (Database) throws -> R) async throws -> R {
+        do {
+            return try await pool.write(body)
+        } catch  where Self.isUniqueViolation(error) {
+            throw RepositoryError.conflict(message)
+        }
+    }
+
     /// Moves the row `id` of `R`'s table with the compare-and-set `sql` (see `compareAndSet`), audits the
     /// move in the same transaction and returns the row as it is now stored.
     static func transition<R: StoredStateRow>(

@@ -133,6 +133,11 @@ extension TresorRow {
     }
 }
 
+extension UserRow {
+    /// The conflict reported when the schema refuses a username or user id already taken.
+    static let alreadyRegistered = "username or user id already registered"
+}
+
 extension ShareRow {
     /// The conflict reported when the schema refuses a second open share.
     static let openShareExists = "a pending or active share of this category with this doctor exists"

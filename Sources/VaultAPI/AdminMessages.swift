@@ -120,6 +120,9 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     }
 }
 
+/// The audit chain hashes an entry's own fields (Docs/design.md §6).
+extension AuditEntry: AuditChainEntry {}
+
 /// A page of audit entries.
 public struct AuditPage: Codable, Sendable {
     public var entries: [AuditEntry]

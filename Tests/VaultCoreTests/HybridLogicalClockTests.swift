@@ -100,6 +100,10 @@ struct HybridLogicalClockTests {
         #expect(throws: HLCError.counterOverflow) {
             try clock.receive(HLCTimestamp(physicalMs: 1_000, counter: 5, deviceID: "tablet"), wallClockMs: 900)
         }
+        // A peer whose counter is at the limit, ahead of both this clock and the wall clock.
+        #expect(throws: HLCError.counterOverflow) {
+            try clock.receive(HLCTimestamp(physicalMs: 1_002, counter: .max, deviceID: "tablet"), wallClockMs: 1_001)
+        }
         #expect(clock == before)
         // A wall clock that moves on resolves it.
         #expect(try clock.tick(wallClockMs: 1_001).counter == 0)

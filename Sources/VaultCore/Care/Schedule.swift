@@ -178,22 +178,8 @@ public struct Schedule: Codable, Sendable, Hashable {
         targetValues: [OutcomeValue] = []
     ) throws(CareModelError) -> Schedule {
         guard !times.isEmpty else { throw .emptySchedule }
-        var elements: [ScheduleElement] = []
-        for time in times {
-            let first = try firstWallTime(onOrAfter: start, time: time, weekday: nil, timeZone: timeZone)
-            elements.append(
-                try ScheduleElement(
-                    start: first,
-                    end: end,
-                    interval: .days(1),
-                    duration: duration,
-                    text: text,
-                    targetValues: targetValues,
-                    timeZoneIdentifier: timeZone.identifier
-                )
-            )
-        }
-        return Schedule(elements: elements)
+        let details = ElementDetails(end: end, timeZone: timeZone, duration: duration, text: text, targetValues: targetValues)
+        return Schedule(elements: try times.map { time throws(CareModelError) in try details.element(.days(1), from: start, at: time) })
     }
 
     /// Every week on each of `weekdays` (1 = Sunday ... 7 = Saturday) at `time` local time, from the first
@@ -210,22 +196,12 @@ public struct Schedule: Codable, Sendable, Hashable {
     ) throws(CareModelError) -> Schedule {
         guard !weekdays.isEmpty else { throw .emptySchedule }
         for day in weekdays where !(1...7).contains(day) { throw .invalidWeekday(day) }
-        var elements: [ScheduleElement] = []
-        for day in Set(weekdays).sorted() {
-            let first = try firstWallTime(onOrAfter: start, time: time, weekday: day, timeZone: timeZone)
-            elements.append(
-                try ScheduleElement(
-                    start: first,
-                    end: end,
-                    interval: .weeks(1),
-                    duration: duration,
-                    text: text,
-                    targetValues: targetValues,
-                    timeZoneIdentifier: timeZone.identifier
-                )
-            )
-        }
-        return Schedule(elements: elements)
+        let details = ElementDetails(end: end, timeZone: timeZone, duration: duration, text: text, targetValues: targetValues)
+        return Schedule(
+            elements: try Set(weekdays).sorted().map { day throws(CareModelError) in
+                try details.element(.weeks(1), from: start, at: time, weekday: day)
+            }
+        )
     }
 
     /// Every `n` days at `time` local time, from the first such time at or after `start`.
@@ -240,18 +216,8 @@ public struct Schedule: Codable, Sendable, Hashable {
         targetValues: [OutcomeValue] = []
     ) throws(CareModelError) -> Schedule {
         try ScheduleInterval.days(n).validate()
-        let first = try firstWallTime(onOrAfter: start, time: time, weekday: nil, timeZone: timeZone)
-        return Schedule(elements: [
-            try ScheduleElement(
-                start: first,
-                end: end,
-                interval: .days(n),
-                duration: duration,
-                text: text,
-                targetValues: targetValues,
-                timeZoneIdentifier: timeZone.identifier
-            )
-        ])
+        let details = ElementDetails(end: end, timeZone: timeZone, duration: duration, text: text, targetValues: targetValues)
+        return Schedule(elements: [try details.element(.days(n), from: start, at: time)])
     }
 
     /// One all-day event per local day, starting with the day that contains `start`.
@@ -262,17 +228,8 @@ public struct Schedule: Codable, Sendable, Hashable {
         text: String? = nil,
         targetValues: [OutcomeValue] = []
     ) throws(CareModelError) -> Schedule {
-        Schedule(elements: [
-            try ScheduleElement(
-                start: start,
-                end: end,
-                interval: .days(1),
-                allDay: true,
-                text: text,
-                targetValues: targetValues,
-                timeZoneIdentifier: timeZone.identifier
-            )
-        ])
+        let details = ElementDetails(end: end, timeZone: timeZone, duration: 0, text: text, targetValues: targetValues)
+        return Schedule(elements: [try details.element(.days(1), start: start, allDay: true)])
     }
 
     // MARK: Occurrences
@@ -370,5 +327,42 @@ public struct Schedule: Codable, Sendable, Hashable {
             day = calendar.startOfDay(for: next)
         }
         throw .dateOutOfRange
+    }
+}
+
+/// What every builder gives each element it makes: the end, time zone, duration, text and target values
+/// the caller passed, so the builders differ only in their intervals and first events.
+private struct ElementDetails {
+    var end: Date?
+    var timeZone: TimeZone
+    var duration: TimeInterval
+    var text: String?
+    var targetValues: [OutcomeValue]
+
+    /// An element repeating every `interval` from `start`.
+    func element(_ interval: ScheduleInterval, start: Date, allDay: Bool = false) throws(CareModelError) -> ScheduleElement {
+        try ScheduleElement(
+            start: start,
+            end: end,
+            interval: interval,
+            allDay: allDay,
+            duration: duration,
+            text: text,
+            targetValues: targetValues,
+            timeZoneIdentifier: timeZone.identifier
+        )
+    }
+
+    /// An element repeating every `interval` from the first local wall time `time` (on `weekday`, if given)
+    /// at or after `start`.
+    func element(
+        _ interval: ScheduleInterval,
+        from start: Date,
+        at time: DateComponents,
+        weekday: Int? = nil
+    ) throws(CareModelError)
+        -> ScheduleElement
+    {
+        try element(interval, start: Schedule.firstWallTime(onOrAfter: start, time: time, weekday: weekday, timeZone: timeZone))
     }
 }

@@ -4,7 +4,7 @@ import VaultCrypto
 /// An admin-signed approval of a registration or of a share (Docs/envelope-v1.md §3). It names its
 /// subject and carries the hash of exactly what was approved, so it cannot be replayed onto another
 /// share or account; the server accepts it only with a valid admin signature, and doctors verify it too.
-public struct Approval: Codable, Sendable, Hashable {
+public struct Approval: Codable, Sendable, Hashable, SignedStatement {
     /// What kind of thing is approved.
     public enum Kind: String, Codable, Sendable { case registration, share }
 
@@ -47,17 +47,16 @@ public struct Approval: Codable, Sendable, Hashable {
         sequence: UInt64,
         adminKey: SigningKeyPair
     ) -> Approval {
-        var a = Approval(
+        Approval(
             kind: kind,
             subjectID: subjectID,
             relatedIDs: relatedIDs,
             approvedHash: Base64URL.encode(statementHash),
             issuedAt: issuedAt,
             sequence: sequence,
-            signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64))
+            signature: .unsigned
         )
-        a.signature = adminKey.sign(a.statementBytes)
-        return a
+        .signed(by: adminKey)
     }
 
     /// Approves a registration by approving its certificate.

@@ -4,7 +4,7 @@ import VaultCrypto
 /// The admin's signed binding of a user id, username and role to that user's public keys
 /// (Docs/envelope-v1.md §3). Clients seal to, or trust signatures from, a key only through a certificate
 /// that verifies under the pinned admin key, so a server that substitutes a key is caught.
-public struct Certificate: Codable, Sendable, Hashable {
+public struct Certificate: Codable, Sendable, Hashable, SignedStatement {
     /// Statement version; 1.
     public var version: UInt8 = 1
     public var userID: UUID
@@ -22,25 +22,9 @@ public struct Certificate: Codable, Sendable, Hashable {
 
     /// The canonical bytes the admin signs.
     public var statementBytes: [UInt8] {
-        Self.statement(version: version, userID: userID, username: username, role: role, signingKey: signingKey, boxKey: boxKey, issuedAt: issuedAt)
-    }
-
-    static func statement(
-        version: UInt8,
-        userID: UUID,
-        username: String,
-        role: Role,
-        signingKey: SigningPublicKey,
-        boxKey: BoxPublicKey,
-        issuedAt: UnixMillis
-    ) -> [UInt8] {
-        var w = CanonicalWriter(domain: domain)
+        var w = CanonicalWriter(domain: Self.domain)
         w.append(version)
-        w.append(userID)
-        w.append(username)
-        w.append(role.rawValue)
-        w.append(signingKey)
-        w.append(boxKey)
+        w.appendAccount(userID, username, role, signingKey, boxKey)
         w.append(issuedAt)
         return w.bytes
     }
@@ -56,7 +40,6 @@ public struct Certificate: Codable, Sendable, Hashable {
         adminKey: SigningKeyPair
     ) throws(TrustError) -> Certificate {
         let name = try Username.normalize(username)
-        let bytes = statement(version: 1, userID: userID, username: name, role: role, signingKey: signingKey, boxKey: boxKey, issuedAt: issuedAt)
         return Certificate(
             userID: userID,
             username: name,
@@ -64,8 +47,9 @@ public struct Certificate: Codable, Sendable, Hashable {
             signingKey: signingKey,
             boxKey: boxKey,
             issuedAt: issuedAt,
-            signature: adminKey.sign(bytes)
+            signature: .unsigned
         )
+        .signed(by: adminKey)
     }
 
     /// Verifies the admin signature and, when given, that the certificate names the expected user,

@@ -4,7 +4,7 @@ import VaultCrypto
 /// A patient's signed statement that gives one member (a doctor, or the patient's own key) the epoch
 /// keys of one tresor (Docs/envelope-v1.md §3). The keys are sealed to the member's certified box key;
 /// the sealed box says nothing about its sender, the patient's signature does.
-public struct Grant: Codable, Sendable, Hashable {
+public struct Grant: Codable, Sendable, Hashable, SignedStatement {
     public var version: UInt8 = 1
     public var patientID: UUID
     public var memberID: UUID
@@ -69,7 +69,7 @@ public struct Grant: Codable, Sendable, Hashable {
         }
         let sealed = SealedBox.seal(w.bytes, to: member.boxKey)
         w.wipe()
-        var g = Grant(
+        return Grant(
             patientID: patient.userID,
             memberID: member.userID,
             tresorID: tresor.id,
@@ -78,10 +78,9 @@ public struct Grant: Codable, Sendable, Hashable {
             sealedKeys: Base64URL.encode(sealed),
             createdAt: createdAt,
             expiresAt: expiresAt,
-            signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64))
+            signature: .unsigned
         )
-        g.signature = patient.signing.sign(g.statementBytes)
-        return g
+        .signed(by: patient.signing)
     }
 
     /// Verifies the patient's signature under the patient's certificate (which must itself verify under

@@ -50,10 +50,7 @@ public struct KeyBundle: Codable, Sendable, Hashable {
         var w = CanonicalWriter(domain: Self.domain)
         w.append(version)
         w.append(userID)
-        w.append(kdf.algorithm)
-        w.append(kdf.opsLimit)
-        w.append(kdf.memLimitBytes)
-        w.append(salt)
+        w.append(kdf, salt: salt)
         return w.bytes
     }
 

@@ -5,7 +5,7 @@ import VaultCrypto
 /// verifier and the wrapped key bundle, signed with the new signing key so the server and the admin
 /// know the request was made by whoever holds that key. The account stays pending until an admin
 /// certificate arrives.
-public struct RegistrationRequest: Codable, Sendable, Hashable {
+public struct RegistrationRequest: Codable, Sendable, Hashable, SignedStatement {
     public var version: UInt8 = 1
     public var userID: UUID
     public var username: String
@@ -27,15 +27,8 @@ public struct RegistrationRequest: Codable, Sendable, Hashable {
     public var statementBytes: [UInt8] {
         var w = CanonicalWriter(domain: Self.domain)
         w.append(version)
-        w.append(userID)
-        w.append(username)
-        w.append(role.rawValue)
-        w.append(signingKey)
-        w.append(boxKey)
-        w.append(kdf.algorithm)
-        w.append(kdf.opsLimit)
-        w.append(kdf.memLimitBytes)
-        w.append(salt)
+        w.appendAccount(userID, username, role, signingKey, boxKey)
+        w.append(kdf, salt: salt)
         w.append(loginVerifier)
         w.append(keyBundle.userID)
         w.append(keyBundle.nonce)
@@ -55,7 +48,7 @@ public struct RegistrationRequest: Codable, Sendable, Hashable {
         requestedAt: UnixMillis
     ) throws(TrustError) -> RegistrationRequest {
         let name = try Username.normalize(username)
-        var r = RegistrationRequest(
+        return RegistrationRequest(
             userID: identity.userID,
             username: name,
             role: role,
@@ -66,10 +59,9 @@ public struct RegistrationRequest: Codable, Sendable, Hashable {
             loginVerifier: Base64URL.encode(passwordKeys.loginVerifier),
             keyBundle: KeyBundle.seal(identity, wrappingKey: passwordKeys.wrappingKey, kdf: kdf, salt: salt),
             requestedAt: requestedAt,
-            signature: Signature(uncheckedBytes: [UInt8](repeating: 0, count: 64))
+            signature: .unsigned
         )
-        r.signature = identity.signing.sign(r.statementBytes)
-        return r
+        .signed(by: identity.signing)
     }
 
     /// Checks the self-signature and internal consistency (normalised username, bundle for this user,

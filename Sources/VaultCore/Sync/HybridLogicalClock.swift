@@ -78,16 +78,7 @@ public struct HybridLogicalClock: Sendable, Codable, Hashable {
     /// timestamp this clock issued or received, even when the wall clock jumped backwards.
     public mutating func tick(wallClockMs: UInt64) throws(HLCError) -> HLCTimestamp {
         let l = max(lastPhysicalMs, wallClockMs)
-        let c: UInt32
-        if l == lastPhysicalMs {
-            guard lastCounter < .max else { throw .counterOverflow }
-            c = lastCounter + 1
-        } else {
-            c = 0
-        }
-        lastPhysicalMs = l
-        lastCounter = c
-        return last
+        return try advance(to: l, countingPast: l == lastPhysicalMs ? lastCounter : nil)
     }
 
     /// Takes in a timestamp pulled from elsewhere and returns the local timestamp of that receive event:
@@ -104,15 +95,15 @@ public struct HybridLogicalClock: Sendable, Codable, Hashable {
         case (false, true): base = remote.counter
         case (false, false): base = nil
         }
-        let c: UInt32
-        if let base {
-            guard base < .max else { throw .counterOverflow }
-            c = base + 1
-        } else {
-            c = 0
-        }
+        return try advance(to: l, countingPast: base)
+    }
+
+    /// Moves the clock to physical time `l` with the counter one past `base`, or 0 when no component that
+    /// reached `l` had a counter. Refuses to pass `UInt32.max` before changing anything.
+    private mutating func advance(to l: UInt64, countingPast base: UInt32?) throws(HLCError) -> HLCTimestamp {
+        if let base, base == .max { throw .counterOverflow }
         lastPhysicalMs = l
-        lastCounter = c
+        lastCounter = base.map { $0 + 1 } ?? 0
         return last
     }
 

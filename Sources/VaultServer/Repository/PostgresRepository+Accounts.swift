@@ -7,20 +7,16 @@ import VaultCore
 extension PostgresRepository {
     public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
         let registration = try RowJSON.encode(user.registration)
-        do {
-            try await transaction { conn in
-                try await conn.query(
-                    """
-                    INSERT INTO users (id, username, role, status, registration, created_at, updated_at)
-                    VALUES (\(user.id), \(user.username), \(user.role.rawValue), \(user.status.rawValue), \(registration), \(user.createdAt),
-                            \(user.updatedAt))
-                    """,
-                    logger: logger
-                )
-                try await appendAudit(conn, [audit], now: user.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict("username or user id already registered")
+        try await transaction(conflict: UserRow.alreadyRegistered) { conn in
+            try await conn.query(
+                """
+                INSERT INTO users (id, username, role, status, registration, created_at, updated_at)
+                VALUES (\(user.id), \(user.username), \(user.role.rawValue), \(user.status.rawValue), \(registration), \(user.createdAt),
+                        \(user.updatedAt))
+                """,
+                logger: logger
+            )
+            try await appendAudit(conn, [audit], now: user.createdAt)
         }
     }
 
@@ -36,37 +32,22 @@ extension PostgresRepository {
         try await all(UserRow.self, "SELECT * FROM users ORDER BY created_at, username")
     }
 
-    public func decideUser(
-        id: UUID,
-        status: AccountStatus,
-        certificate: Certificate?,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> UserRow {
-        let cert = try certificate.map(RowJSON.encode)
-        let appr = try approval.map(RowJSON.encode)
+    public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
+        let cert = try d.certificate.map(RowJSON.encode)
+        let appr = try d.approval.map(RowJSON.encode)
         return try await transaction { conn in
-            guard var user = try await self.all(UserRow.self, "SELECT * FROM users WHERE id = \(id) FOR UPDATE", on: conn).first else {
-                throw RepositoryError.notFound("user")
-            }
-            guard user.status == .pending else { throw RepositoryError.invalidTransition(from: user.status.rawValue, to: status.rawValue) }
+            let user = try await self.locked(UserRow.self, conn, id)
+            try d.check(user)
             try await conn.query(
                 """
-                UPDATE users SET status = \(status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(reason),
+                UPDATE users SET status = \(d.status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(d.reason),
                        updated_at = \(now)
                 WHERE id = \(id)
                 """,
                 logger: logger
             )
             try await self.appendAudit(conn, [audit], now: now)
-            user.status = status
-            user.certificate = certificate
-            user.approval = approval
-            user.rejectReason = reason
-            user.updatedAt = now
-            return user
+            return d.applied(to: user, at: now)
         }
     }
 

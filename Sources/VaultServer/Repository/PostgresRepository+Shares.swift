@@ -8,31 +8,27 @@ import VaultCore
 extension PostgresRepository {
     public func upsertTresor(_ t: TresorRow, audit: AuditEvent) async throws -> TresorRow {
         let grant = try RowJSON.encode(t.selfGrant)
-        do {
-            return try await transaction { conn in
-                if let existing = try await self.all(TresorRow.self, "SELECT * FROM tresors WHERE id = \(t.id) FOR UPDATE", on: conn).first {
-                    if try TresorRow.unchanged(existing, proposed: t) { return existing }
-                    try await conn.query(
-                        """
-                        UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt)
-                        WHERE id = \(t.id)
-                        """,
-                        logger: self.logger
-                    )
-                } else {
-                    try await conn.query(
-                        """
-                        INSERT INTO tresors (id, owner_id, category, current_epoch, self_grant, updated_at)
-                        VALUES (\(t.id), \(t.ownerID), \(t.category), \(Int64(t.currentEpoch)), \(grant), \(t.updatedAt))
-                        """,
-                        logger: self.logger
-                    )
-                }
-                try await self.appendAudit(conn, [audit], now: t.updatedAt)
-                return t
+        return try await transaction(conflict: "tresor was created concurrently; retry") { conn in
+            if let existing = try await self.all(TresorRow.self, "SELECT * FROM tresors WHERE id = \(t.id) FOR UPDATE", on: conn).first {
+                if try TresorRow.unchanged(existing, proposed: t) { return existing }
+                try await conn.query(
+                    """
+                    UPDATE tresors SET current_epoch = \(Int64(t.currentEpoch)), self_grant = \(grant), updated_at = \(t.updatedAt)
+                    WHERE id = \(t.id)
+                    """,
+                    logger: self.logger
+                )
+            } else {
+                try await conn.query(
+                    """
+                    INSERT INTO tresors (id, owner_id, category, current_epoch, self_grant, updated_at)
+                    VALUES (\(t.id), \(t.ownerID), \(t.category), \(Int64(t.currentEpoch)), \(grant), \(t.updatedAt))
+                    """,
+                    logger: self.logger
+                )
             }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict("tresor was created concurrently; retry")
+            try await self.appendAudit(conn, [audit], now: t.updatedAt)
+            return t
         }
     }
 
@@ -46,20 +42,16 @@ extension PostgresRepository {
 
     public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
         let grant = try RowJSON.encode(s.grant)
-        do {
-            try await transaction { conn in
-                try await conn.query(
-                    """
-                    INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, created_at, updated_at, expires_at)
-                    VALUES (\(s.id), \(s.patientID), \(s.doctorID), \(s.tresorID), \(s.category), \(s.state.rawValue), \(grant), \(s.createdAt),
-                            \(s.updatedAt), \(s.expiresAt))
-                    """,
-                    logger: self.logger
-                )
-                try await self.appendAudit(conn, [audit], now: s.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict(ShareRow.openShareExists)
+        try await transaction(conflict: ShareRow.openShareExists) { conn in
+            try await conn.query(
+                """
+                INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, created_at, updated_at, expires_at)
+                VALUES (\(s.id), \(s.patientID), \(s.doctorID), \(s.tresorID), \(s.category), \(s.state.rawValue), \(grant), \(s.createdAt),
+                        \(s.updatedAt), \(s.expiresAt))
+                """,
+                logger: self.logger
+            )
+            try await self.appendAudit(conn, [audit], now: s.createdAt)
         }
     }
 
@@ -79,49 +71,30 @@ extension PostgresRepository {
         try await all(ShareRow.self, "SELECT * FROM shares WHERE state = \(state.rawValue) ORDER BY created_at")
     }
 
-    private func lockedShare(_ conn: PostgresConnection, _ id: UUID) async throws -> ShareRow {
-        guard let s = try await all(ShareRow.self, "SELECT * FROM shares WHERE id = \(id) FOR UPDATE", on: conn).first else {
-            throw RepositoryError.notFound("share")
-        }
-        return s
-    }
-
-    public func transitionShare(
-        id: UUID,
-        from: Set<ShareState>,
-        to: ShareState,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> ShareRow {
-        let appr = try approval.map(RowJSON.encode)
+    public func transitionShare(id: UUID, _ t: ShareTransition, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
+        let appr = try t.approval.map(RowJSON.encode)
         return try await transaction { conn in
-            var s = try await self.lockedShare(conn, id)
-            guard from.contains(s.state) else { throw RepositoryError.invalidTransition(from: s.state.rawValue, to: to.rawValue) }
+            let s = try await self.locked(ShareRow.self, conn, id)
+            try t.check(s.state)
             try await conn.query(
                 """
-                UPDATE shares SET state = \(to.rawValue), approval = COALESCE(\(appr), approval),
-                       approval_sequence = COALESCE(\(approval.map { Int64(bitPattern: $0.sequence) }), approval_sequence),
-                       reason = COALESCE(\(reason), reason), updated_at = \(now)
+                UPDATE shares SET state = \(t.to.rawValue), approval = COALESCE(\(appr), approval),
+                       approval_sequence = COALESCE(\(t.approval.map { Int64(bitPattern: $0.sequence) }), approval_sequence),
+                       reason = COALESCE(\(t.reason), reason), updated_at = \(now)
                 WHERE id = \(id)
                 """,
                 logger: self.logger
             )
             try await self.appendAudit(conn, [audit], now: now)
-            s.state = to
-            s.approval = approval ?? s.approval
-            s.reason = reason ?? s.reason
-            s.updatedAt = now
-            return s
+            return t.applied(to: s, at: now)
         }
     }
 
     public func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let g = try RowJSON.encode(grant)
         return try await transaction { conn in
-            var s = try await self.lockedShare(conn, id)
-            guard s.state == .active else { throw RepositoryError.invalidTransition(from: s.state.rawValue, to: "active") }
+            var s = try await self.locked(ShareRow.self, conn, id)
+            try ShareTransition.grantUpdate.check(s.state)
             try await conn.query("UPDATE shares SET latest_grant = \(g), updated_at = \(now) WHERE id = \(id)", logger: self.logger)
             try await self.appendAudit(conn, [audit], now: now)
             s.latestGrant = grant

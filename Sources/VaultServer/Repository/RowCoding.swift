@@ -36,17 +36,7 @@ enum AuditBuilder {
         var sequence = head.sequence
         return events.map { e in
             sequence += 1
-            let hash = AuditChain.hash(
-                sequence: sequence,
-                at: now,
-                actor: e.actor,
-                action: e.action,
-                patientID: e.patientID,
-                details: e.details,
-                previousHash: previous
-            )
-            defer { previous = hash }
-            return AuditEntry(
+            var entry = AuditEntry(
                 sequence: sequence,
                 at: now,
                 actor: e.actor,
@@ -54,8 +44,11 @@ enum AuditBuilder {
                 patientID: e.patientID,
                 details: e.details,
                 previousHash: previous,
-                hash: hash
+                hash: ""
             )
+            entry.hash = AuditChain.hash(of: entry)
+            previous = entry.hash
+            return entry
         }
     }
 }
@@ -75,6 +68,26 @@ protocol StoredRow {
 /// A value made from one stored row.
 protocol StoredRowDecodable {
     init(stored row: some StoredRow) throws
+}
+
+/// A stored row with a state machine: the table it lives in, the column holding its state, and what to
+/// call it in a `.notFound` error. The backends' shared transition helpers read these.
+protocol StoredStateRow: StoredRowDecodable {
+    static var table: String { get }
+    static var stateColumn: String { get }
+    static var noun: String { get }
+}
+
+extension UserRow: StoredStateRow {
+    static let table = "users"
+    static let stateColumn = "status"
+    static let noun = "user"
+}
+
+extension ShareRow: StoredStateRow {
+    static let table = "shares"
+    static let stateColumn = "state"
+    static let noun = "share"
 }
 
 extension StoredRow {

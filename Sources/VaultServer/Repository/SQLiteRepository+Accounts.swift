@@ -7,22 +7,18 @@ import VaultCore
 extension SQLiteRepository {
     public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
         let registration = try RowJSON.encode(user.registration)
-        do {
-            try await pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
-                        VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
-                        """,
-                    arguments: [
-                        Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
-                        user.createdAt, user.updatedAt,
-                    ]
-                )
-                try Self.appendAudit(db, [audit], now: user.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict("username or user id already registered")
+        try await write(conflict: UserRow.alreadyRegistered) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
+                    """,
+                arguments: [
+                    Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
+                    user.createdAt, user.updatedAt,
+                ]
+            )
+            try Self.appendAudit(db, [audit], now: user.createdAt)
         }
     }
 
@@ -38,32 +34,13 @@ extension SQLiteRepository {
         try await pool.read { db in try Self.all(UserRow.self, db, "SELECT * FROM users ORDER BY created_at, username") }
     }
 
-    public func decideUser(
-        id: UUID,
-        status: AccountStatus,
-        certificate: Certificate?,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> UserRow {
-        let cert = try certificate.map(RowJSON.encode)
-        let appr = try approval.map(RowJSON.encode)
+    public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
+        let cert = try d.certificate.map(RowJSON.encode)
+        let appr = try d.approval.map(RowJSON.encode)
+        let sql = "UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = ?"
+        let arguments: StatementArguments = [d.status.rawValue, cert, appr, d.reason, now, Self.id(id), UserDecision.from.rawValue]
         return try await pool.write { db in
-            try Self.compareAndSet(
-                db,
-                """
-                UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = 'pending'
-                """,
-                [status.rawValue, cert, appr, reason, now, Self.id(id)],
-                table: "users",
-                stateColumn: "status",
-                id: id,
-                what: "user",
-                to: status.rawValue
-            )
-            try Self.appendAudit(db, [audit], now: now)
-            return try Self.one(UserRow.self, db, "SELECT * FROM users WHERE id = ?", [Self.id(id)])!
+            try Self.transition(UserRow.self, db, id: id, to: d.status.rawValue, sql, arguments, audit: audit, now: now)
         }
     }
 

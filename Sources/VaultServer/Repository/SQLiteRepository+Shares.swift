@@ -37,23 +37,19 @@ extension SQLiteRepository {
 
     public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
         let grant = try RowJSON.encode(s.grant)
-        do {
-            try await pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, approval, approval_sequence, reason,
-                                            created_at, updated_at, expires_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?)
-                        """,
-                    arguments: [
-                        Self.id(s.id), Self.id(s.patientID), Self.id(s.doctorID), Self.id(s.tresorID), s.category, s.state.rawValue,
-                        grant, s.createdAt, s.updatedAt, s.expiresAt,
-                    ]
-                )
-                try Self.appendAudit(db, [audit], now: s.createdAt)
-            }
-        } catch  where Self.isUniqueViolation(error) {
-            throw RepositoryError.conflict(ShareRow.openShareExists)
+        try await write(conflict: ShareRow.openShareExists) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, approval, approval_sequence, reason,
+                                        created_at, updated_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?)
+                    """,
+                arguments: [
+                    Self.id(s.id), Self.id(s.patientID), Self.id(s.doctorID), Self.id(s.tresorID), s.category, s.state.rawValue,
+                    grant, s.createdAt, s.updatedAt, s.expiresAt,
+                ]
+            )
+            try Self.appendAudit(db, [audit], now: s.createdAt)
         }
     }
 
@@ -77,52 +73,25 @@ extension SQLiteRepository {
         try await pool.read { db in try Self.all(ShareRow.self, db, "SELECT * FROM shares WHERE \(condition) ORDER BY created_at", [value]) }
     }
 
-    public func transitionShare(
-        id: UUID,
-        from: Set<ShareState>,
-        to: ShareState,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> ShareRow {
-        let appr = try approval.map(RowJSON.encode)
-        let allowed = from.map { "'\($0.rawValue)'" }.joined(separator: ",")
+    public func transitionShare(id: UUID, _ t: ShareTransition, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
+        let appr = try t.approval.map(RowJSON.encode)
+        let sql = """
+            UPDATE shares SET state = ?, approval = COALESCE(?, approval), approval_sequence = COALESCE(?, approval_sequence),
+                   reason = COALESCE(?, reason), updated_at = ?
+            WHERE id = ? AND state IN (\(Self.sqlList(t.from)))
+            """
+        let arguments: StatementArguments = [t.to.rawValue, appr, t.approval.map { Int64(bitPattern: $0.sequence) }, t.reason, now, Self.id(id)]
         return try await pool.write { db in
-            try Self.compareAndSet(
-                db,
-                """
-                UPDATE shares SET state = ?, approval = COALESCE(?, approval), approval_sequence = COALESCE(?, approval_sequence),
-                       reason = COALESCE(?, reason), updated_at = ?
-                WHERE id = ? AND state IN (\(allowed))
-                """,
-                [to.rawValue, appr, approval.map { Int64(bitPattern: $0.sequence) }, reason, now, Self.id(id)],
-                table: "shares",
-                stateColumn: "state",
-                id: id,
-                what: "share",
-                to: to.rawValue
-            )
-            try Self.appendAudit(db, [audit], now: now)
-            return try Self.one(ShareRow.self, db, "SELECT * FROM shares WHERE id = ?", [Self.id(id)])!
+            try Self.transition(ShareRow.self, db, id: id, to: t.to.rawValue, sql, arguments, audit: audit, now: now)
         }
     }
 
     public func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let g = try RowJSON.encode(grant)
+        let move = ShareTransition.grantUpdate
+        let sql = "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state IN (\(Self.sqlList(move.from)))"
         return try await pool.write { db in
-            try Self.compareAndSet(
-                db,
-                "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state = 'active'",
-                [g, now, Self.id(id)],
-                table: "shares",
-                stateColumn: "state",
-                id: id,
-                what: "share",
-                to: "active"
-            )
-            try Self.appendAudit(db, [audit], now: now)
-            return try Self.one(ShareRow.self, db, "SELECT * FROM shares WHERE id = ?", [Self.id(id)])!
+            try Self.transition(ShareRow.self, db, id: id, to: move.to.rawValue, sql, [g, now, Self.id(id)], audit: audit, now: now)
         }
     }
 

@@ -133,6 +133,11 @@ extension TresorRow {
     }
 }
 
+extension UserRow {
+    /// The conflict reported when the schema refuses a username or user id already taken.
+    static let alreadyRegistered = "username or user id already registered"
+}
+
 extension ShareRow {
     /// The conflict reported when the schema refuses a second open share.
     static let openShareExists = "a pending or active share of this category with this doctor exists"
@@ -213,17 +218,8 @@ public protocol VaultRepository: Sendable {
     func user(id: UUID) async throws -> UserRow?
     func user(username: String) async throws -> UserRow?
     func users() async throws -> [UserRow]
-    /// Sets a pending user's status with its certificate and approval (or rejection reason); throws
-    /// `.invalidTransition` unless the user is pending.
-    func decideUser(
-        id: UUID,
-        status: AccountStatus,
-        certificate: Certificate?,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> UserRow
+    /// Applies `decision` to a pending user; throws `.invalidTransition` unless the user is pending.
+    func decideUser(id: UUID, _ decision: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow
 
     func insertSession(_ session: SessionRow) async throws
     func session(tokenHash: String) async throws -> SessionRow?
@@ -244,17 +240,9 @@ public protocol VaultRepository: Sendable {
     func shares(patientID: UUID) async throws -> [ShareRow]
     func shares(doctorID: UUID) async throws -> [ShareRow]
     func shares(state: ShareState) async throws -> [ShareRow]
-    /// Moves a share from one of `from` to `to` atomically (compare-and-set), setting approval or
-    /// reason; throws `.invalidTransition` if its state is not in `from`.
-    func transitionShare(
-        id: UUID,
-        from: Set<ShareState>,
-        to: ShareState,
-        approval: Approval?,
-        reason: String?,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws -> ShareRow
+    /// Applies `transition` to a share atomically (compare-and-set); throws `.invalidTransition` if the
+    /// share's state is not one the transition starts from.
+    func transitionShare(id: UUID, _ transition: ShareTransition, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
     /// Stores a newer grant of an active share (new key epochs) beside the approved one;
     /// `.invalidTransition` if the share is not active.
     func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
@@ -293,6 +281,35 @@ public protocol VaultRepository: Sendable {
 }
 
 extension VaultRepository {
+    /// Sets a pending user's status with its certificate and approval (or rejection reason); throws
+    /// `.invalidTransition` unless the user is pending.
+    public func decideUser(
+        id: UUID,
+        status: AccountStatus,
+        certificate: Certificate?,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> UserRow {
+        let decision = UserDecision(status: status, certificate: certificate, approval: approval, reason: reason)
+        return try await decideUser(id: id, decision, now: now, audit: audit)
+    }
+
+    /// Moves a share from one of `from` to `to` atomically (compare-and-set), setting approval or
+    /// reason; throws `.invalidTransition` if its state is not in `from`.
+    public func transitionShare(
+        id: UUID,
+        from: Set<ShareState>,
+        to: ShareState,
+        approval: Approval?,
+        reason: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws -> ShareRow {
+        try await transitionShare(id: id, ShareTransition(from: from, to: to, approval: approval, reason: reason), now: now, audit: audit)
+    }
+
     /// Walks the whole audit log and checks the chain: consecutive sequence numbers, each previous hash
     /// equal to the hash before it, each hash recomputed from the entry, and the last entry equal to the
     /// separately recorded head (so a deleted newest row is caught too).
@@ -310,16 +327,7 @@ extension VaultRepository {
                 guard e.previousHash == previous else {
                     return AuditVerification(ok: false, entriesChecked: checked, brokenAt: e.sequence, problem: "previous-hash link is broken")
                 }
-                let h = AuditChain.hash(
-                    sequence: e.sequence,
-                    at: e.at,
-                    actor: e.actor,
-                    action: e.action,
-                    patientID: e.patientID,
-                    details: e.details,
-                    previousHash: e.previousHash
-                )
-                guard h == e.hash else {
+                guard AuditChain.hash(of: e) == e.hash else {
                     return AuditVerification(ok: false, entriesChecked: checked, brokenAt: e.sequence, problem: "entry was modified")
                 }
                 previous = e.hash

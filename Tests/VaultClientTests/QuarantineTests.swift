@@ -139,6 +139,7 @@ struct QuarantineTests {
             let (first, _) = try await Self.patientWithThree(world, backend, name: "pat")
             let (second, _) = try await world.patient("other", on: try world.device("o"))
             try await second.addActivity(try Sample.activity("yoga"))
+            _ = try await second.sync()
             for vault in [first, second] { _ = try await vault.grant(doctor: "doc", category: "interventions") }
             try await world.approveAll()
             let run = try await Self.envelope(first, "run")
@@ -163,6 +164,23 @@ struct QuarantineTests {
             let healed = try await doctor.view(patient: "pat")
             #expect(healed.activities.map(\.id) == ["run", "swim", "walk"])
             #expect(healed.quarantined.isEmpty)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aBadRecordDoesNotStopTheRotationAfterARevocation(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            _ = try await world.doctor("doc", on: try world.device("d"))
+            let (vault, _) = try await Self.patientWithThree(world, backend)
+            _ = try await vault.grant(doctor: "doc", category: "interventions")
+            try await world.approveAll()
+            let run = try await Self.envelope(vault, "run")
+            try await Self.tamper(world, backend, run, from: Self.breakCiphertext.from, to: Self.breakCiphertext.to)
+            try await vault.updateActivity(try Sample.activity("walk", title: "changed"))
+            await #expect(throws: ClientError.self) { _ = try await vault.revoke(doctor: "doc", category: "interventions") }
+            #expect(await vault.keyring["interventions"]?.currentEpoch == 2, "the category has a new key all the same")
+            #expect(try await vault.quarantined().map(\.reason) == [.malformed])
+            #expect(try await vault.pendingCount() == 0, "the change went out")
         }
     }
 

@@ -32,24 +32,19 @@ final class DoctorCache: Sendable {
 
     /// Shared records that failed their integrity check (Docs/design.md §5), added after the first schema:
     /// one row per patient and change sequence, never shown, fetched again by every view of the share.
-    static let quarantineTable: DatabaseMigrator = {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v2-doctor-quarantine") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE quarantine (
-                        owner_id TEXT NOT NULL,
-                        tresor_id TEXT NOT NULL,
-                        sequence INTEGER NOT NULL,
-                        record_id TEXT,
-                        version_id TEXT,
-                        reason TEXT NOT NULL,
-                        PRIMARY KEY (owner_id, sequence));
-                    """
-            )
-        }
-        return migrator
-    }()
+    static let quarantineTable = DatabaseMigrator.later(
+        "v2-doctor-quarantine",
+        sql: """
+            CREATE TABLE quarantine (
+                owner_id TEXT NOT NULL,
+                tresor_id TEXT NOT NULL,
+                sequence INTEGER NOT NULL,
+                record_id TEXT,
+                version_id TEXT,
+                reason TEXT NOT NULL,
+                PRIMARY KEY (owner_id, sequence));
+            """
+    )
 
     /// One envelope to store: its change sequence, its header and the JSON it is kept as.
     struct Entry: Sendable {

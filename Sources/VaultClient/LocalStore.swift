@@ -82,22 +82,17 @@ final class LocalStore: Sendable {
 
     /// Records from the server kept aside (Docs/design.md §5), added after the first schema: one row per
     /// change sequence, never applied, fetched again by every sync.
-    static let quarantineTable: DatabaseMigrator = {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v2-quarantine") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE quarantine (
-                        sequence INTEGER PRIMARY KEY,
-                        record_id TEXT,
-                        version_id TEXT,
-                        reason TEXT NOT NULL);
-                    CREATE INDEX quarantine_record ON quarantine (record_id);
-                    """
-            )
-        }
-        return migrator
-    }()
+    static let quarantineTable = DatabaseMigrator.later(
+        "v2-quarantine",
+        sql: """
+            CREATE TABLE quarantine (
+                sequence INTEGER PRIMARY KEY,
+                record_id TEXT,
+                version_id TEXT,
+                reason TEXT NOT NULL);
+            CREATE INDEX quarantine_record ON quarantine (record_id);
+            """
+    )
 
     // MARK: Reads
 
@@ -353,6 +348,15 @@ extension QuarantinedRecord {
             // A reason this version does not know (written by a newer one) still counts as a failure.
             reason: QuarantineReason(rawValue: row["reason"]) ?? .malformed
         )
+    }
+}
+
+extension DatabaseMigrator {
+    /// A migrator of one migration added after a store's first schema (`SecureFiles.openDatabase` runs that one).
+    static func later(_ identifier: String, sql: String) -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(identifier) { db in try db.execute(sql: sql) }
+        return migrator
     }
 }
 

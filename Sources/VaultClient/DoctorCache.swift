@@ -27,12 +27,37 @@ final class DoctorCache: Sendable {
                 CREATE TABLE cursors (owner_id TEXT NOT NULL, tresor_id TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (owner_id, tresor_id));
                 """
         )
+        try Self.quarantineTable.migrate(queue)
     }
 
-    /// One envelope to store: its header and the JSON it is kept as.
+    /// Shared records that failed their integrity check (Docs/design.md §5), added after the first schema:
+    /// one row per patient and change sequence, never shown, fetched again by every view of the share.
+    static let quarantineTable = DatabaseMigrator.later(
+        "v2-doctor-quarantine",
+        sql: """
+            CREATE TABLE quarantine (
+                owner_id TEXT NOT NULL,
+                tresor_id TEXT NOT NULL,
+                sequence INTEGER NOT NULL,
+                record_id TEXT,
+                version_id TEXT,
+                reason TEXT NOT NULL,
+                PRIMARY KEY (owner_id, sequence));
+            """
+    )
+
+    /// One envelope to store: its change sequence, its header and the JSON it is kept as.
     struct Entry: Sendable {
+        var sequence: UInt64
         var header: RecordHeader
+        var versionID: String
         var json: Data
+    }
+
+    /// What one pulled change turned out to be: a verified envelope to store, or a record to keep aside.
+    enum Pulled: Sendable {
+        case verified(Entry)
+        case failed(QuarantinedRecord)
     }
 
     /// The last change sequence stored for the share of `tresor` by `owner` (0 before the first view).
@@ -43,17 +68,15 @@ final class DoctorCache: Sendable {
         }
     }
 
-    /// Stores one page of a share and advances its cursor to `cursor`, in one transaction. Before each
-    /// envelope replaces the head held for its record, `check` sees the new header and the held head's
-    /// timestamp (nil for a new record); when it throws, nothing of the page is stored.
-    func store(
-        _ entries: [Entry],
-        owner: UUID,
-        tresor: UUID,
-        cursor: UInt64,
-        check: @escaping @Sendable (RecordHeader, HLCTimestamp?) throws -> Void
-    ) async throws {
-        guard let next = Int64(exactly: cursor) else { throw ClientError.localState("a cursor beyond the cache's range") }
+    /// Stores pulled changes of a share, in one transaction: a verified envelope replaces the head held
+    /// for its record and heals its quarantine, unless it is older than that head (a replay); a failed
+    /// one is kept aside. Also releases the quarantined `release` sequences (no change is there any more)
+    /// and advances the share's cursor to `cursor` when given.
+    func store(_ pulled: [Pulled], release: [UInt64], owner: UUID, tresor: UUID, cursor: UInt64?) async throws {
+        let next = try cursor.map { cursor in
+            guard let next = Int64(exactly: cursor) else { throw ClientError.integrity("the server sent an impossible sequence number") }
+            return next
+        }
         let ownerID = owner.uuidString
         let tresorID = tresor.uuidString
         try await queue.write { db in
@@ -70,15 +93,40 @@ final class DoctorCache: Sendable {
                         hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
                     """
             )
-            for entry in entries {
+            let releaseSequence = try db.cachedStatement(sql: "DELETE FROM quarantine WHERE owner_id = ? AND sequence = ?")
+            let releaseRecord = try db.cachedStatement(sql: "DELETE FROM quarantine WHERE owner_id = ? AND record_id = ?")
+            func hold(_ q: QuarantinedRecord) throws {
+                guard let sequence = Int64(exactly: q.sequence) else { throw ClientError.integrity("the server sent an impossible sequence number") }
+                // The server's head of that record is now at this sequence: older entries of it are superseded.
+                if let recordID = q.recordID { try releaseRecord.execute(arguments: [ownerID, recordID]) }
+                try db.execute(
+                    sql: """
+                        INSERT OR REPLACE INTO quarantine (owner_id, tresor_id, sequence, record_id, version_id, reason)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [ownerID, tresorID, sequence, q.recordID, q.versionID, q.reason.rawValue]
+                )
+            }
+            for sequence in release.compactMap({ Int64(exactly: $0) }) { try releaseSequence.execute(arguments: [ownerID, sequence]) }
+            for item in pulled {
+                guard case let .verified(entry) = item else {
+                    if case let .failed(q) = item { try hold(q) }
+                    continue
+                }
                 let h = entry.header
                 let held = try Row.fetchOne(readHead, arguments: [ownerID, h.recordID.hex]).flatMap { LocalStore.timestamp($0[0], $0[1], $0[2]) }
-                try check(h, held)
+                if let held, h.timestamp < held {
+                    try hold(QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed))
+                    continue
+                }
                 try upsert.execute(arguments: [
                     ownerID, h.recordID.hex, tresorID, Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter),
                     h.timestamp.deviceID, h.deleted, entry.json,
                 ])
+                if let sequence = Int64(exactly: entry.sequence) { try releaseSequence.execute(arguments: [ownerID, sequence]) }
+                try releaseRecord.execute(arguments: [ownerID, h.recordID.hex])
             }
+            guard let next else { return }
             try db.execute(
                 sql: """
                     INSERT INTO cursors (owner_id, tresor_id, cursor) VALUES (?, ?, ?)
@@ -86,6 +134,14 @@ final class DoctorCache: Sendable {
                     """,
                 arguments: [ownerID, tresorID, next]
             )
+        }
+    }
+
+    /// The quarantined records of the share of `tresor` by `owner`, by sequence.
+    func quarantined(owner: UUID, tresor: UUID) async throws -> [QuarantinedRecord] {
+        try await queue.read { db in
+            let sql = "SELECT sequence, record_id, version_id, reason FROM quarantine WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence"
+            return try Row.fetchAll(db, sql: sql, arguments: [owner.uuidString, tresor.uuidString]).map(QuarantinedRecord.init(row:))
         }
     }
 

@@ -25,6 +25,13 @@ public struct PatientView: Sendable {
     public var outcomes: [Outcome]
     /// Records the doctor holds no key for (written under an epoch not granted to them).
     public var unreadable: Int
+    /// Records of the viewed categories that failed their integrity check and were not shown (Docs/design.md §5).
+    public var quarantined: [QuarantinedRecord] = []
+
+    /// The message that names the records not shown and their reasons, or nil when every record verified.
+    public var quarantineMessage: String? {
+        QuarantinedRecord.message(quarantined, subject: "of \(patient.username)", notDone: "shown", hint: "")
+    }
 }
 
 /// The doctor's side (Docs/design.md §3): "My Patients", and for one patient the shared categories pulled
@@ -97,32 +104,35 @@ public actor DoctorReader {
         return (cert, out)
     }
 
-    /// Pulls what changed since the last view into the cache; every envelope's signature and context is
-    /// checked before anything is stored, and a page is stored with its cursor in one transaction.
+    /// Pulls what changed since the last view into the cache, after fetching the share's quarantined
+    /// records again. Every envelope is checked (signature, context and, under an epoch the doctor holds,
+    /// decryption and payload) before it is stored; one that fails is quarantined and the rest goes on.
+    /// A page is stored with its cursor in one transaction.
     func refresh(_ patient: Certificate, _ share: VerifiedShare, progress: (@Sendable (Int) -> Void)?) async throws -> Int {
         let owner = patient.userID
         let tresor = share.tresor.id
-        let context = EnvelopeContext(ownerID: owner, tresorID: tresor, category: share.share.category)
-        let signingKey = patient.signingKey
+        let check = SharedRecordCheck(
+            context: EnvelopeContext(ownerID: owner, tresorID: tresor, category: share.share.category),
+            signingKey: patient.signingKey,
+            keys: share.tresor.keys
+        )
+        let auth = try self.auth
+        let transport = self.transport
+        let fetch = { (since: UInt64) async throws -> PulledPage in
+            let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(since)&limit=\(SyncPolicy.pullPage)"
+            return try PulledPage.parse(try await transport.sendRaw(.GET, Routes.records + query, body: nil, auth: auth), after: since)
+        }
         var cursor = try await cache.cursor(owner: owner, tresor: tresor)
+        let held = try await cache.quarantined(owner: owner, tresor: tresor)
+        if !held.isEmpty {
+            let (found, gone) = try await PulledPage.refetch(held.map(\.sequence), upTo: cursor, fetch: fetch)
+            try await cache.store(try await check.run(found), release: gone, owner: owner, tresor: tresor, cursor: nil)
+        }
         var pulled = 0
         while true {
-            let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(cursor)&limit=\(SyncPolicy.pullPage)"
-            let page: PullResponse = try await transport.send(.GET, Routes.records + query, auth: try auth)
-            // Every signature checked (on every core) before anything is stored; each envelope's JSON for the cache on the way.
-            let entries: [DoctorCache.Entry] = try await Parallel.map(page.changes) { change in
-                do { try change.envelope.verify(authorKey: signingKey, expecting: context) } catch { throw ClientError.from(error) }
-                guard change.envelope.header.timestamp.physicalMs <= UInt64(Int64.max) else {
-                    throw ClientError.integrity("a record's clock is out of range")
-                }
-                return DoctorCache.Entry(header: change.envelope.header, json: try LocalStore.encoder.encode(change.envelope))
-            }
-            guard page.changes.allSatisfy({ $0.sequence > cursor }) else { throw ClientError.integrity("the server sent changes out of order") }
+            let page = try await fetch(cursor)
             let next = page.changes.last?.sequence ?? cursor
-            guard Int64(exactly: next) != nil else { throw ClientError.integrity("the server sent an impossible sequence number") }
-            try await cache.store(entries, owner: owner, tresor: tresor, cursor: next) { header, held in
-                if let held, header.timestamp < held { throw ClientError.integrity("the server replayed an older version of a record") }
-            }
+            try await cache.store(try await check.run(page.changes), release: [], owner: owner, tresor: tresor, cursor: next)
             pulled += page.changes.count
             progress?(pulled)
             cursor = next
@@ -140,6 +150,7 @@ public actor DoctorReader {
         var view = PatientView(patient: cert, categories: chosen.map(\.share.category).sorted(), activities: [], outcomes: [], unreadable: 0)
         for share in chosen {
             _ = try await refresh(cert, share, progress: progress)
+            view.quarantined += try await cache.quarantined(owner: cert.userID, tresor: share.tresor.id)
             let stored = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id)
             let context = EnvelopeContext(ownerID: cert.userID, tresorID: share.tresor.id, category: share.share.category)
             let keys = share.tresor.keys
@@ -165,5 +176,43 @@ public actor DoctorReader {
         view.activities.sort { $0.id < $1.id }
         view.outcomes.sort { ($0.activityID, $0.occurrence) < ($1.activityID, $1.occurrence) }
         return view
+    }
+}
+
+/// The checks a doctor runs on one share's pulled changes before caching them (Docs/envelope-v1.md §4.4):
+/// the patient's signature and the share's context always, and decryption with the payload checks when
+/// the doctor holds the epoch's key (a record under another epoch is kept, and counted as unreadable).
+struct SharedRecordCheck: Sendable {
+    let context: EnvelopeContext
+    let signingKey: SigningPublicKey
+    let keys: [UInt32: SymmetricKey]
+
+    /// Why `env` fails, or nil when it passes every check the doctor's keys allow.
+    func failure(of env: Envelope) -> QuarantineReason? {
+        do {
+            _ = try env.openRecord(keys: keys, authorKey: signingKey, expecting: context)
+        } catch .missingEpochKey {
+            // Verified up to the key lookup: a record the doctor may read once granted that epoch.
+        } catch {
+            return QuarantineReason(error)
+        }
+        return nil
+    }
+
+    /// Checks every change, on every core.
+    func run(_ changes: [PulledChange]) async throws -> [DoctorCache.Pulled] {
+        try await Parallel.map(changes) { change in
+            guard let env = change.envelope else { return .failed(change.quarantined(.malformed)) }
+            if let reason = failure(of: env) { return .failed(change.quarantined(reason)) }
+            guard env.header.timestamp.physicalMs <= UInt64(Int64.max) else { return .failed(change.quarantined(.clockOutOfRange)) }
+            return .verified(
+                DoctorCache.Entry(
+                    sequence: change.sequence,
+                    header: env.header,
+                    versionID: env.versionID,
+                    json: try LocalStore.encoder.encode(env)
+                )
+            )
+        }
     }
 }

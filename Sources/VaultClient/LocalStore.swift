@@ -77,7 +77,22 @@ final class LocalStore: Sendable {
                 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """
         )
+        try Self.quarantineTable.migrate(queue)
     }
+
+    /// Records from the server kept aside (Docs/design.md §5), added after the first schema: one row per
+    /// change sequence, never applied, fetched again by every sync.
+    static let quarantineTable = DatabaseMigrator.later(
+        "v2-quarantine",
+        sql: """
+            CREATE TABLE quarantine (
+                sequence INTEGER PRIMARY KEY,
+                record_id TEXT,
+                version_id TEXT,
+                reason TEXT NOT NULL);
+            CREATE INDEX quarantine_record ON quarantine (record_id);
+            """
+    )
 
     // MARK: Reads
 
@@ -153,6 +168,15 @@ final class LocalStore: Sendable {
     /// The pull cursor: the last change sequence applied.
     func cursor() throws -> UInt64 {
         try queue.read { db in try Transaction(db: db).cursor() }
+    }
+
+    /// The quarantined records, by sequence.
+    func quarantined() throws -> [QuarantinedRecord] {
+        try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT sequence, record_id, version_id, reason FROM quarantine ORDER BY sequence").map(
+                QuarantinedRecord.init(row:)
+            )
+        }
     }
 
     // MARK: Transactions
@@ -251,6 +275,35 @@ final class LocalStore: Sendable {
             try meta("cursor").flatMap(UInt64.init) ?? 0
         }
 
+        /// Keeps a record aside in place of any older quarantined version of it: the server's head of that
+        /// record is now at `entry.sequence`.
+        func quarantine(_ entry: QuarantinedRecord) throws {
+            guard let sequence = Int64(exactly: entry.sequence) else { throw ClientError.integrity("the server sent an impossible sequence number") }
+            if let recordID = entry.recordID { try release(recordID: recordID) }
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO quarantine (sequence, record_id, version_id, reason) VALUES (?, ?, ?, ?)",
+                arguments: [sequence, entry.recordID, entry.versionID, entry.reason.rawValue]
+            )
+        }
+
+        /// Whether any record is in quarantine (most of the time none is, and nothing needs releasing).
+        func holdsQuarantine() throws -> Bool {
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM quarantine)") ?? false
+        }
+
+        /// Takes the record at `sequence` out of quarantine, and with `recordID` every quarantined version of
+        /// that record (a verified version supersedes them).
+        func release(sequence: UInt64, recordID: String? = nil) throws {
+            if let sequence = Int64(exactly: sequence) {
+                try db.cachedStatement(sql: "DELETE FROM quarantine WHERE sequence = ?").execute(arguments: [sequence])
+            }
+            if let recordID { try release(recordID: recordID) }
+        }
+
+        private func release(recordID: String) throws {
+            try db.cachedStatement(sql: "DELETE FROM quarantine WHERE record_id = ?").execute(arguments: [recordID])
+        }
+
         /// Advances the pull cursor.
         func setCursor(_ cursor: UInt64) throws {
             try setMeta("cursor", String(cursor))
@@ -282,6 +335,28 @@ final class LocalStore: Sendable {
                 arguments: [key, value]
             )
         }
+    }
+}
+
+extension QuarantinedRecord {
+    /// A row of a quarantine table (`sequence, record_id, version_id, reason`).
+    init(row: Row) {
+        self.init(
+            sequence: UInt64(row["sequence"] as Int64),
+            recordID: row["record_id"],
+            versionID: row["version_id"],
+            // A reason this version does not know (written by a newer one) still counts as a failure.
+            reason: QuarantineReason(rawValue: row["reason"]) ?? .malformed
+        )
+    }
+}
+
+extension DatabaseMigrator {
+    /// A migrator of one migration added after a store's first schema (`SecureFiles.openDatabase` runs that one).
+    static func later(_ identifier: String, sql: String) -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(identifier) { db in try db.execute(sql: sql) }
+        return migrator
     }
 }
 

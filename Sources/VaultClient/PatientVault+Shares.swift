@@ -88,7 +88,8 @@ extension PatientVault {
     /// and optionally re-seals every record of the category under it.
     public func rotate(category: String, reencrypt: Bool, excluding revokedDoctor: UUID? = nil) async throws {
         // Pull first: re-encrypting stale local copies with fresh timestamps would undo other devices' changes.
-        _ = try await sync()
+        // A quarantined record must not stop a rotation (it follows a revocation): the final sync reports it.
+        _ = try await syncKeepingQuarantine()
         guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
         t.rotate()
         keyring.merge(t)

@@ -15,6 +15,8 @@ public struct SyncSummary: Sendable, Equatable, Codable {
     public var conflictsResolved = 0
     /// Versions the server refused, with its reasons.
     public var rejected: [String] = []
+    /// Records from the server that failed their integrity check and wait in quarantine after this sync.
+    public var quarantined: [QuarantinedRecord] = []
     /// An empty summary.
     public init() {}
 }
@@ -34,16 +36,27 @@ public struct SyncProgress: Sendable {
 extension PatientVault {
     // MARK: Sync
 
-    /// Pushes the outbox in batches, then pulls pages until done (Docs/design.md §5). Safe to interrupt at
-    /// any point: the outbox entry goes only when the server acknowledged it, and a pulled page is
-    /// applied together with the cursor advance.
+    /// Retries the quarantined records, pulls pages until done and pushes the outbox (Docs/design.md §5).
+    /// Safe to interrupt at any point: the outbox entry goes only when the server acknowledged it, and a
+    /// pulled page is applied together with the cursor advance. A record that fails its integrity check
+    /// is quarantined and the rest goes on; then this throws an integrity failure naming how many and why.
     public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncSummary {
+        let summary = try await syncKeepingQuarantine(progress: progress)
+        if let message = summary.quarantineMessage { throw ClientError.integrity(message) }
+        return summary
+    }
+
+    /// `sync`, with the records still in quarantine listed in the summary instead of thrown.
+    public func syncKeepingQuarantine(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncSummary {
         var summary = SyncSummary()
         progress?(SyncProgress(phase: .keys, done: 0, total: nil))
         try await reconcileTresors()
+        // After the keys: a record quarantined for a key this device lacked may open now.
+        try await retryQuarantined(&summary)
         // Pull first: a concurrent outcome is merged with the unsent local copy before that copy is pushed.
         try await pull(&summary, progress: progress)
         try await push(&summary, progress: progress)
+        summary.quarantined = try store.quarantined()
         return summary
     }
 
@@ -128,9 +141,8 @@ extension PatientVault {
         var cursor = try store.cursor()
         while true {
             let query = "?since=\(cursor)&limit=\(SyncPolicy.pullPage)"
-            let page: PullResponse = try await transport.send(.GET, Routes.records + query, auth: try auth)
-            let merged = try apply(page, after: cursor)
-            summary.conflictsResolved += merged
+            let page = try PulledPage.parse(try await transport.sendRaw(.GET, Routes.records + query, body: nil, auth: try auth), after: cursor)
+            summary.conflictsResolved += try apply(page.changes, release: [], cursor: page.changes.last?.sequence ?? cursor)
             summary.pulled += page.changes.count
             progress?(SyncProgress(phase: .pull, done: summary.pulled, total: nil))
             if page.changes.isEmpty || page.done { return }
@@ -138,12 +150,10 @@ extension PatientVault {
         }
     }
 
-    /// Verifies and applies one page and advances the cursor, in one transaction: any integrity failure
-    /// applies nothing. Returns how many conflicts it resolved.
-    func apply(_ page: PullResponse, after cursor: UInt64) throws -> Int {
-        guard page.changes.allSatisfy({ $0.sequence > cursor }), page.nextCursor >= cursor,
-            zip(page.changes, page.changes.dropFirst()).allSatisfy({ $0.sequence < $1.sequence })
-        else { throw ClientError.integrity("the server sent changes out of order") }
+    /// Verifies and applies pulled changes, quarantines those that fail their own checks, releases the
+    /// quarantine of the sequences in `release`, and moves the cursor to `cursor` when given, in one
+    /// transaction. Returns how many conflicts it resolved.
+    func apply(_ changes: [PulledChange], release: [UInt64], cursor: UInt64?) throws -> Int {
         let pulled = PulledVersions(
             ownerID: me,
             identity: account.identity,
@@ -153,12 +163,34 @@ extension PatientVault {
         )
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             var resolved = 0
-            for change in page.changes where try pulled.apply(change.envelope, tx, &clock) {
-                resolved += 1
+            for sequence in release { try tx.release(sequence: sequence) }
+            var anyHeld = try tx.holdsQuarantine()
+            for change in changes {
+                do {
+                    guard let env = change.envelope else { throw QuarantineError(reason: .malformed) }
+                    if try pulled.apply(env, tx, &clock) { resolved += 1 }
+                    // A verified version heals its record: older quarantined versions of it are superseded.
+                    if anyHeld { try tx.release(sequence: change.sequence, recordID: env.header.recordID.hex) }
+                } catch let failure as QuarantineError {
+                    try tx.quarantine(change.quarantined(failure.reason))
+                    anyHeld = true
+                }
             }
-            try tx.setCursor(page.changes.last?.sequence ?? cursor)
+            if let cursor { try tx.setCursor(cursor) }
             return resolved
         }
+    }
+}
+
+extension SyncSummary {
+    /// The message that names the quarantined records and their reasons, or nil when there are none.
+    public var quarantineMessage: String? {
+        QuarantinedRecord.message(
+            quarantined,
+            subject: "from the server",
+            notDone: "applied",
+            hint: "; run `carevault-patient sync --verbose` for their ids"
+        )
     }
 }
 
@@ -172,22 +204,21 @@ struct PulledVersions {
     let keyring: Keyring
     let wallClockMs: UInt64
 
-    /// Applies one pulled version in the page's transaction; true when it resolved a conflict.
+    /// Applies one pulled version in the page's transaction; true when it resolved a conflict. A version
+    /// that fails a check of its own throws `QuarantineError` before anything of it is written.
     func apply(_ env: Envelope, _ tx: LocalStore.Transaction, _ clock: inout HybridLogicalClock) throws -> Bool {
-        guard let t = keyring[env.header.category], t.id == env.header.tresorID else {
-            throw ClientError.integrity("a pulled record names a tresor this account does not have")
-        }
+        guard let t = keyring[env.header.category], t.id == env.header.tresorID else { throw QuarantineError(reason: .wrongContext) }
         let context = EnvelopeContext(ownerID: ownerID, tresorID: t.id, category: t.category)
-        let theirs = try open(env, t, context)
+        let theirs: CareRecord?
+        do { theirs = try env.openRecord(keys: t.keys, authorKey: certificate.signingKey, expecting: context).record } catch {
+            throw QuarantineError(reason: QuarantineReason(error))
+        }
         let rid = env.header.recordID.hex
         let local = try tx.record(rid)
         // The server's head only moves forward: an older version than it showed before is a replay.
-        if let seen = local?.serverTimestamp, env.header.timestamp < seen {
-            throw ClientError.integrity("the server replayed an older version of a record (\(env.header.timestamp) after \(seen))")
-        }
-        do { _ = try clock.receive(env.header.timestamp, wallClockMs: wallClockMs) } catch {
-            throw ClientError.integrity("a pulled record's clock is too far in the future: \(error)")
-        }
+        if let seen = local?.serverTimestamp, env.header.timestamp < seen { throw QuarantineError(reason: .replayed) }
+        // `receive` checks before it changes the clock, so a refused timestamp leaves the clock as it was.
+        do { _ = try clock.receive(env.header.timestamp, wallClockMs: wallClockMs) } catch { throw QuarantineError(reason: .clockOutOfRange) }
         let copy: LocalCopy? = try local.map { local in
             var mine: Outcome?
             if local.recordType == .outcome, !local.deleted {
@@ -216,13 +247,6 @@ struct PulledVersions {
             )
             try tx.noteServerIfNewer(rid, env.header.timestamp)
             return true
-        }
-    }
-
-    /// Opens a version of this owner's record (signed by the owner's device key) under the tresor's keys.
-    private func open(_ env: Envelope, _ t: Tresor, _ context: EnvelopeContext) throws -> CareRecord? {
-        do { return try env.openRecord(keys: t.keys, authorKey: certificate.signingKey, expecting: context).record } catch {
-            throw ClientError.from(error)
         }
     }
 }

@@ -51,6 +51,12 @@ struct PatientSelection: ParsableArguments {
     }
 }
 
+/// Ends a command that showed what verified with exit status 65 when some records did not.
+func failIfQuarantined(_ view: PatientView) throws {
+    guard let message = view.quarantineMessage else { return }
+    throw CLIError(message, hint: "everything else was shown; every view fetches these records again", status: .integrity)
+}
+
 struct Range: ParsableArguments {
     @Option(help: "From this day (YYYY-MM-DD; default 30 days ago).") var from: String?
     @Option(help: "Up to this day, inclusive (YYYY-MM-DD; default today).") var to: String?
@@ -100,6 +106,7 @@ struct Show: AsyncParsableCommand {
         }
         if selection.options.json {
             try Output.json(ShownPatient(selection.patient, view: view, outcomes: outcomes))
+            try failIfQuarantined(view)
             return
         }
         Output.line("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))")
@@ -114,6 +121,7 @@ struct Show: AsyncParsableCommand {
         print("")
         Output.table(Output.outcomeHeaders, Output.outcomeRows(outcomes, activities: byID), empty: "no outcomes in this period")
         if view.unreadable > 0 { Output.note("\(view.unreadable) records use a key not granted to you and were not shown") }
+        try failIfQuarantined(view)
     }
 }
 
@@ -149,6 +157,7 @@ struct Adherence: AsyncParsableCommand {
         }
         if selection.options.json {
             try Output.json(rows)
+            try failIfQuarantined(view)
             return
         }
         Output.line("\(selection.patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))")
@@ -163,6 +172,7 @@ struct Adherence: AsyncParsableCommand {
             },
             empty: "no activities shared"
         )
+        try failIfQuarantined(view)
     }
 }
 
@@ -198,5 +208,7 @@ struct Export: AsyncParsableCommand {
             FileHandle.standardOutput.write(data)
             if format == .fhir || format == .json { print("") }
         }
+        // What verified is exported; the records that did not are named, and the exit status says so.
+        try failIfQuarantined(view)
     }
 }

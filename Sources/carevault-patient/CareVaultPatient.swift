@@ -84,12 +84,19 @@ enum PatientRole: ToolRole {
 }
 
 struct Sync: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Send local changes and receive changes from your other devices.")
+    static let configuration = CommandConfiguration(
+        abstract: "Send local changes and receive changes from your other devices.",
+        discussion: """
+            A record from the server that fails its integrity check is kept aside and not applied; the rest is applied and sent, \
+            the command ends with exit status 65, and every later sync fetches the kept records again (Docs/design.md §5).
+            """
+    )
+    @Flag(help: "List the records kept aside (sequence, record id, reason) on stderr.") var verbose = false
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let vault = try openVault(options)
         let progress = ProgressLine()
-        let summary = try await vault.sync(progress: progress.syncCallback)
+        let summary = try await vault.syncKeepingQuarantine(progress: progress.syncCallback)
         progress.finish()
         if options.json {
             try Output.json(summary)
@@ -99,6 +106,14 @@ struct Sync: AsyncParsableCommand {
                     + "resolved \(summary.conflictsResolved) conflicts"
             )
             report(summary, json: false, quiet: true)
+        }
+        if verbose {
+            for q in summary.quarantined {
+                Output.note("kept aside: sequence \(q.sequence), record \(q.recordID ?? "unknown"), \(q.reason.rawValue)")
+            }
+        }
+        if let message = summary.quarantineMessage {
+            throw CLIError(message, hint: "everything else was applied and sent; every sync fetches these records again", status: .integrity)
         }
         if !summary.rejected.isEmpty {
             throw CLIError("\(summary.rejected.count) versions were refused by the server", hint: "see the warnings above")

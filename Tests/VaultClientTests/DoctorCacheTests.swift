@@ -6,11 +6,9 @@ import VaultCore
 
 @Suite("Client: the doctor's cache")
 struct DoctorCacheTests {
-    static func entry(_ env: Envelope) throws -> DoctorCache.Entry {
-        DoctorCache.Entry(header: env.header, json: try LocalStore.encoder.encode(env))
+    static func entry(_ env: Envelope, sequence: UInt64 = 1) throws -> DoctorCache.Pulled {
+        .verified(DoctorCache.Entry(sequence: sequence, header: env.header, versionID: env.versionID, json: try LocalStore.encoder.encode(env)))
     }
-
-    static let acceptAll: @Sendable (RecordHeader, HLCTimestamp?) throws -> Void = { _, _ in }
 
     @Test func aCursorPerShareSurvivesReopening() async throws {
         try await SealedRecords.withTemporaryFile("store.sqlite") { url in
@@ -21,12 +19,12 @@ struct DoctorCacheTests {
             #expect(try await cache.cursor(owner: owner, tresor: interventions.tresor.id) == 0)
             try await cache.store(
                 [try Self.entry(try interventions.activity("walk", at: 1_000))],
+                release: [],
                 owner: owner,
                 tresor: interventions.tresor.id,
-                cursor: 7,
-                check: Self.acceptAll
+                cursor: 7
             )
-            try await cache.store([], owner: owner, tresor: assessments.id, cursor: 3, check: Self.acceptAll)
+            try await cache.store([], release: [], owner: owner, tresor: assessments.id, cursor: 3)
 
             let reopened = try DoctorCache(url: url)
             #expect(try await reopened.cursor(owner: owner, tresor: interventions.tresor.id) == 7)
@@ -44,63 +42,50 @@ struct DoctorCacheTests {
             let owner = sealed.identity.userID
             let cache = try DoctorCache(url: url)
             let v1 = try sealed.activity("walk", at: 1_000)
-            try await cache.store(
-                [try Self.entry(v1), try Self.entry(try sealed.activity("run", at: 1_000))],
-                owner: owner,
-                tresor: sealed.tresor.id,
-                cursor: 2,
-                check: Self.acceptAll
-            )
-            let seen = HeldHeads()
-            try await cache.store(
-                [try Self.entry(try sealed.activity("walk", at: 2_000, deleted: true))],
-                owner: owner,
-                tresor: sealed.tresor.id,
-                cursor: 3
-            ) { header, held in seen.append(header.timestamp, held) }
-            #expect(seen.pairs == [Pair(new: sealed.timestamp(2_000), held: sealed.timestamp(1_000))], "the check sees the held head")
+            let page = [try Self.entry(v1, sequence: 1), try Self.entry(try sealed.activity("run", at: 1_000), sequence: 2)]
+            try await cache.store(page, release: [], owner: owner, tresor: sealed.tresor.id, cursor: 2)
+            let tombstone = try Self.entry(try sealed.activity("walk", at: 2_000, deleted: true), sequence: 3)
+            try await cache.store([tombstone], release: [], owner: owner, tresor: sealed.tresor.id, cursor: 3)
             let live = try await cache.liveEnvelopes(owner: owner, tresor: sealed.tresor.id)
             #expect(try live.map { try LocalStore.decoder.decode(Envelope.self, from: $0).header.recordID } == [sealed.recordID("run")])
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id).isEmpty)
         }
     }
 
-    @Test func aRefusedPageStoresNothingAndKeepsTheCursor() async throws {
+    @Test func anOlderVersionIsKeptAsideAndTheRestOfThePageIsStored() async throws {
         try await SealedRecords.withTemporaryFile("store.sqlite") { url in
             let sealed = SealedRecords()
             let owner = sealed.identity.userID
             let cache = try DoctorCache(url: url)
             try await cache.store(
-                [try Self.entry(try sealed.activity("walk", at: 2_000))],
+                [try Self.entry(try sealed.activity("walk", at: 2_000), sequence: 4)],
+                release: [],
                 owner: owner,
                 tresor: sealed.tresor.id,
-                cursor: 4,
-                check: Self.acceptAll
+                cursor: 4
             )
-            let page = [try Self.entry(try sealed.activity("run", at: 3_000)), try Self.entry(try sealed.activity("walk", at: 1_000))]
-            await #expect(throws: Refused.self) {
-                try await cache.store(page, owner: owner, tresor: sealed.tresor.id, cursor: 6) { header, held in
-                    if let held, header.timestamp < held { throw Refused() }
-                }
+            let replayed = try sealed.activity("walk", at: 1_000)
+            let page = [try Self.entry(try sealed.activity("run", at: 3_000), sequence: 5), try Self.entry(replayed, sequence: 6)]
+            try await cache.store(page, release: [], owner: owner, tresor: sealed.tresor.id, cursor: 6)
+            #expect(try await cache.cursor(owner: owner, tresor: sealed.tresor.id) == 6)
+            let live = try await cache.liveEnvelopes(owner: owner, tresor: sealed.tresor.id).map {
+                try LocalStore.decoder.decode(Envelope.self, from: $0)
             }
-            #expect(try await cache.cursor(owner: owner, tresor: sealed.tresor.id) == 4)
-            #expect(try await cache.liveEnvelopes(owner: owner, tresor: sealed.tresor.id).count == 1, "the page's new record was not stored")
+            #expect(live.count == 2, "the page's new record was stored")
+            #expect(live.first { $0.header.recordID == sealed.recordID("walk") }?.header.timestamp == sealed.timestamp(2_000), "the held head stays")
+            let held = QuarantinedRecord(sequence: 6, recordID: sealed.recordID("walk").hex, versionID: replayed.versionID, reason: .replayed)
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id) == [held])
+            #expect(try await cache.quarantined(owner: UUID(), tresor: sealed.tresor.id).isEmpty, "kept per patient")
+
+            // A newer verified version of that record heals it; a released sequence leaves too.
+            try await cache.store(
+                [try Self.entry(try sealed.activity("walk", at: 4_000), sequence: 7)],
+                release: [],
+                owner: owner,
+                tresor: sealed.tresor.id,
+                cursor: 7
+            )
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id).isEmpty)
         }
     }
-}
-
-struct Pair: Equatable {
-    var new: HLCTimestamp
-    var held: HLCTimestamp?
-}
-
-/// What a cache's check was shown, collected from its (Sendable) closure.
-final class HeldHeads: @unchecked Sendable {
-    private let lock = NSLock()
-    private var seen: [Pair] = []
-
-    func append(_ new: HLCTimestamp, _ held: HLCTimestamp?) {
-        lock.withLock { seen.append(Pair(new: new, held: held)) }
-    }
-
-    var pairs: [Pair] { lock.withLock { seen } }
 }

@@ -148,9 +148,9 @@ struct LocalStoreTests {
     }
 }
 
-@Suite("Client: a pulled page is applied whole or not at all")
+@Suite("Client: a bad change of a pulled page is kept aside, the rest is applied")
 struct PulledPageTests {
-    @Test func aPageWithOneBadChangeAppliesNothingAndKeepsTheCursor() async throws {
+    @Test func aPageWithOneBadChangeAppliesTheRestAndMovesTheCursor() async throws {
         try await ClientWorld.run(.sqlite) { world in
             let (vaultA, password) = try await world.patient("pat", on: try world.device("a"))
             try await vaultA.addActivity(try Sample.activity("walk"))
@@ -158,26 +158,31 @@ struct PulledPageTests {
             let vaultB = try await world.device("b").loginPatient("pat", password: password)
             _ = try await vaultB.sync()
             let cursor = try vaultB.store.cursor()
-            // A valid new version, then one under a tresor this account does not have.
+            // A version under a tresor this account does not have, then a valid new version.
             try await vaultA.addActivity(try Sample.activity("run"))
             let runID = await vaultA.recordID(activity: "run")
             let run = try #require(try vaultA.store.record(runID))
             let stranger = try SealedRecords().activity("stray", at: 1_000)
-            let page = PullResponse(
-                changes: [Change(sequence: cursor + 1, envelope: run.envelope), Change(sequence: cursor + 2, envelope: stranger)],
-                nextCursor: cursor + 2,
-                done: true
-            )
-            await #expect(throws: ClientError.self) { _ = try await vaultB.apply(page, after: cursor) }
-            #expect(try vaultB.store.cursor() == cursor)
-            #expect(try await vaultB.activities().map(\.id) == ["walk"])
-            #expect(try await vaultB.pendingCount() == 0)
-
-            // The same page without the stranger applies, and the cursor moves with it.
-            let good = PullResponse(changes: [page.changes[0]], nextCursor: cursor + 1, done: true)
-            _ = try await vaultB.apply(good, after: cursor)
-            #expect(try vaultB.store.cursor() == cursor + 1)
+            let page = [PulledChange(sequence: cursor + 1, envelope: stranger), PulledChange(sequence: cursor + 2, envelope: run.envelope)]
+            _ = try await vaultB.apply(page, release: [], cursor: cursor + 2)
+            #expect(try vaultB.store.cursor() == cursor + 2)
             #expect(try await vaultB.activities().map(\.id) == ["run", "walk"])
+            #expect(try await vaultB.pendingCount() == 0)
+            #expect(
+                try await vaultB.quarantined() == [
+                    QuarantinedRecord(
+                        sequence: cursor + 1,
+                        recordID: stranger.header.recordID.hex,
+                        versionID: stranger.versionID,
+                        reason: .wrongContext
+                    )
+                ]
+            )
+
+            // Released (the server no longer holds a change there): the quarantine is empty again.
+            _ = try await vaultB.apply([], release: [cursor + 1], cursor: nil)
+            #expect(try await vaultB.quarantined().isEmpty)
+            #expect(try vaultB.store.cursor() == cursor + 2)
         }
     }
 }

@@ -9,7 +9,7 @@ import VaultTestSupport
 @testable import VaultServer
 
 /// The server (or whoever controls its database) turns hostile. Every attack must end in an integrity
-/// error with nothing applied, or a refusal: never in wrong data shown to a user.
+/// error with nothing of the attacked record applied, or a refusal: never in wrong data shown to a user.
 @Suite("Client: a hostile server is caught")
 struct MaliciousServerTests {
     static func allowTampering(_ repo: any VaultRepository, _ backend: Backend) async throws {
@@ -93,19 +93,23 @@ struct MaliciousServerTests {
             let cursor = try vaultB.store.cursor()
             try await Self.allowTampering(world.repository, backend)
 
-            func expectCaught(_ what: String) async throws {
+            // Each attack is caught and its record kept aside; the cursor moves past it, and a later sync
+            // fetches it again and still refuses it.
+            func expectCaught(_ what: String, _ reason: QuarantineReason) async throws {
                 await #expect(throws: ClientError.self, "\(what)") { _ = try await vaultB.sync() }
                 do { _ = try await vaultB.sync() } catch let e as ClientError {
                     if case .integrity = e {} else { Issue.record("\(what): expected an integrity error, got \(e)") }
                 }
-                #expect(try vaultB.store.cursor() == cursor, "\(what): the cursor did not move")
+                #expect(try vaultB.store.cursor() > cursor, "\(what): the cursor moved past it")
+                #expect(try await vaultB.quarantined().map(\.reason) == [reason], "\(what)")
+                #expect(try await vaultB.quarantined().map(\.recordID) == [recordID], "\(what)")
                 #expect(try await vaultB.activity(id: "walk")?.title == "v2", "\(what): nothing was applied")
                 #expect(try await vaultB.activities().count == 2)
             }
 
             // 1. A replayed older version, delivered as a new change.
             try await Self.redeliver(world.repository, owner: owner, recordID: recordID, versionID: v1.versionID)
-            try await expectCaught("replayed version")
+            try await expectCaught("replayed version", .replayed)
 
             // 2. The current version with its delete flag flipped.
             let v2 = try #require(try vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex == recordID }?.envelope)
@@ -118,7 +122,7 @@ struct MaliciousServerTests {
                     to: #""deleted":true"#
                 )
             )
-            try await expectCaught("flipped delete")
+            try await expectCaught("flipped delete", .invalidSignature)
 
             // 3. Another record's ciphertext swapped in under this record's header.
             try await world.repository.attackerExecutes(
@@ -138,7 +142,7 @@ struct MaliciousServerTests {
                     to: Base64URL.encode(other.ciphertext)
                 )
             )
-            try await expectCaught("swapped ciphertext")
+            try await expectCaught("swapped ciphertext", .invalidSignature)
         }
     }
 

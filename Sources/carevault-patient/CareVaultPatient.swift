@@ -78,7 +78,10 @@ enum PatientRole: ToolRole {
 
     static func afterLogin(_ account: UnlockedAccount, options: GlobalOptions) async throws -> String {
         let vault = try PatientVault(account: account, transport: try options.transport(), adminKey: try options.adminPublicKey())
-        let summary = try await vault.sync()
+        // Login succeeds whenever the account is fine, whatever the state of the records: records that
+        // fail their integrity check are kept aside and named in a warning (Docs/design.md §5).
+        let summary = try await vault.syncKeepingQuarantine()
+        if let warning = summary.quarantineMessage { Output.note("warning: \(warning)") }
         return "; \(summary.pulled) records synced"
     }
 }

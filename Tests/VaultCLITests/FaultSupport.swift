@@ -244,7 +244,13 @@ struct FaultWorld {
     }
 
     func startPatient(_ args: [String], home: String = "alice") throws -> RunningTool {
-        try RunningTool.start(tools, "carevault-patient", args, home: home, extra: common.merging(["CAREVAULT_PASSWORD": Self.password]) { _, b in b })
+        try RunningTool.start(
+            tools,
+            "carevault-patient",
+            args,
+            home: home,
+            extra: common.merging(["CAREVAULT_PASSWORD": Self.password]) { _, b in b }
+        )
     }
 
     /// The vault of the patient tool's home `home`, opened in this process as the tool opens it.
@@ -271,7 +277,12 @@ struct FaultWorld {
         let changes = (first..<first + count).map { n in
             LocalChange(
                 record: .outcome(
-                    Outcome(activityID: activity, occurrence: n, values: [OutcomeValue(value: .number(Double(n)), units: "steps", createdAt: at)], createdAt: at)
+                    Outcome(
+                        activityID: activity,
+                        occurrence: n,
+                        values: [OutcomeValue(value: .number(Double(n)), units: "steps", createdAt: at)],
+                        createdAt: at
+                    )
                 ),
                 type: .outcome,
                 recordID: RecordID.make(type: .outcome, activityID: activity, occurrence: n, key: key),

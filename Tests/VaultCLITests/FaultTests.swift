@@ -82,21 +82,21 @@ struct FaultTests {
             var next = 0
             var kills = 0
             var rounds = 0
-            var maxDelay = 900
+            var maxDelay = 1_200
             while kills < 5 && rounds < 16 {
                 rounds += 1
                 let category = rounds.isMultiple(of: 2) ? ("walk", "interventions") : ("mood", "assessments")
-                try await FaultWorld.importOutcomes(try world.vault(), activity: category.0, category: category.1, first: next, count: 400)
-                try await FaultWorld.importOutcomes(other, activity: category.0, category: category.1, first: next + 400, count: 200)
-                next += 600
+                try await FaultWorld.importOutcomes(try world.vault(), activity: category.0, category: category.1, first: next, count: 1_000)
+                try await FaultWorld.importOutcomes(other, activity: category.0, category: category.1, first: next + 1_000, count: 500)
+                next += 1_500
                 _ = try await other.sync()
-                let delay = Int.random(in: 0...maxDelay, using: &rng)
+                let delay = Int.random(in: 50...maxDelay, using: &rng)
                 let sync = try world.startPatient(["sync"])
                 try await Task.sleep(for: .milliseconds(delay))
                 let killed = sync.kill()
                 print("[\(backend)] round \(rounds): patient tool \(killed ? "killed" : "had finished") after \(delay) ms")
                 // A sync that ends before the kill shortens the next delays, so the kills land mid-sync.
-                if killed { kills += 1 } else { maxDelay = max(60, maxDelay * 2 / 3) }
+                if killed { kills += 1 } else { maxDelay = max(100, maxDelay * 2 / 3) }
             }
             #expect(kills >= 5, "only \(kills) of \(rounds) syncs were cut off")
 

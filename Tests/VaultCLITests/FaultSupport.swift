@@ -84,6 +84,8 @@ struct ServerDatabase {
         if let sqlitePath {
             var config = Configuration()
             config.readonly = true
+            // The server writes beside this reader (WAL); wait out a checkpoint instead of failing.
+            config.busyMode = .timeout(5)
             let queue = try DatabaseQueue(path: sqlitePath, configuration: config)
             defer { try? queue.close() }
             return try queue.read { db in
@@ -312,11 +314,13 @@ struct FaultWorld {
     func waitForVersions(atLeast target: Int, timeout: TimeInterval = 60) async throws -> Int {
         let deadline = Date().addingTimeInterval(timeout)
         var last = 0
+        var failure: (any Error)?
         while Date() < deadline {
-            last = (try? server.database.counts().versions) ?? last
+            do { last = try server.database.counts().versions } catch { failure = error }
             if last >= target { return last }
             try await Task.sleep(for: .milliseconds(10))
         }
+        if let failure { print("note: counting the server's versions failed at least once: \(failure)") }
         return last
     }
 }

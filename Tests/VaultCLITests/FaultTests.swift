@@ -21,15 +21,17 @@ struct FaultTests {
                 "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00", "--offline",
             ])
             #expect(add.status == 0, "\(add.stderr)")
-            let n = Self.outcomeCount
-            try await FaultWorld.importOutcomes(try world.vault(), activity: "walk", category: "interventions", first: 0, count: n)
-            let expected = n + 1
-
+            var n = 0
+            let vault = try world.vault()
             var interrupted = 0
-            for round in 1...2 {
+            for round in 1...4 where interrupted < 2 {
                 let before = try world.server.database.counts().versions
-                let remaining = expected - before
-                guard remaining >= 1_000 else { break }
+                // Each kill needs a push long enough to land in: when the last one finished first, import more.
+                if n + 1 - before < 1_000 {
+                    try await FaultWorld.importOutcomes(vault, activity: "walk", category: "interventions", first: n, count: Self.outcomeCount)
+                    n += Self.outcomeCount
+                }
+                let remaining = n + 1 - before
                 // Kill once the server has stored part of the push, after a random short delay.
                 let threshold = before + Int.random(in: 1...(remaining / 2), using: &rng)
                 let delay = Int.random(in: 0...30, using: &rng)
@@ -40,7 +42,7 @@ struct FaultTests {
                 let status = try await sync.wait()
                 let atKill = try world.server.database.counts()
                 print("[\(backend)] round \(round): server killed \(delay) ms after \(seen) versions; stored: \(atKill); sync exit \(status)")
-                if atKill.versions < expected {
+                if atKill.versions < n + 1 {
                     interrupted += 1
                     #expect(status != 0, "a sync cut off by the server's death must not report success")
                 }
@@ -48,6 +50,7 @@ struct FaultTests {
                 try world.server.start()
             }
             #expect(interrupted >= 1, "the server was never killed in the middle of the push")
+            let expected = n + 1
 
             let done = try world.patient(["sync"])
             #expect(done.status == 0, "\(done.stderr)")

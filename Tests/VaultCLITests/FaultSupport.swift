@@ -1,0 +1,326 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCore
+import VaultCrypto
+
+@testable import VaultClient
+
+/// A seeded generator (SplitMix64), so a run that fails can be replayed: the seed is printed, and
+/// `CAREVAULT_SEED` reruns it.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// `CAREVAULT_SEED` when set, else a fresh random seed; printed either way with how to replay it.
+    static func seed(for test: String) -> UInt64 {
+        let seed = ProcessInfo.processInfo.environment["CAREVAULT_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
+        print("\(test): seed \(seed) (replay with CAREVAULT_SEED=\(seed))")
+        return seed
+    }
+}
+
+/// The server databases the fault tests run on: a SQLite file, or a new database in the PostgreSQL
+/// cluster of `CAREVAULT_TEST_POSTGRES_URL` (made and dropped with psql).
+enum FaultBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+}
+
+/// One fresh server database, and how to count what the server stores in it.
+struct ServerDatabase {
+    let backend: FaultBackend
+    /// The `--database` argument of carevault-server.
+    let url: String
+    let sqlitePath: String?
+    let adminURL: String?
+    let name: String?
+
+    /// A new database for one test, or nil when PostgreSQL is not configured (an error under CI).
+    static func make(_ backend: FaultBackend, in root: URL) throws -> ServerDatabase? {
+        switch backend {
+        case .sqlite:
+            let path = root.appendingPathComponent("server.sqlite").path
+            return ServerDatabase(backend: backend, url: "sqlite:" + path, sqlitePath: path, adminURL: nil, name: nil)
+        case .postgres:
+            guard let admin = ProcessInfo.processInfo.environment["CAREVAULT_TEST_POSTGRES_URL"] else {
+                if ProcessInfo.processInfo.environment["CI"] != nil {
+                    throw Tools.ToolMissing(path: "CAREVAULT_TEST_POSTGRES_URL (required under CI)")
+                }
+                print("note: PostgreSQL backend NOT tested: set CAREVAULT_TEST_POSTGRES_URL (Scripts/test does this)")
+                return nil
+            }
+            let name = "cv_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            _ = try psql(admin, "CREATE DATABASE \(name)")
+            guard var parts = URLComponents(string: admin) else { throw Tools.ToolMissing(path: "a valid CAREVAULT_TEST_POSTGRES_URL") }
+            parts.path = "/" + name
+            return ServerDatabase(backend: backend, url: parts.string!, sqlitePath: nil, adminURL: admin, name: name)
+        }
+    }
+
+    func drop() {
+        if let adminURL, let name { _ = try? Self.psql(adminURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+    }
+
+    /// What the server stores: every version, every head (one per record), and distinct records among versions.
+    struct Counts: Equatable, CustomStringConvertible {
+        var versions: Int
+        var heads: Int
+        var recordsWithVersions: Int
+        var description: String { "\(versions) versions, \(heads) heads, \(recordsWithVersions) records" }
+    }
+
+    func counts() throws -> Counts {
+        let sql = "SELECT (SELECT count(*) FROM versions), (SELECT count(*) FROM heads), (SELECT count(DISTINCT record_id) FROM versions)"
+        if let sqlitePath {
+            var config = Configuration()
+            config.readonly = true
+            // The server writes beside this reader (WAL); wait out a checkpoint instead of failing.
+            config.busyMode = .timeout(5)
+            let queue = try DatabaseQueue(path: sqlitePath, configuration: config)
+            defer { try? queue.close() }
+            return try queue.read { db in
+                let row = try Row.fetchOne(db, sql: sql)!
+                return Counts(versions: row[0], heads: row[1], recordsWithVersions: row[2])
+            }
+        }
+        let fields = try Self.psql(url, sql).split(separator: "|").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        guard fields.count == 3 else { throw Tools.ToolMissing(path: "psql answered something unexpected") }
+        return Counts(versions: fields[0], heads: fields[1], recordsWithVersions: fields[2])
+    }
+
+    /// Runs one statement with psql and returns its unaligned output.
+    static func psql(_ url: String, _ sql: String) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["psql", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw Tools.ToolMissing(path: "psql could not run: \(sql)") }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// carevault-server as a separate process that a test can SIGKILL and start again on the same port and
+/// database (the tools keep one profile per server URL, so the URL must not change).
+final class ServerProcess {
+    let adminPub: URL
+    let database: ServerDatabase
+    let log: URL
+    private(set) var process: Process?
+    private(set) var url = ""
+
+    init(adminPub: URL, database: ServerDatabase, log: URL) {
+        self.adminPub = adminPub
+        self.database = database
+        self.log = log
+    }
+
+    /// Starts the server (on a free port the first time, on the same port afterwards) and waits until it listens.
+    func start() throws {
+        let port = url.isEmpty ? "0" : String(url.split(separator: ":").last!)
+        let p = Process()
+        p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
+        p.arguments = ["--admin-key", adminPub.path, "--port", port, "--database", database.url, "--log-level", "warning"]
+        p.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAREVAULT_") }
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        p.standardOutput = try FileHandle(forWritingTo: log)
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if let text = try? String(contentsOf: log, encoding: .utf8),
+                let r = text.range(of: "http://127.0.0.1:[0-9]+", options: .regularExpression)
+            {
+                url = String(text[r])
+                return
+            }
+            if !p.isRunning { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        p.terminate()
+        throw Tools.ToolMissing(path: "carevault-server did not start on \(database.backend) within 30 s")
+    }
+
+    /// SIGKILL: no graceful shutdown, open transactions are cut off wherever they are.
+    func kill() {
+        guard let p = process else { return }
+        Foundation.kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        process = nil
+    }
+
+    func stop() {
+        guard let p = process, p.isRunning else { return }
+        p.terminate()
+        p.waitUntilExit()
+        process = nil
+    }
+}
+
+/// A tool started without waiting for it, so the test can kill it mid-way.
+struct RunningTool {
+    let process: Process
+
+    static func start(_ t: Tools, _ tool: String, _ args: [String], home: String, extra: [String: String]) throws -> RunningTool {
+        let p = Process()
+        p.executableURL = Tools.bin.appendingPathComponent(tool)
+        p.arguments = args
+        var e = t.env.merging(extra) { _, b in b }
+        e["CAREVAULT_HOME"] = t.root.appendingPathComponent(home).path
+        p.environment = e
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        return RunningTool(process: p)
+    }
+
+    /// Kills the tool with SIGKILL unless it already ended; true when the kill cut it off.
+    @discardableResult
+    func kill() -> Bool {
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+    }
+
+    /// Waits for the tool without blocking a thread of the test's pool; its exit status.
+    func wait() async throws -> Int32 {
+        while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// A deployment for the fault tests: an admin key, a server process on a fresh database, and patient
+/// alice registered, approved and logged in (with `--remember`) by the patient tool in home "alice".
+struct FaultWorld {
+    static let password = "alice's long password"
+    let tools: Tools
+    let server: ServerProcess
+    let adminKey: SigningPublicKey
+    let common: [String: String]
+
+    /// Runs `body` in a new world on `backend`; returns without running it when the backend is not configured.
+    static func run(_ backend: FaultBackend, _ body: (FaultWorld) async throws -> Void) async throws {
+        let tools = try Tools()
+        defer { try? FileManager.default.removeItem(at: tools.root) }
+        guard let database = try ServerDatabase.make(backend, in: tools.root) else { return }
+        defer { database.drop() }
+        let adminDir = tools.root.appendingPathComponent("admin")
+        #expect(try tools.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
+        let pub = adminDir.appendingPathComponent("admin.pub")
+        let server = ServerProcess(adminPub: pub, database: database, log: tools.root.appendingPathComponent("server.out"))
+        try server.start()
+        defer { server.stop() }
+        let key = try SigningPublicKey(base64URL: try String(contentsOf: pub, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+        let common = [
+            "CAREVAULT_SERVER": server.url, "CAREVAULT_ADMIN_KEY": pub.path,
+            "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path,
+        ]
+        let world = FaultWorld(tools: tools, server: server, adminKey: key, common: common)
+        #expect(try world.patient(["register", "--username", "alice"]).status == 0)
+        #expect(try tools.run("carevault-admin", ["approve", "--all"], extra: common).status == 0)
+        let login = try world.patient(["login", "--username", "alice", "--remember"])
+        #expect(login.status == 0, "\(login.stderr)")
+        try await body(world)
+    }
+
+    @discardableResult
+    func patient(_ args: [String], home: String = "alice") throws -> Tools.Result {
+        try tools.run("carevault-patient", args, home: home, password: Self.password, extra: common)
+    }
+
+    func startPatient(_ args: [String], home: String = "alice") throws -> RunningTool {
+        try RunningTool.start(
+            tools,
+            "carevault-patient",
+            args,
+            home: home,
+            extra: common.merging(["CAREVAULT_PASSWORD": Self.password]) { _, b in b }
+        )
+    }
+
+    /// The vault of the patient tool's home `home`, opened in this process as the tool opens it.
+    func vault(home: String = "alice") throws -> PatientVault {
+        let config = ClientConfiguration(server: server.url, home: Home(url: tools.root.appendingPathComponent(home)), adminKey: adminKey)
+        let transport = try Transport(baseURL: server.url)
+        let account = try AccountManager(configuration: config, transport: transport).unlock(password: Self.password)
+        return try PatientVault(account: account, transport: transport, adminKey: adminKey)
+    }
+
+    /// Logs alice in on a new device home in this process (its profile and store are new).
+    func newDevice(_ home: String) async throws -> PatientVault {
+        let config = ClientConfiguration(server: server.url, home: Home(url: tools.root.appendingPathComponent(home)), adminKey: adminKey)
+        let transport = try Transport(baseURL: server.url)
+        let account = try await AccountManager(configuration: config, transport: transport).login(username: "alice", password: Self.password)
+        return try PatientVault(account: account, transport: transport, adminKey: adminKey)
+    }
+
+    /// Records `count` outcomes of activity `activity` offline, starting at occurrence `first`, in one local
+    /// transaction (an import): one value each, whose number is the occurrence.
+    static func importOutcomes(_ vault: PatientVault, activity: String, category: String, first: Int, count: Int) async throws {
+        let key = vault.account.identity.recordIDKey
+        let at = Date(unixMillis: 1_767_254_400_000)
+        let changes = (first..<first + count).map { n in
+            LocalChange(
+                record: .outcome(
+                    Outcome(
+                        activityID: activity,
+                        occurrence: n,
+                        values: [OutcomeValue(value: .number(Double(n)), units: "steps", createdAt: at)],
+                        createdAt: at
+                    )
+                ),
+                type: .outcome,
+                recordID: RecordID.make(type: .outcome, activityID: activity, occurrence: n, key: key),
+                category: category
+            )
+        }
+        try await vault.write(changes)
+    }
+
+    /// An activity in `category` that outcomes can be recorded for.
+    static func activity(_ id: String, category: String = "interventions") throws -> Activity {
+        try Activity(
+            id: id,
+            title: "Walk \(id)",
+            category: category,
+            schedule: Schedule.dailyAtTimes(
+                start: Date(unixMillis: 1_767_254_400_000),
+                end: nil,
+                times: [DateComponents(hour: 8, minute: 0)],
+                timeZone: TimeZone(identifier: "UTC")!
+            ),
+            createdAt: Date(unixMillis: 1_767_254_400_000)
+        )
+    }
+
+    /// Polls the server's version count until it reaches `target` (or `timeout` passes); returns the last count.
+    func waitForVersions(atLeast target: Int, timeout: TimeInterval = 60) async throws -> Int {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last = 0
+        var failure: (any Error)?
+        while Date() < deadline {
+            do { last = try server.database.counts().versions } catch { failure = error }
+            if last >= target { return last }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        if let failure { print("note: counting the server's versions failed at least once: \(failure)") }
+        return last
+    }
+}

@@ -27,7 +27,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         .systemLibrary(
@@ -141,7 +140,6 @@ let package = Package(
             dependencies: [
                 "VaultClient", "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
     ],

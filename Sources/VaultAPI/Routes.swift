@@ -47,4 +47,13 @@ public enum APILimits {
     public static let maxForwardDriftMs: UInt64 = 12 * 3_600 * 1_000
     /// How long a session token lives.
     public static let sessionLifetimeMs: Int64 = 12 * 3_600 * 1_000
+    /// The largest body of a route open without a session (registration, login), in bytes: every
+    /// field there has a small cap, so a larger body is never legitimate.
+    public static let maxOpenBodyBytes = 64 * 1024
+    /// The longest username, in characters (Username.normalize).
+    public static let maxUsernameLength = 32
+    /// The length of a 32-byte value (login key, login verifier) in unpadded base64url.
+    public static let key32Base64Length = 43
+    /// The longest key bundle ciphertext, in base64url characters; a real bundle is about 200.
+    public static let maxKeyBundleCiphertextLength = 4096
 }

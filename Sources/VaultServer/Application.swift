@@ -40,8 +40,8 @@ public func makeRepository(databaseURL: String, logger: Logger) throws -> (any V
         return (try SQLiteRepository(path: path), nil)
     }
     if databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://") {
-        let client = PostgresClient(configuration: try PostgresRepository.configuration(url: databaseURL), backgroundLogger: logger)
-        return (PostgresRepository(client: client, logger: logger), client)
+        let pool = PostgresPool(configuration: try PostgresRepository.configuration(url: databaseURL), logger: logger)
+        return (PostgresRepository(pool: pool, logger: logger), pool)
     }
     throw ConfigurationError.invalid("unsupported database URL: use sqlite:PATH or postgres://user:password@host:port/database")
 }
@@ -97,5 +97,7 @@ public func buildRouter(
     TresorController(service: service).addRoutes(to: session)
     ShareController(service: service).addRoutes(to: session)
     AdminController(service: service).addRoutes(to: admin)
+    // Last, so that it wraps only the not-found responder (see the middleware).
+    router.add(middleware: MethodNotAllowedMiddleware(routes: router.routes))
     return router
 }

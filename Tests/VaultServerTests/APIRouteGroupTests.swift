@@ -36,7 +36,7 @@ struct RouteGroupAPITests {
 
     func text(_ r: TestResponse) -> String { String(decoding: r.body.readableBytesView, as: UTF8.self) }
 
-    /// The error body, decoded: error bodies keep the key order of an unsorted encoder, so bytes vary.
+    /// The error body, decoded (its exact bytes are checked in SpecConformanceAPITests).
     func error(_ r: TestResponse) -> APIErrorBody? { try? JSONDecoder().decode(APIErrorBody.self, from: Data(r.body.readableBytesView)) }
 
     @Test func sessionRoutesRefuseMissingUnknownAndExpiredSessions() async throws {

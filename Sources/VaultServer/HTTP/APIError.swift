@@ -21,7 +21,8 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var fields = headers
         fields[.contentType] = "application/json"
-        let body = try JSONEncoder().encode(APIErrorBody(code: code, message: message))
+        // The same encoder as every other answer: sorted keys, slashes unescaped (openapi.yaml).
+        let body = try VaultResponseEncoder.json.encode(APIErrorBody(code: code, message: message))
         return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 
@@ -33,6 +34,13 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     static func conflict(_ m: String) -> APIError { APIError(.conflict, .conflict, m) }
     static let unauthorized = APIError(.unauthorized, .unauthorized, "a valid session token is required (Authorization: Bearer …)")
     static let `internal` = APIError(.internalServerError, .internalError, "internal server error")
+
+    /// A storage outage: retry shortly (the server notices the database is back within about a second).
+    static let unavailable: APIError = {
+        var e = APIError(.serviceUnavailable, .unavailable, "storage is unavailable, retry later")
+        e.headers[.retryAfter] = "2"
+        return e
+    }()
 }
 
 /// Turns every error into the JSON error shape: API errors pass through, Hummingbird's own HTTP errors
@@ -46,11 +54,15 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return [.SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_IOERR, .SQLITE_CANTOPEN].contains(e.resultCode)
         }
         if let e = error as? PSQLError {
-            if [.serverClosedConnection, .connectionError, .uncleanShutdown, .poolClosed, .clientClosedConnection].contains(e.code) { return true }
-            // serialization failure, deadlock, too many connections, admin shutdown, cannot connect now
-            return ["40001", "40P01", "53300", "57P01", "57P03"].contains(e.serverInfo?[.sqlState] ?? "")
+            // A client-side error without a report from the server: the connection failed or closed.
+            guard let sqlState = e.serverInfo?[.sqlState] else { return true }
+            // serialization failure, deadlock, too many connections, admin shutdown, crash shutdown,
+            // cannot connect now
+            return ["40001", "40P01", "53300", "57P01", "57P02", "57P03"].contains(sqlState)
         }
-        return false
+        // The pool's own errors (circuit breaker open, pool shut down) come from a module this package
+        // does not import; they only ever mean that no connection could be had.
+        return String(reflecting: type(of: error)).hasSuffix(".ConnectionPoolError")
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -82,11 +94,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             case let .invalidTransition(from, to): throw APIError(.conflict, .conflict, "cannot move from \(from) to \(to)")
             case .unavailable:
                 context.logger.error("database unavailable", metadata: ["error": "\(error)"])
-                throw APIError(.serviceUnavailable, .unavailable, "storage is unavailable, retry later")
+                throw APIError.unavailable
             }
         } catch  where Self.isStorageOutage(error) {
             context.logger.error("storage unavailable", metadata: ["error": "\(String(reflecting: type(of: error)))"])
-            throw APIError(.serviceUnavailable, .unavailable, "storage is unavailable, retry later")
+            throw APIError.unavailable
         } catch {
             context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: type(of: error)))", "detail": "\(error)"])
             throw APIError.internal

@@ -47,14 +47,14 @@ public struct VaultRequestContext: RequestContext, RemoteAddressRequestContext {
 }
 
 extension Request {
-    /// The raw body bytes, refusing more than the API's limit with a 413.
-    mutating func bodyBytes() async throws -> [UInt8] {
+    /// The raw body bytes, refusing more than `limit` (the API's limit unless given) with a 413.
+    mutating func bodyBytes(upTo limit: Int = APILimits.maxBodyBytes) async throws -> [UInt8] {
         do {
-            return Array(try await collectBody(upTo: APILimits.maxBodyBytes).readableBytesView)
+            return Array(try await collectBody(upTo: limit).readableBytesView)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, .payloadTooLarge, "request body is larger than \(APILimits.maxBodyBytes) bytes")
+            throw APIError(.contentTooLarge, .payloadTooLarge, "request body is larger than \(limit) bytes")
         } catch let e as HTTPError where e.status == .contentTooLarge {
-            throw APIError(.contentTooLarge, .payloadTooLarge, "request body is larger than \(APILimits.maxBodyBytes) bytes")
+            throw APIError(.contentTooLarge, .payloadTooLarge, "request body is larger than \(limit) bytes")
         }
     }
 

@@ -10,11 +10,16 @@ public struct VaultRequestDecoder: RequestDecoder {
 
     /// Reads the whole body (refusing more than the limit) and decodes it as JSON.
     public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {
+        try await Self.decode(T.self, from: request, limit: APILimits.maxBodyBytes)
+    }
+
+    /// Decodes a JSON body of at most `limit` bytes (413 beyond).
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
         guard request.hasJSONBody else {
             throw APIError(.unsupportedMediaType, .unsupportedMediaType, "request body must be application/json")
         }
         var request = request
-        return try JSONBody.decode(T.self, from: try await request.bodyBytes())
+        return try JSONBody.decode(T.self, from: try await request.bodyBytes(upTo: limit))
     }
 }
 

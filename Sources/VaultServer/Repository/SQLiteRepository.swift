@@ -16,7 +16,8 @@ public final class SQLiteRepository: VaultRepository {
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         var config = Configuration()
         config.foreignKeysEnabled = true
-        config.busyMode = .timeout(10)
+        // A lock held longer than this is an outage to report (503 with Retry-After), not a request to hold.
+        config.busyMode = .timeout(5)
         pool = try DatabasePool(path: path, configuration: config)
     }
 

@@ -17,17 +17,24 @@ struct AccountController: APIController {
             .get(RouterPath(Routes.userByID(":id")), use: userByID)
     }
 
+    /// Bodies of these open routes are read up to `APILimits.maxOpenBodyBytes`, not the general limit.
+    private func decodeOpen<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
+        try await VaultRequestDecoder.decode(T.self, from: request, limit: APILimits.maxOpenBodyBytes)
+    }
+
     @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<RegisterResponse> {
-        let (body, status) = try await service.register(try await request.decode(as: RegistrationRequest.self, context: context))
+        // Counted before the body is read, so a flood costs the server as little as possible.
+        try service.admitRegistration(address: context.clientAddress)
+        let (body, status) = try await service.register(try await decodeOpen(RegistrationRequest.self, request))
         return EditedResponse(status: status, response: body)
     }
 
     @Sendable func loginParameters(_ request: Request, context: Context) async throws -> LoginParametersResponse {
-        try await service.loginParameters(username: try await request.decode(as: LoginParametersRequest.self, context: context).username)
+        try await service.loginParameters(username: try await decodeOpen(LoginParametersRequest.self, request).username)
     }
 
     @Sendable func login(_ request: Request, context: Context) async throws -> LoginResponse {
-        try await service.login(try await request.decode(as: LoginRequest.self, context: context), address: context.clientAddress)
+        try await service.login(try await decodeOpen(LoginRequest.self, request), address: context.clientAddress)
     }
 
     @Sendable func logout(_ request: Request, context: Context) async throws -> HTTPResponse.Status {

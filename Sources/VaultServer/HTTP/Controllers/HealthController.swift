@@ -11,7 +11,9 @@ struct HealthController: APIController {
 
     @Sendable func health(_ request: Request, context: Context) async throws -> HealthResponse {
         do { try await service.repository.ping() } catch {
-            throw APIError(.serviceUnavailable, .unavailable, "database is not reachable")
+            var e = APIError.unavailable
+            e.message = "database is not reachable"
+            throw e
         }
         return HealthResponse(status: "ok", database: service.repository.backendName, version: "1")
     }

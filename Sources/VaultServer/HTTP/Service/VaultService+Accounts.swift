@@ -6,7 +6,15 @@ import VaultCrypto
 
 /// Accounts and sessions (Docs/design.md §2): registration, login with rate limits, the directory.
 extension VaultService {
+    /// Counts a registration attempt from `address`, refusing it with 429 past the limit.
+    func admitRegistration(address: String) throws {
+        if let wait = registrationLimiter.attempt(address: address, now: clock()) {
+            throw Self.tooManyRequests("too many registrations from this address", waitMs: wait)
+        }
+    }
+
     func register(_ r: RegistrationRequest) async throws -> (RegisterResponse, HTTPResponse.Status) {
+        try Self.checkSizes(r)
         do { try r.verify() } catch {
             switch error {
             case .invalidSignature: throw APIError(.badRequest, .invalidSignature, "registration self-signature is not valid")
@@ -46,8 +54,29 @@ extension VaultService {
         }
     }
 
+    /// Caps on what a registration stores, far below the body limit: a name, two 32-byte values and a
+    /// key bundle of a few hundred bytes (fixed-size keys, salt and signature are checked by decoding).
+    static func checkSizes(_ r: RegistrationRequest) throws {
+        try checkUsernameLength(r.username)
+        guard r.loginVerifier.utf8.count == APILimits.key32Base64Length else {
+            throw APIError.badRequest("loginVerifier must be 32 bytes of base64url")
+        }
+        guard r.keyBundle.ciphertext.utf8.count <= APILimits.maxKeyBundleCiphertextLength else {
+            throw APIError.badRequest("keyBundle.ciphertext must be at most \(APILimits.maxKeyBundleCiphertextLength) characters")
+        }
+    }
+
+    /// No account has a longer name, so a longer one is malformed, not unknown.
+    static func checkUsernameLength(_ name: String) throws {
+        // Counted in code points, as JSON Schema's maxLength counts them.
+        guard name.unicodeScalars.count <= APILimits.maxUsernameLength else {
+            throw APIError.badRequest("username must be at most \(APILimits.maxUsernameLength) characters")
+        }
+    }
+
     /// The KDF parameters of a username; stable fakes for unknown names, so they cannot be enumerated.
     func loginParameters(username raw: String) async throws -> LoginParametersResponse {
+        try Self.checkUsernameLength(raw)
         let name = Username.lookupKey(raw)
         if let user = try await repository.user(username: name) {
             return LoginParametersResponse(kdf: user.registration.kdf, salt: user.registration.salt)
@@ -58,14 +87,15 @@ extension VaultService {
     }
 
     func login(_ r: LoginRequest, address: String) async throws -> LoginResponse {
+        try Self.checkUsernameLength(r.username)
         let name = Username.lookupKey(r.username)
         let now = clock()
         if let wait = rateLimiter.retryAfter(username: name, address: address, now: now) {
-            var e = APIError(.tooManyRequests, .rateLimited, "too many failed logins; retry in \(wait / 1000 + 1) seconds")
-            e.headers[.retryAfter] = String(wait / 1000 + 1)
-            throw e
+            throw Self.tooManyRequests("too many failed logins", waitMs: wait)
         }
-        guard let presented = (try? Base64URL.decode(r.loginKey)).flatMap({ $0.count == 32 ? $0 : nil }) else {
+        guard r.loginKey.utf8.count == APILimits.key32Base64Length,
+            let presented = (try? Base64URL.decode(r.loginKey)).flatMap({ $0.count == 32 ? $0 : nil })
+        else {
             throw APIError.badRequest("loginKey must be 32 bytes of base64url")
         }
         let user = try await repository.user(username: name)
@@ -74,20 +104,24 @@ extension VaultService {
         let verifier = PasswordKeys.verifier(for: try SymmetricKey(bytes: presented))
         guard let user, ConstantTime.equals(verifier, expected) else {
             rateLimiter.recordFailure(username: name, address: address, now: now)
+            // A name that matches no account is whatever the client typed: only its keyed hash goes
+            // into the append-only log (enough to see repeated guesses at one name, nothing more).
+            var details = ["address": address]
+            if let user { details["username"] = user.username } else { details["usernameHash"] = try await unknownUsernameHash(name) }
             try await repository.appendAudit(
                 [
                     AuditEvent(
                         actor: user.map { Self.idText($0.id) } ?? "unknown",
                         action: "login.failed",
                         patientID: user?.role == .patient ? user?.id : nil,
-                        details: ["username": name, "address": address]
+                        details: details
                     )
                 ],
                 now: now
             )
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or password")
         }
-        rateLimiter.recordSuccess(username: name)
+        rateLimiter.recordSuccess(username: name, address: address, now: now)
         switch user.status {
         case .pending: throw APIError(.forbidden, .pendingApproval, "account '\(name)' is waiting for admin approval")
         case .rejected: throw APIError(.forbidden, .accountRejected, "account '\(name)' was rejected: \(user.rejectReason ?? "no reason given")")
@@ -116,6 +150,13 @@ extension VaultService {
             keyBundle: user.registration.keyBundle,
             certificate: certificate
         )
+    }
+
+    /// The audit log's stand-in for a username that matches no account: BLAKE2b keyed with the server
+    /// secret, 16 bytes in hex.
+    func unknownUsernameHash(_ name: String) async throws -> String {
+        let secret = try await repository.serverSecret()
+        return Hex.encode(try BLAKE2b.hash(Array(("audit-username:" + name).utf8), key: SecureBytes(copying: secret), outputLength: 16))
     }
 
     func logout(_ caller: Caller) async throws {

@@ -12,17 +12,28 @@ struct VaultService: Sendable {
     let adminKey: SigningPublicKey
     let clock: @Sendable () -> UnixMillis
     let rateLimiter: LoginRateLimiter
+    let registrationLimiter: RegistrationRateLimiter
 
     init(
         repository: any VaultRepository,
         adminKey: SigningPublicKey,
         clock: @escaping @Sendable () -> UnixMillis,
-        rateLimits: LoginRateLimiter.Limits = .init()
+        rateLimits: LoginRateLimiter.Limits = .init(),
+        registrationLimits: RegistrationRateLimiter.Limits = .init()
     ) {
         self.repository = repository
         self.adminKey = adminKey
         self.clock = clock
         self.rateLimiter = LoginRateLimiter(limits: rateLimits)
+        self.registrationLimiter = RegistrationRateLimiter(limits: registrationLimits)
+    }
+
+    /// A 429 telling the client to wait `waitMs` milliseconds (rounded up to whole seconds).
+    static func tooManyRequests(_ what: String, waitMs: Int64) -> APIError {
+        let seconds = String(max(1, (waitMs + 999) / 1000))
+        var e = APIError(.tooManyRequests, .rateLimited, "\(what); retry in \(seconds) seconds")
+        e.headers[.retryAfter] = seconds
+        return e
     }
 
     static func idText(_ id: UUID) -> String { id.uuidString.lowercased() }

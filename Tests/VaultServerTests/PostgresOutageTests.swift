@@ -1,0 +1,159 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+import VaultAPI
+import VaultCrypto
+import VaultTestSupport
+
+@testable import VaultServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A PostgreSQL cluster of the test's own, which it may stop and start without disturbing the tests
+/// that share the cluster of Scripts/with-postgres. Needs the variables that script exports.
+struct ThrowawayPostgres {
+    static let environment = ProcessInfo.processInfo.environment
+    static var binDirectory: String? { environment["CAREVAULT_TEST_POSTGRES_BIN"] }
+    static var configured: Bool { binDirectory != nil }
+    static let missing = "needs CAREVAULT_TEST_POSTGRES_BIN: run the tests through Scripts/with-postgres"
+
+    let bin: String
+    let runAs: String?
+    let directory: String
+    let port: Int
+    var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
+
+    /// Initialises a cluster in a new temporary folder and starts it on a free port.
+    static func start() throws -> ThrowawayPostgres {
+        let bin = try #require(binDirectory, Comment(rawValue: missing))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-outage-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let runAs = environment["CAREVAULT_TEST_POSTGRES_RUN_AS"]
+        if let runAs, let account = getpwnam(runAs) {
+            chmod(directory, 0o755)
+            chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
+        }
+        let pg = ThrowawayPostgres(bin: bin, runAs: runAs, directory: directory, port: try freePort())
+        try pg.run("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+        try pg.startServer()
+        return pg
+    }
+
+    /// A port nobody listens on now: the kernel's pick for a socket bound to port 0.
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        try #require(bound, "binding a socket to find a free port")
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func startServer() throws {
+        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off"
+        try run("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "-o", options, "start"])
+    }
+
+    /// Kills the cluster as a crash or a pulled cable would: no goodbye to the clients.
+    func stopImmediately() throws {
+        try run("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
+    }
+
+    func destroy() {
+        try? run("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Runs a PostgreSQL tool (as `runAs` when given, since PostgreSQL refuses to run as root).
+    ///
+    /// posix_spawn rather than Foundation's Process: Process learns that a child ended through a file
+    /// descriptor the child inherits, and the server `pg_ctl start` leaves behind inherits it too, so
+    /// waiting for `pg_ctl` would last as long as the server.
+    func run(_ tool: String, _ arguments: [String]) throws {
+        let command = ["\(bin)/\(tool)"] + arguments
+        let argv = runAs.map { ["runuser", "-u", $0, "--"] + command } ?? command
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let cArguments = argv.map { strdup($0) } + [nil]
+        defer { for argument in cArguments { free(argument) } }
+        var pid = pid_t()
+        let spawned = posix_spawnp(&pid, argv[0], &actions, nil, cArguments, environ)
+        try #require(spawned == 0, "starting \(tool)")
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        // Exited normally (no signal) with status 0.
+        try #require(status & 0x7f == 0 && (status >> 8) & 0xff == 0, "\(tool) \(arguments.last ?? "") failed")
+    }
+}
+
+/// A database outage is a prompt 503 with Retry-After, and the end of one is noticed at once
+/// (Docs/design.md §7): the server must not hang requests on a pool that cannot connect.
+@Suite("PostgreSQL outage: prompt 503, immediate recovery")
+struct PostgresOutageTests {
+    static func request(_ client: some TestClientProtocol, _ path: String) async throws -> (TestResponse, Duration) {
+        let started = ContinuousClock.now
+        let body = ByteBuffer(string: #"{"username":"someone"}"#)
+        let r =
+            path == Routes.health
+            ? try await client.execute(uri: path, method: .get, headers: [:], body: nil)
+            : try await client.execute(uri: path, method: .post, headers: [.contentType: "application/json"], body: body)
+        return (r, ContinuousClock.now - started)
+    }
+
+    @Test(
+        .enabled(if: ThrowawayPostgres.configured || PostgresTestServer.required, Comment(rawValue: ThrowawayPostgres.missing)),
+        .timeLimit(.minutes(2))
+    )
+    func outageIsAPrompt503AndRecoveryIsImmediate() async throws {
+        let pg = try ThrowawayPostgres.start()
+        defer { pg.destroy() }
+        let configuration = ServerConfiguration(
+            host: "127.0.0.1",
+            port: 0,
+            databaseURL: pg.url,
+            adminKey: SigningKeyPair.generate().publicKey,
+            logLevel: .critical
+        )
+        let app = try await buildApplication(configuration)
+        try await app.test(.live) { client in
+            for path in [Routes.health, Routes.loginParameters] {
+                #expect(try await Self.request(client, path).0.status == .ok, "\(path) before the outage")
+            }
+            try pg.stopImmediately()
+            // Every request, the first one included, is refused promptly and says when to retry.
+            for attempt in 0..<4 {
+                for path in [Routes.loginParameters, Routes.health] {
+                    let (r, took) = try await Self.request(client, path)
+                    #expect(r.status == .serviceUnavailable, "\(path), attempt \(attempt)")
+                    #expect(Int(r.headers[.retryAfter] ?? "") ?? 0 >= 1, "\(path) says when to retry")
+                    #expect(took < .seconds(5), "\(path) answered in \(took)")
+                }
+            }
+            // Long enough for postgres-nio's own reconnection back-off to have grown past seconds.
+            try await Task.sleep(for: .seconds(3))
+            try pg.startServer()
+            let back = ContinuousClock.now
+            var answered = false
+            while !answered && ContinuousClock.now - back < .seconds(10) {
+                answered = try await Self.request(client, Routes.loginParameters).0.status == .ok
+                if !answered { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            let recovery = ContinuousClock.now - back
+            #expect(answered && recovery < .seconds(3), "answers again \(recovery) after PostgreSQL is back")
+            #expect(try await Self.request(client, Routes.health).0.status == .ok)
+        }
+    }
+}

@@ -84,7 +84,7 @@ public enum ToolRunner {
         case let .serverUnreachable(m):
             return ("cannot reach the server (\(m))", "is carevault-server running? set --server URL or CAREVAULT_SERVER", .unreachable)
         case let .temporary(m):
-            return (m, "try again in a moment", .temporary)
+            return (m, m.hasSuffix("try again") ? nil : "try again in a moment", .temporary)
         case let .notPermitted(code, m):
             switch code {
             case .pendingApproval?: return (m, "ask the admin to approve the account (Scripts/approve)", .notPermitted)
@@ -93,6 +93,8 @@ public enum ToolRunner {
             case .unauthorized?: return (m, "run 'login' again", .notPermitted)
             default: return (m, nil, .notPermitted)
             }
+        case let .integrity(m) where e.isUnreadableAnswer:
+            return (m, "check that --server points at a CareVault server (a proxy may be answering instead); nothing was applied", .integrity)
         case let .integrity(m):
             return ("integrity check failed: \(m)", "the data or a key was tampered with or forged; nothing was applied", .integrity)
         case let .invalidRequest(m):

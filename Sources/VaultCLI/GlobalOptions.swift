@@ -31,7 +31,20 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     )
     public var passwordStdin = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Seconds each server request may take, retries included (env CAREVAULT_TIMEOUT; default 30).",
+            valueName: "seconds"
+        )
+    )
+    public var timeout: String?
+
     public init() {}
+
+    /// Checks --timeout at parse time, so a bad value is a usage error even before any request.
+    public func validate() throws {
+        do { _ = try requestTimeout() } catch let e as CLIError { throw ValidationError(e.message) }
+    }
 
     var env: [String: String] { ProcessInfo.processInfo.environment }
 
@@ -62,7 +75,17 @@ public struct GlobalOptions: ParsableArguments, Sendable {
         ClientConfiguration(server: serverURL, home: resolvedHome, adminKey: try adminPublicKey(), kdf: kdf)
     }
 
-    public func transport() throws -> Transport { try Transport(baseURL: serverURL) }
+    public func transport() throws -> Transport { try Transport(baseURL: serverURL, timeout: try requestTimeout()) }
+
+    /// The time budget of one request: --timeout, then CAREVAULT_TIMEOUT, then 30 s.
+    public func requestTimeout() throws -> Duration {
+        let (text, source) = timeout.map { ($0, "--timeout") } ?? env["CAREVAULT_TIMEOUT"].map { ($0, "CAREVAULT_TIMEOUT") } ?? ("", "")
+        if source.isEmpty { return Transport.defaultTimeout }
+        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds >= 0.1, seconds <= 86_400 else {
+            throw CLIError.usage("\(source) must be a number of seconds from 0.1 to 86400, got '\(text)'", hint: "for example --timeout 60")
+        }
+        return .milliseconds(Int64((seconds * 1_000).rounded()))
+    }
 
     public func accounts() throws -> AccountManager { AccountManager(configuration: try configuration(), transport: try transport()) }
 

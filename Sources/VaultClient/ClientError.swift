@@ -53,3 +53,46 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// The plain words for answers that are not what the API promises (Docs/design.md §7): the wording the
+/// tools print, kept in one place so the CLI can recognise the case without matching on text elsewhere.
+extension ClientError {
+    static let unreadablePrefix = "the server sent an answer this tool cannot read"
+    static let cutOff = ClientError.temporary("the server's answer was cut off or malformed; try again")
+
+    /// An answer that does not decode, has the wrong content type or is too large: an integrity failure,
+    /// never retried, since asking the same server again gives the same answer.
+    static func unreadableAnswer(_ detail: String) -> ClientError { .integrity("\(unreadablePrefix) (\(detail))") }
+
+    /// True for an answer the server sent that is not what the API promises (wrong content type, not the
+    /// expected JSON, too large), as opposed to a signature or MAC that failed.
+    public var isUnreadableAnswer: Bool {
+        if case let .integrity(m) = self { return m.hasPrefix(Self.unreadablePrefix) }
+        return false
+    }
+
+    /// A decoding failure in plain words: which JSON field was missing or wrong, never the Swift types
+    /// involved (the tools print this, and the server chose the bytes).
+    static func plainWords(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "a value is invalid" }
+        func field(_ path: [any CodingKey]) -> String {
+            let names = path.map { $0.intValue.map(String.init) ?? $0.stringValue }
+            return names.isEmpty ? "the answer" : "the field '\(names.joined(separator: "."))'"
+        }
+        switch error {
+        case let .keyNotFound(key, context): return "\(field(context.codingPath + [key])) is missing"
+        case let .valueNotFound(_, context): return "\(field(context.codingPath)) is empty"
+        case let .typeMismatch(_, context): return "\(field(context.codingPath)) has the wrong kind of value"
+        case let .dataCorrupted(context) where context.codingPath.isEmpty: return "it is not valid JSON"
+        case let .dataCorrupted(context): return "\(field(context.codingPath)) has an invalid value"
+        @unknown default: return "a value is invalid"
+        }
+    }
+
+    /// Text the server chose, made safe to print: control characters (terminal escapes) become U+FFFD
+    /// and the length is capped, so a hostile server cannot repaint the terminal or flood it.
+    static func printable(_ text: String, limit: Int = 300) -> String {
+        let cleaned = String(String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }))
+        return cleaned.count > limit ? String(cleaned.prefix(limit)) + "…" : cleaned
+    }
+}

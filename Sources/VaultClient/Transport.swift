@@ -7,22 +7,19 @@ import VaultAPI
 import VaultCore
 import VaultCrypto
 
-/// HTTP/JSON transport to a CareVault server. One place maps statuses and error codes to `ClientError`,
-/// and only temporary failures are retried (exponential backoff with full jitter).
+/// HTTP/JSON transport to a CareVault server. One place maps statuses, broken replies and unreadable
+/// answers to `ClientError`; only temporary failures are retried (exponential backoff with full jitter),
+/// and never past the request's time budget.
 public final class Transport: Sendable {
     /// The server's base URL.
     public let baseURL: String
-    /// The process-wide client: its connection pool lives as long as the process, so no transport can
-    /// forget to shut one down. A refused connection fails at once (the retry policy here decides what
-    /// to retry), instead of the pool retrying until the request deadline.
-    var http: HTTPClient { Self.client }
-    static let client: HTTPClient = {
-        var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .seconds(5), read: .seconds(60))
-        config.redirectConfiguration = .disallow
-        config.connectionPool.retryConnectionEstablishment = false
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
-    }()
+    /// The time one request may take, retries and the waits between them included.
+    public let timeout: Duration
+    /// The budget when none is given: long enough for a large pull page on a slow link, short enough
+    /// that a silent server does not hold a tool for minutes.
+    public static let defaultTimeout: Duration = .seconds(30)
+    /// The client for this transport's timeouts, shared process-wide (see `ClientPool`).
+    var http: HTTPClient { Self.pool.client(connect: connectTimeout, read: readTimeout) }
     let maxAttempts: Int
     let baseDelayMs: UInt64
     static let decoder = JSONDecoder()
@@ -32,8 +29,8 @@ public final class Transport: Sendable {
         return e
     }()
 
-    /// A transport to `baseURL` (e.g. `http://127.0.0.1:8080`).
-    public init(baseURL: String, maxAttempts: Int = 4, baseDelayMs: UInt64 = 200) throws {
+    /// A transport to `baseURL` (e.g. `http://127.0.0.1:8080`) whose requests each end within `timeout`.
+    public init(baseURL: String, maxAttempts: Int = 4, baseDelayMs: UInt64 = 200, timeout: Duration = Transport.defaultTimeout) throws {
         guard let url = URL(string: baseURL), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw ClientError.invalidRequest("server URL must look like http://host:port, got '\(baseURL)'")
         }
@@ -44,10 +41,19 @@ public final class Transport: Sendable {
                 "refusing plain http to \(url.host ?? "?"): use https (or set CAREVAULT_ALLOW_INSECURE_HTTP=1 on a trusted network)"
             )
         }
+        guard timeout >= .milliseconds(100), timeout <= .seconds(86_400) else {
+            throw ClientError.invalidRequest("the timeout must be between 0.1 and 86400 seconds")
+        }
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.maxAttempts = max(1, maxAttempts)
         self.baseDelayMs = baseDelayMs
+        self.timeout = timeout
     }
+
+    /// Per try: a connection must be up within 5 s (or the budget, if smaller), and a server silent for
+    /// half the budget is given up on, so one more try on a fresh connection still fits in the budget.
+    var connectTimeout: Duration { min(.seconds(5), timeout) }
+    var readTimeout: Duration { maxAttempts > 1 ? timeout / 2 : timeout }
 
     /// Kept for callers that want to mark the end of use; the shared pool needs no shutdown.
     public func shutdown() async {}
@@ -67,12 +73,7 @@ public final class Transport: Sendable {
         auth: Auth = .none,
         as: Response.Type = Response.self
     ) async throws -> Response {
-        let bytes = try await sendRaw(method, path, body: body, auth: auth)
-        do {
-            return try Self.decoder.decode(Response.self, from: Data(bytes))
-        } catch {
-            throw ClientError.server(code: nil, "unexpected answer from \(path): \(error)")
-        }
+        try Self.decode(try await sendRaw(method, path, body: body, auth: auth), method, path)
     }
 
     /// Sends a request whose answer has no body worth decoding.
@@ -88,34 +89,84 @@ public final class Transport: Sendable {
         auth: Auth = .none,
         as: Response.Type = Response.self
     ) async throws -> Response {
-        let bytes = try await sendRaw(method, path, payload: payload, auth: auth)
+        try Self.decode(try await sendRaw(method, path, payload: payload, auth: auth), method, path)
+    }
+
+    /// One answer as it came off the wire, body already bounded by the route's limit.
+    struct Answer: Sendable {
+        var status: Int
+        var contentType: String?
+        var retryAfter: String?
+        var body: [UInt8]
+    }
+
+    /// A 2xx answer is only trusted to be the promised type when it says it is JSON and decodes as one.
+    static func decode<Response: Decodable>(_ answer: Answer, _ method: HTTPMethod, _ path: String) throws -> Response {
+        let expected = "expected JSON from \(route(method, path))"
+        let type = answer.contentType.map { $0.split(separator: ";").first.map(String.init) ?? $0 }
+        guard let type, type.trimmingCharacters(in: .whitespaces).lowercased() == "application/json" else {
+            let got = type.map { "'\(ClientError.printable($0, limit: 60))'" } ?? "no content type"
+            throw ClientError.unreadableAnswer("\(expected); got \(got)")
+        }
         do {
-            return try Self.decoder.decode(Response.self, from: Data(bytes))
+            return try decoder.decode(Response.self, from: Data(answer.body))
         } catch {
-            throw ClientError.server(code: nil, "unexpected answer from \(path): \(error)")
+            throw ClientError.unreadableAnswer("\(expected) in the API's format; \(ClientError.plainWords(error))")
         }
     }
 
-    func sendRaw(_ method: HTTPMethod, _ path: String, body: (any Encodable & Sendable)?, auth: Auth) async throws -> [UInt8] {
+    /// `GET /v1/records`: a route for messages, without the query (which may hold ids and cursors).
+    static func route(_ method: HTTPMethod, _ path: String) -> String { "\(method.rawValue) \(withoutQuery(path))" }
+
+    static func withoutQuery(_ path: String) -> String { path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? path }
+
+    /// The largest answer accepted, read without buffering past it: pull pages and lists grow with the
+    /// data (a page of 1,000 padded records stays far below 16 MiB), every other answer is one small object.
+    public enum AnswerLimit {
+        /// Pull pages and listings.
+        public static let page = 16 * 1024 * 1024
+        /// Every other successful answer.
+        public static let object = 1024 * 1024
+        /// The body of an error answer (`{"error": …}`); a larger one is ignored, its status still counts.
+        public static let error = 64 * 1024
+    }
+
+    static let pageRoutes: Set<String> = [
+        Routes.records, Routes.tresors, Routes.shares, Routes.doctorPatients, Routes.accessLog,
+        Routes.adminPending, Routes.adminUsers, Routes.adminAudit,
+    ]
+
+    static func answerLimit(_ method: HTTPMethod, _ path: String) -> Int {
+        method == .GET && pageRoutes.contains(withoutQuery(path)) ? AnswerLimit.page : AnswerLimit.object
+    }
+
+    func sendRaw(_ method: HTTPMethod, _ path: String, body: (any Encodable & Sendable)?, auth: Auth) async throws -> Answer {
         try await sendRaw(method, path, payload: try body.map { Array(try Self.encoder.encode($0)) } ?? [], auth: auth)
     }
 
-    func sendRaw(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth) async throws -> [UInt8] {
+    func sendRaw(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth) async throws -> Answer {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
         var attempt = 0
         while true {
             attempt += 1
+            let failure: ClientError
             do {
-                return try await once(method, path, payload: payload, auth: auth)
+                return try await once(method, path, payload: payload, auth: auth, deadline: deadline)
             } catch let error as ClientError {
                 guard case .temporary = error, attempt < maxAttempts else { throw error }
+                failure = error
             }
-            // Full jitter: a random delay up to base * 2^attempt, so retrying clients spread out.
-            let cap = baseDelayMs << UInt64(attempt)
-            try await Task.sleep(for: .milliseconds(UInt64(RandomBytes.uniform(UInt32(min(cap, 10_000))))))
+            // Full jitter: a random delay up to base * 2^attempt, so retrying clients spread out. A wait
+            // that would end past the budget leaves no time for a try, so the last failure stands.
+            let cap = min(baseDelayMs << UInt64(attempt), 10_000)
+            let delay = Duration.milliseconds(Int64(RandomBytes.uniform(UInt32(cap))))
+            guard clock.now + delay < deadline else { throw failure }
+            try await Task.sleep(for: delay)
         }
     }
 
-    private func once(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth) async throws -> [UInt8] {
+    private func once(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth, deadline: ContinuousClock.Instant) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
         request.headers.add(name: "Accept", value: "application/json")
@@ -139,44 +190,118 @@ public final class Transport: Sendable {
             request.headers.add(name: AdminRequestSignature.nonceHeader, value: h.nonce)
             request.headers.add(name: AdminRequestSignature.signatureHeader, value: h.signature)
         }
+        let limit = Self.answerLimit(method, path)
+        let answer = try await withDeadline(deadline) { [request] in
+            try await self.exchange(request, limit: limit, deadline: deadline, route: Self.route(method, path))
+        }
+        guard (200..<300).contains(answer.status) else {
+            throw Self.map(status: answer.status, body: answer.body, retryAfter: answer.retryAfter)
+        }
+        return answer
+    }
+
+    /// Runs `operation`, or fails with the budget's message when `deadline` passes first. AsyncHTTPClient's
+    /// own deadline stops at the response head; this one also covers a body that trickles in forever.
+    func withDeadline(_ deadline: ContinuousClock.Instant, _ operation: @escaping @Sendable () async throws -> Answer) async throws -> Answer {
+        try await withThrowingTaskGroup(of: Answer?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let answer = first else { throw timedOut }
+            return answer
+        }
+    }
+
+    /// `.temporary`: a silent server may answer a later command.
+    var timedOut: ClientError { .temporary("the server did not answer within \(Self.seconds(timeout)) s") }
+
+    static func seconds(_ d: Duration) -> String {
+        let ms = d.components.seconds * 1_000 + d.components.attoseconds / 1_000_000_000_000_000
+        return ms % 1_000 == 0 ? "\(ms / 1_000)" : String(format: "%.1f", Double(ms) / 1_000)
+    }
+
+    /// One request and its answer, with every failure in plain words: before an answer started, a failed
+    /// connection; after, a broken or oversized answer.
+    private func exchange(_ request: HTTPClientRequest, limit: Int, deadline: ContinuousClock.Instant, route: String) async throws -> Answer {
         let response: HTTPClientResponse
         do {
-            response = try await http.execute(request, timeout: .seconds(60))
+            let left = ContinuousClock.now.duration(to: deadline)
+            response = try await http.execute(request, deadline: .now() + .nanoseconds(Self.nanoseconds(left)))
         } catch {
-            throw Self.classify(error)
+            throw classify(error)
         }
-        let body = try await response.body.collect(upTo: APILimits.maxBodyBytes * 2)
-        let bytes = Array(body.readableBytesView)
-        guard (200..<300).contains(Int(response.status.code)) else {
-            throw Self.map(status: Int(response.status.code), body: bytes, retryAfter: response.headers.first(name: "Retry-After"))
+        let status = Int(response.status.code)
+        var answer = Answer(
+            status: status,
+            contentType: response.headers.first(name: "Content-Type"),
+            retryAfter: response.headers.first(name: "Retry-After"),
+            body: []
+        )
+        let success = (200..<300).contains(status)
+        do {
+            answer.body = Array(try await response.body.collect(upTo: success ? limit : AnswerLimit.error).readableBytesView)
+        } catch is NIOTooManyBytesError {
+            guard success else { return answer }
+            throw ClientError.unreadableAnswer("more than \(limit / 1_048_576) MiB from \(route), the most this tool accepts there")
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw classify(error, answering: true)
         }
-        return bytes
+        return answer
     }
 
-    /// Connection-level failures: unreachable when nothing answered, temporary when a connection broke.
-    static func classify(_ error: any Error) -> ClientError {
+    static func nanoseconds(_ d: Duration) -> Int64 {
+        max(0, d.components.seconds) * 1_000_000_000 + max(0, d.components.attoseconds) / 1_000_000_000
+    }
+
+    /// Connection-level failures. Unreachable (69) when no connection could be made; temporary (75) when
+    /// one was made and the answer broke, was malformed or did not come in time.
+    func classify(_ error: any Error, answering: Bool = false) -> ClientError {
+        let unreachable = ClientError.serverUnreachable("connection refused or no route to the server")
+        if error is CancellationError { return timedOut }
+        if error is HTTPParserError { return .cutOff }
         if let e = error as? HTTPClientError {
             switch e {
-            case .connectTimeout: return .serverUnreachable("connection timed out")
-            case .readTimeout, .writeTimeout, .remoteConnectionClosed, .deadlineExceeded, .getConnectionFromPoolTimeout:
-                return .temporary("the connection failed (\(e))")
-            default: return .serverUnreachable("\(e)")
+            case .connectTimeout: return .serverUnreachable("no connection within \(Self.seconds(connectTimeout)) s")
+            case .deadlineExceeded, .cancelled: return timedOut
+            case .readTimeout: return .temporary("the server stopped answering for \(Self.seconds(readTimeout)) s")
+            case .writeTimeout, .remoteConnectionClosed, .uncleanShutdown, .getConnectionFromPoolTimeout: return .cutOff
+            default: return answering ? .cutOff : .serverUnreachable("the connection failed")
             }
         }
-        if error is IOError || error is ChannelError { return .serverUnreachable("connection refused or no route to the server") }
-        return .serverUnreachable("\(type(of: error))")
+        // Refused, no route, no such address: nothing answered. Any other socket error (reset, broken pipe,
+        // a connection the server already closed) came from a server that is there but broke off.
+        if let e = error as? IOError {
+            return !answering && [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ETIMEDOUT, EADDRNOTAVAIL].contains(e.errnoCode) ? unreachable : .cutOff
+        }
+        if let e = error as? ChannelError {
+            if case .connectTimeout = e, !answering { return .serverUnreachable("no connection within \(Self.seconds(connectTimeout)) s") }
+            return .cutOff
+        }
+        if answering { return .cutOff }
+        let text = "\(error)".lowercased()
+        if text.contains("certificate") || text.contains("ssl") || text.contains("tls") {
+            return .serverUnreachable("the secure connection failed; check the server's certificate")
+        }
+        return unreachable
     }
 
-    /// The one mapping from HTTP status and API error code to `ClientError`.
+    /// The one mapping from HTTP status and API error code to `ClientError`. The server's message is
+    /// printed, so it is made safe to print first.
     static func map(status: Int, body: [UInt8], retryAfter: String?) -> ClientError {
         let detail = try? decoder.decode(APIErrorBody.self, from: Data(body)).error
-        let message = detail?.message ?? "HTTP \(status)"
+        let message = detail.map { ClientError.printable($0.message) } ?? (status >= 500 ? "the server failed (HTTP \(status))" : "HTTP \(status)")
         let code = detail?.code
         switch (status, code) {
         case (_, .pendingApproval?), (_, .accountRejected?), (_, .shareNotActive?), (_, .invalidCredentials?), (401, _), (403, _):
             return .notPermitted(code: code, message)
-        case (429, _), (502, _), (503, _), (504, _):
-            return .temporary(message + (retryAfter.map { " (retry after \($0) s)" } ?? ""))
+        case (429, _), (500..<600, _):
+            let wait = retryAfter.map { " (retry after \(ClientError.printable($0, limit: 20)) s)" } ?? ""
+            return .temporary(message + wait)
         case (404, _): return .notFound(message)
         case (409, _): return .conflict(message)
         case (_, .invalidSignature?), (_, .invalidApproval?): return .integrity(message)
@@ -184,4 +309,30 @@ public final class Transport: Sendable {
         default: return .server(code: code, message)
         }
     }
+}
+
+/// One HTTP client per pair of timeouts, kept for the life of the process: no transport can forget to
+/// shut one down, and a tool (one budget) uses one pool of connections. A refused connection fails at
+/// once (the transport's retry policy decides what to retry) instead of the pool retrying until the deadline.
+final class ClientPool: @unchecked Sendable {
+    private let lock = NSLock()
+    private var clients: [[Int64]: HTTPClient] = [:]
+
+    func client(connect: Duration, read: Duration) -> HTTPClient {
+        let key = [Transport.nanoseconds(connect), Transport.nanoseconds(read)]
+        lock.lock()
+        defer { lock.unlock() }
+        if let client = clients[key] { return client }
+        var config = HTTPClient.Configuration()
+        config.timeout = .init(connect: .nanoseconds(key[0]), read: .nanoseconds(key[1]))
+        config.redirectConfiguration = .disallow
+        config.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
+        clients[key] = client
+        return client
+    }
+}
+
+extension Transport {
+    static let pool = ClientPool()
 }

@@ -2,6 +2,9 @@ import Foundation
 import GRDB
 import Testing
 
+@testable import VaultCLI
+@testable import VaultClient
+
 /// The built tools, run as a user would: separate processes, a separate home folder per device, a real
 /// server process on a free port. Checks output and the exit statuses of Docs/design.md §7.
 struct Tools {
@@ -247,5 +250,61 @@ struct CLITests {
         #expect(try patient(["sync"]).status == 77, "after logout the session is gone")
         // Nothing the tools printed to stderr ever contains health data.
         #expect(!revoked.stderr.contains("Walk") && !tampered.stderr.contains("Walk"))
+    }
+}
+
+/// The request time budget and the transport's failures as a user sees them: statuses and plain words.
+extension CLITests {
+    /// A listener that lets the kernel accept connections and never answers one (it never calls accept).
+    static func silentListener() throws -> (fd: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr = in_addr(s_addr: inet_addr("127.0.0.1"))
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard fd >= 0, bound, listen(fd, 16) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+        return (fd, UInt16(bigEndian: addr.sin_port))
+    }
+
+    @Test func aSilentServerEndsWithinTheTimeout() throws {
+        let t = try Tools()
+        defer { try? FileManager.default.removeItem(at: t.root) }
+        _ = try t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path])
+        let (listener, port) = try Self.silentListener()
+        defer { close(listener) }
+        let args = [
+            "login", "--username", "alice", "--server", "http://127.0.0.1:\(port)",
+            "--admin-key", t.root.appendingPathComponent("admin/admin.pub").path,
+        ]
+        let started = Date()
+        let silent = try t.run("carevault-patient", args + ["--timeout", "2"], home: "p", password: "long enough password")
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(silent.status == 75, "\(silent.stderr)")
+        #expect(silent.stderr.hasPrefix("carevault-patient: error: the server did not answer within 2 s\nhint:"), "\(silent.stderr)")
+        #expect(elapsed >= 1.9 && elapsed < 3.2, "took \(elapsed) s")
+
+        let fromEnv = try t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "1"])
+        #expect(fromEnv.status == 75 && fromEnv.stderr.contains("within 1 s"), "\(fromEnv.stderr)")
+
+        let words = try t.run("carevault-patient", ["whoami", "--timeout", "soon"], home: "p")
+        #expect(words.status == 64 && words.stderr.contains("--timeout must be a number of seconds"), "\(words.stderr)")
+        let zero = try t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "0"])
+        #expect(zero.status == 64 && zero.stderr.contains("CAREVAULT_TIMEOUT must be"), "\(zero.stderr)")
+    }
+
+    @Test func transportFailuresMapToTheirExitStatuses() {
+        let unreadable = ToolRunner.describe(ClientError.unreadableAnswer("expected JSON from GET /v1/records; got 'text/html'"))
+        #expect(unreadable.2 == .integrity)
+        #expect(unreadable.0 == "the server sent an answer this tool cannot read (expected JSON from GET /v1/records; got 'text/html')")
+        #expect(unreadable.1?.contains("--server") == true)
+        #expect(ToolRunner.describe(ClientError.cutOff).2 == .temporary)
+        #expect(ToolRunner.describe(ClientError.temporary("the server did not answer within 30 s")).2 == .temporary)
+        #expect(ToolRunner.describe(ClientError.serverUnreachable("connection refused or no route to the server")).2 == .unreachable)
+        // A forged signature keeps its own wording and hint.
+        let forged = ToolRunner.describe(ClientError.integrity("the share does not verify"))
+        #expect(forged.0 == "integrity check failed: the share does not verify" && forged.2 == .integrity)
     }
 }

@@ -51,8 +51,9 @@ public enum ToolRunner {
             }
             // ArgumentParser's own usage text starts with "Error: "; the tools' format replaces it.
             let text = message.hasPrefix("Error: ") ? String(message.dropFirst("Error: ".count)) : message
-            var lines = "\(tool): error: \(text)\n"
-            if let hint { lines += "hint: \(hint)\n" }
+            // Messages can quote the server or another user: neutralised like every other printed text.
+            var lines = "\(tool): error: \(Output.printable(text))\n"
+            if let hint { lines += "hint: \(Output.printable(hint))\n" }
             FileHandle.standardError.write(Data(lines.utf8))
             exit(status.rawValue)
         }
@@ -95,6 +96,9 @@ public enum ToolRunner {
             }
         case let .integrity(m) where e.isUnreadableAnswer:
             return (m, "check that --server points at a CareVault server (a proxy may be answering instead); nothing was applied", .integrity)
+        case let .integrity(m) where m.contains("integrity check and was not") || m.contains("integrity check and were not"):
+            // Records kept aside (quarantined): the rest was applied, so "nothing was applied" would be wrong.
+            return ("integrity check failed: \(m)", "the named records were altered or forged on the server; everything else was applied", .integrity)
         case let .integrity(m):
             return ("integrity check failed: \(m)", "the data or a key was tampered with or forged; nothing was applied", .integrity)
         case let .invalidRequest(m):

@@ -120,7 +120,7 @@ public actor DoctorReader {
         let transport = self.transport
         let fetch = { (since: UInt64) async throws -> PulledPage in
             let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(since)&limit=\(SyncPolicy.pullPage)"
-            return try PulledPage.parse(try await transport.sendRaw(.GET, Routes.records + query, body: nil, auth: auth), after: since)
+            return try PulledPage.parse(try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: auth), after: since)
         }
         var cursor = try await cache.cursor(owner: owner, tresor: tresor)
         let held = try await cache.quarantined(owner: owner, tresor: tresor)

@@ -194,7 +194,7 @@ extension PatientVault {
         let auth = try self.auth
         let transport = self.transport
         let (found, gone) = try await PulledPage.refetch(held.map(\.sequence), upTo: try store.cursor()) { since in
-            let bytes = try await transport.sendRaw(.GET, Routes.records + "?since=\(since)&limit=\(SyncPolicy.pullPage)", body: nil, auth: auth)
+            let bytes = try await transport.sendForJSONBytes(.GET, Routes.records + "?since=\(since)&limit=\(SyncPolicy.pullPage)", auth: auth)
             return try PulledPage.parse(bytes, after: since)
         }
         summary.conflictsResolved += try apply(found, release: gone, cursor: nil)

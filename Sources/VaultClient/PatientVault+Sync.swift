@@ -141,7 +141,7 @@ extension PatientVault {
         var cursor = try store.cursor()
         while true {
             let query = "?since=\(cursor)&limit=\(SyncPolicy.pullPage)"
-            let page = try PulledPage.parse(try await transport.sendRaw(.GET, Routes.records + query, body: nil, auth: try auth), after: cursor)
+            let page = try PulledPage.parse(try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: try auth), after: cursor)
             summary.conflictsResolved += try apply(page.changes, release: [], cursor: page.changes.last?.sequence ?? cursor)
             summary.pulled += page.changes.count
             progress?(SyncProgress(phase: .pull, done: summary.pulled, total: nil))

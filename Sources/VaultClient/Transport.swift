@@ -92,6 +92,14 @@ public final class Transport: Sendable {
         try Self.decode(try await sendRaw(method, path, payload: payload, auth: auth), method, path)
     }
 
+    /// The JSON body of a 2xx answer as bytes, for pages the caller parses entry by entry (pull pages, so
+    /// one bad envelope is kept aside instead of failing the page). A non-JSON answer is unreadable.
+    public func sendForJSONBytes(_ method: HTTPMethod, _ path: String, auth: Auth = .none) async throws -> [UInt8] {
+        let answer = try await sendRaw(method, path, body: nil, auth: auth)
+        try Self.requireJSON(answer, method, path)
+        return answer.body
+    }
+
     /// One answer as it came off the wire, body already bounded by the route's limit.
     struct Answer: Sendable {
         var status: Int
@@ -102,16 +110,21 @@ public final class Transport: Sendable {
 
     /// A 2xx answer is only trusted to be the promised type when it says it is JSON and decodes as one.
     static func decode<Response: Decodable>(_ answer: Answer, _ method: HTTPMethod, _ path: String) throws -> Response {
+        try requireJSON(answer, method, path)
         let expected = "expected JSON from \(route(method, path))"
-        let type = answer.contentType.map { $0.split(separator: ";").first.map(String.init) ?? $0 }
-        guard let type, type.trimmingCharacters(in: .whitespaces).lowercased() == "application/json" else {
-            let got = type.map { "'\(ClientError.printable($0, limit: 60))'" } ?? "no content type"
-            throw ClientError.unreadableAnswer("\(expected); got \(got)")
-        }
         do {
             return try decoder.decode(Response.self, from: Data(answer.body))
         } catch {
             throw ClientError.unreadableAnswer("\(expected) in the API's format; \(ClientError.plainWords(error))")
+        }
+    }
+
+    /// Refuses an answer that does not say it is JSON.
+    static func requireJSON(_ answer: Answer, _ method: HTTPMethod, _ path: String) throws {
+        let type = answer.contentType.map { $0.split(separator: ";").first.map(String.init) ?? $0 }
+        guard let type, type.trimmingCharacters(in: .whitespaces).lowercased() == "application/json" else {
+            let got = type.map { "'\(ClientError.printable($0, limit: 60))'" } ?? "no content type"
+            throw ClientError.unreadableAnswer("expected JSON from \(route(method, path)); got \(got)")
         }
     }
 

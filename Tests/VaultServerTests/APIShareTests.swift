@@ -209,6 +209,31 @@ struct ShareAPITests {
         }
     }
 
+    /// A record stays in the tresor it was first written to: a later version of the same record id under
+    /// another category is refused, so the first category's readers never lose its versions or tombstone.
+    @Test(arguments: Backend.allCases)
+    func aRecordNeverMovesToAnotherTresor(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let interventions = Tresor.create(ownerID: patient.id, category: "interventions")
+            let assessments = Tresor.create(ownerID: patient.id, category: "assessments")
+            _ = try await api.declareTresor(patient, interventions)
+            _ = try await api.declareTresor(patient, assessments)
+            let now = UInt64(api.harness.clock.millis)
+            let first = try api.envelope(patient, interventions, record: "walk", payload: "v1", physicalMs: now)
+            let moved = try api.envelope(patient, assessments, record: "walk", payload: "v2", physicalMs: now + 1_000)
+            let newer = try api.envelope(patient, interventions, record: "walk", payload: "v3", physicalMs: now + 2_000)
+            let (_, stored) = try await api.push(patient, [first])
+            #expect(stored?.results.map(\.status) == [.stored])
+            let (_, result) = try await api.push(patient, [moved, newer])
+            let results = try #require(result?.results)
+            #expect(results.map(\.status) == [.rejected, .stored])
+            #expect(results[0].code == .conflict)
+            let page = try api.decode(PullResponse.self, try await api.pull(patient.token))
+            #expect(page.changes.map(\.envelope) == [newer], "the head stays in the first tresor")
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func pullPagesWithCursor(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in

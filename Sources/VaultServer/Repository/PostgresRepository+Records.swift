@@ -126,4 +126,13 @@ extension PostgresRepository {
         ).decode(Int64?.self) { return v }
         return nil
     }
+
+    public func headTresors(ownerID: UUID, recordIDs: [String]) async throws -> [String: UUID] {
+        guard !recordIDs.isEmpty else { return [:] }
+        let rows = try await all(
+            HeadTresor.self,
+            "SELECT record_id, tresor_id FROM heads WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))"
+        )
+        return Dictionary(rows.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })
+    }
 }

@@ -90,4 +90,18 @@ extension SQLiteRepository {
             )
         }
     }
+
+    public func headTresors(ownerID: UUID, recordIDs: [String]) async throws -> [String: UUID] {
+        guard !recordIDs.isEmpty else { return [:] }
+        let marks = Array(repeating: "?", count: recordIDs.count).joined(separator: ",")
+        let rows = try await pool.read { db in
+            try Self.all(
+                HeadTresor.self,
+                db,
+                "SELECT record_id, tresor_id FROM heads WHERE owner_id = ? AND record_id IN (\(marks))",
+                StatementArguments([Self.id(ownerID)] + recordIDs)
+            )
+        }
+        return Dictionary(rows.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })
+    }
 }

@@ -21,11 +21,17 @@ extension VaultService {
         let checked: [Result<VersionRow, APIError>] = try await Parallel.map(envelopes) { envelope in
             Self.check(envelope, owner: me, signingKey: signingKey, tresors: tresors, now: now)
         }
+        // A record stays in the tresor it was first written to: moving it would leave the first tresor's
+        // readers (a doctor of that category) without its later versions and its tombstone.
+        let placed = try await repository.headTresors(ownerID: me, recordIDs: checked.compactMap { try? $0.get().recordID })
         var rows: [VersionRow] = []
         var results: [PushResult] = []
         var accepted: [Int] = []
         for (i, result) in checked.enumerated() {
             switch result {
+            case let .success(row) where placed[row.recordID].map({ $0 != row.tresorID }) ?? false:
+                let err = APIError(.conflict, .conflict, "this record lives in another category's tresor; a record never moves between categories")
+                results.append(PushResult(versionID: row.versionID, status: .rejected, code: err.code, reason: err.message))
             case let .success(row):
                 accepted.append(i)
                 rows.append(row)

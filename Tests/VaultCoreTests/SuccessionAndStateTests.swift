@@ -101,7 +101,10 @@ struct SuccessionAndStateTests {
     @Test func lookupKeysMatchNormalisedNamesAndNothingElse() {
         #expect(Username.lookupKey("Dr.Bob") == "dr.bob")
         // An invalid name still gets a key, which no stored (valid) name can equal.
-        #expect(Username.lookupKey("A B") == "a b")
-        #expect((try? Username.normalize(Username.lookupKey("A B"))) == nil)
+        // An invalid name gets a stand-in that no valid name can equal, free of NUL and of the caller's length.
+        let stand = Username.lookupKey("A\u{0}B" + String(repeating: "x", count: 100_000))
+        #expect(stand.hasPrefix("invalid-") && stand.count == 40 && !stand.contains("\u{0}"))
+        #expect((try? Username.normalize(stand)) == nil)
+        #expect(Username.lookupKey("A B") != Username.lookupKey("A  B"))
     }
 }

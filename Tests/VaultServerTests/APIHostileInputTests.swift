@@ -54,6 +54,20 @@ struct BadInputTests {
 
 @Suite("API: hostile inputs found in review")
 struct HostileInputTests {
+    /// PostgreSQL refuses NUL in text: a name carrying one must not reach the database (it was a 500 there).
+    @Test(arguments: Backend.allCases)
+    func usernamesWithNulOrControlCharactersNeverReachTheDatabase(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            for name in ["ab\u{0}c", "\u{1B}[2Jbob", "dr\u{0}bob"] {
+                let params = try await api.send(.post, Routes.loginParameters, json: ["username": name])
+                #expect(params.status == .ok, "\(name.debugDescription)")
+                let key = Base64URL.encode([UInt8](repeating: 7, count: 32))
+                let login = try await api.send(.post, Routes.login, json: ["username": name, "loginKey": key])
+                #expect(login.status == .unauthorized, "\(name.debugDescription)")
+            }
+        }
+    }
+
     @Test func adminTimestampAtTheEdgesOfInt64DoesNotCrash() async throws {
         try await APIHarness.run(.sqlite) { api in
             for ts in [Int64.min + 1, Int64.min, Int64.max, -9_223_372_036_854_775_000] {

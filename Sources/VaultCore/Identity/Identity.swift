@@ -21,10 +21,12 @@ public enum Username {
     }
 
     /// The key under which a name the caller typed is looked up: the normal form when the name is valid,
-    /// else its plain lower-case form (which matches no account, since every stored name is valid). For
-    /// look-ups only; anything stored or signed goes through `normalize`.
+    /// else a stand-in that matches no account (every stored name is valid) and holds nothing a database
+    /// could refuse or an attacker could size: `invalid-` and a hash of the text. For look-ups only;
+    /// anything stored or signed goes through `normalize`.
     public static func lookupKey(_ raw: String) -> String {
-        (try? normalize(raw)) ?? raw.lowercased()
+        if let name = try? normalize(raw) { return name }
+        return "invalid-" + Hex.encode((try? BLAKE2b.hash(Array(raw.utf8), outputLength: 16)) ?? [])
     }
 }
 

@@ -112,7 +112,9 @@ extension VaultService {
         let now = clock()
         _ = try await repository.expireShares(now: now)
         let mine = try await repository.shares(doctorID: caller.id).filter { $0.patientID == owner && $0.tresorID == tresor }
-        guard mine.contains(where: { $0.state == .active }) else {
+        // The expiry is checked here too, not only through the state: a concurrent read that skipped the row
+        // another request is expiring still sees `active` until that request commits.
+        guard mine.contains(where: { $0.state == .active && ($0.expiresAt ?? .max) > now }) else {
             if let s = mine.last {
                 throw APIError(.forbidden, .shareNotActive, "the share of \(s.category) is \(s.state.rawValue); access is not permitted")
             }

@@ -52,8 +52,12 @@ public enum ToolRunner {
             // ArgumentParser's own usage text starts with "Error: "; the tools' format replaces it.
             let text = message.hasPrefix("Error: ") ? String(message.dropFirst("Error: ".count)) : message
             // Messages can quote the server or another user: neutralised like every other printed text.
-            var lines = "\(tool): error: \(Output.printable(text))\n"
-            if let hint { lines += "hint: \(Output.printable(hint))\n" }
+            // Line by line: a message may span lines (usage text) but no line may carry a raw control character.
+            func shown(_ s: String) -> String {
+                s.split(separator: "\n", omittingEmptySubsequences: false).map { Output.printable(String($0)) }.joined(separator: "\n")
+            }
+            var lines = "\(tool): error: \(shown(text))\n"
+            if let hint { lines += "hint: \(shown(hint))\n" }
             FileHandle.standardError.write(Data(lines.utf8))
             exit(status.rawValue)
         }

@@ -109,6 +109,45 @@ public enum FuzzFixture {
     }
 }
 
+/// Whatever decodes must encode, and decode again to the same value.
+public func assertRoundTrip<T: Codable & Equatable>(_ value: T, _ what: String) {
+    let again = try! FuzzFixture.encoder.encode(value)
+    precondition(try! FuzzFixture.decoder.decode(T.self, from: again) == value, "\(what) round trip differs")
+}
+
+extension FuzzFixture {
+    /// A sealed activity and a sealed outcome of the patient: seeds for the envelope and push-body targets.
+    public static func sampleEnvelopes() -> [Envelope] {
+        let activity = try! Envelope.seal(
+            record: .activity(sampleActivity()),
+            type: .activity,
+            header: header(.activity),
+            key: tresor.currentKey,
+            author: patient.signing
+        )
+        let outcome = try! Envelope.seal(
+            record: .outcome(sampleOutcome()),
+            type: .outcome,
+            header: header(.outcome),
+            key: tresor.currentKey,
+            author: patient.signing
+        )
+        return [activity, outcome]
+    }
+
+    /// The patient's grant of the fixture tresor to the doctor: seeds for the approval and grant targets.
+    public static func doctorGrant() -> Grant {
+        try! Grant.make(
+            patient: patient,
+            member: doctorCertificate,
+            adminKey: admin.publicKey,
+            tresor: tresor,
+            createdAt: 1_767_000_000_000,
+            expiresAt: 1_800_000_000_000
+        )
+    }
+}
+
 /// Runs `body` over the fuzzer's input. Decoding failures are expected; only a trap or a sanitizer
 /// report is a finding.
 public func fuzzInput(_ data: UnsafePointer<UInt8>, _ size: Int, _ body: ([UInt8]) -> Void) -> CInt {

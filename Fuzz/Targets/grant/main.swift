@@ -7,16 +7,6 @@ import VaultCrypto
 /// Grants: the first byte picks the mode. 0: the rest is a grant's JSON, verified and opened by the
 /// doctor. 1: the rest is the sealed key list itself, sealed to the doctor inside a grant the patient
 /// really signed, so the parser of the opened keys sees arbitrary bytes.
-func validGrant() -> Grant {
-    try! Grant.make(
-        patient: FuzzFixture.patient,
-        member: FuzzFixture.doctorCertificate,
-        adminKey: FuzzFixture.admin.publicKey,
-        tresor: FuzzFixture.tresor,
-        createdAt: 1_767_000_000_000,
-        expiresAt: 1_800_000_000_000
-    )
-}
 
 func keyList(_ tresor: Tresor) -> [UInt8] {
     var w = CanonicalWriter(domain: "CareVault-grant-keys-v1")
@@ -31,7 +21,7 @@ func keyList(_ tresor: Tresor) -> [UInt8] {
 }
 
 func seeds() -> [[UInt8]] {
-    [[0] + Array(try! FuzzFixture.encoder.encode(validGrant())), [1] + keyList(FuzzFixture.tresor)]
+    [[0] + Array(try! FuzzFixture.encoder.encode(FuzzFixture.doctorGrant())), [1] + keyList(FuzzFixture.tresor)]
 }
 
 @_cdecl("LLVMFuzzerInitialize")
@@ -53,10 +43,10 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             guard let decoded = try? FuzzFixture.decoder.decode(Grant.self, from: Data(rest)) else { return }
             grant = decoded
             _ = grant.hasContiguousEpochs
-            _ = grant.isSuccessor(of: validGrant())
+            _ = grant.isSuccessor(of: FuzzFixture.doctorGrant())
             _ = grant.epochsExist(upTo: UInt32.max)
         } else {
-            var g = validGrant()
+            var g = FuzzFixture.doctorGrant()
             g.sealedKeys = Base64URL.encode(SealedBox.seal(rest, to: FuzzFixture.doctor.box.publicKey))
             g.signature = FuzzFixture.patient.signing.sign(g.statementBytes)
             grant = g

@@ -33,7 +33,6 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         if let identity = try? bundle.open(wrappingKey: wrappingKey) {
             precondition(identity.userID == bundle.userID, "a bundle opened as another user")
         }
-        let again = try! FuzzFixture.encoder.encode(bundle)
-        precondition(try! FuzzFixture.decoder.decode(KeyBundle.self, from: again) == bundle, "key bundle round trip differs")
+        assertRoundTrip(bundle, "key bundle")
     }
 }

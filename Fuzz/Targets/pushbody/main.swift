@@ -7,21 +7,7 @@ import VaultCrypto
 /// Push bodies as the server receives them: decoded, then every envelope checked as the server checks
 /// it before storing (structure, owner, signature) and its version id computed.
 func seeds() -> [[UInt8]] {
-    let activity = try! Envelope.seal(
-        record: .activity(FuzzFixture.sampleActivity()),
-        type: .activity,
-        header: FuzzFixture.header(.activity),
-        key: FuzzFixture.tresor.currentKey,
-        author: FuzzFixture.patient.signing
-    )
-    let outcome = try! Envelope.seal(
-        record: .outcome(FuzzFixture.sampleOutcome()),
-        type: .outcome,
-        header: FuzzFixture.header(.outcome),
-        key: FuzzFixture.tresor.currentKey,
-        author: FuzzFixture.patient.signing
-    )
-    return [Array(try! FuzzFixture.encoder.encode(PushRequest(envelopes: [activity, outcome]))), Array(#"{"envelopes":[]}"#.utf8)]
+    [Array(try! FuzzFixture.encoder.encode(PushRequest(envelopes: FuzzFixture.sampleEnvelopes()))), Array(#"{"envelopes":[]}"#.utf8)]
 }
 
 @_cdecl("LLVMFuzzerInitialize")

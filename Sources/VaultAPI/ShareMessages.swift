@@ -17,6 +17,13 @@ public struct UpdateShareGrantRequest: Codable, Sendable {
     public init(grant: Grant) { self.grant = grant }
 }
 
+/// The body of a revocation: the patient's signed statement that the share is over (optional on the
+/// wire for older clients; every current client sends it).
+public struct RevokeShareRequest: Codable, Sendable {
+    public var revocation: ShareRevocation?
+    public init(revocation: ShareRevocation?) { self.revocation = revocation }
+}
+
 /// One share, as its patient, its doctor or the admin sees it.
 public struct ShareInfo: Codable, Sendable, Equatable {
     public var shareID: UUID
@@ -33,6 +40,8 @@ public struct ShareInfo: Codable, Sendable, Equatable {
     /// The patient's newest grant after key rotations, if any: same patient, doctor, tresor and expiry,
     /// more epochs, signed by the patient. Clients verify it against the approved grant.
     public var latestGrant: Grant?
+    /// The patient's signed revocation, once the patient ended the share.
+    public var revocation: ShareRevocation?
     public var reason: String?
     public var createdAt: UnixMillis
     public var updatedAt: UnixMillis
@@ -49,6 +58,7 @@ public struct ShareInfo: Codable, Sendable, Equatable {
         grant: Grant,
         approval: Approval?,
         latestGrant: Grant? = nil,
+        revocation: ShareRevocation? = nil,
         reason: String?,
         createdAt: UnixMillis,
         updatedAt: UnixMillis,
@@ -65,6 +75,7 @@ public struct ShareInfo: Codable, Sendable, Equatable {
         self.grant = grant
         self.approval = approval
         self.latestGrant = latestGrant
+        self.revocation = revocation
         self.reason = reason
         self.createdAt = createdAt
         self.updatedAt = updatedAt

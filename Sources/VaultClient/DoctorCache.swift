@@ -28,6 +28,35 @@ final class DoctorCache: Sendable {
                 """
         )
         try Self.quarantineTable.migrate(queue)
+        try Self.revokedTable.migrate(queue)
+    }
+
+    /// Shares the patient revoked in a statement this doctor verified (Docs/envelope-v1.md §3.3): never
+    /// trusted again, whatever the server lists later.
+    static let revokedTable = DatabaseMigrator.later(
+        "v3-doctor-revoked-shares",
+        sql: "CREATE TABLE revoked_shares (share_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, revoked_at INTEGER NOT NULL);"
+    )
+
+    /// Remembers that the patient revoked `shareID`.
+    func markRevoked(shareID: UUID, owner: UUID, at: UnixMillis) throws {
+        try queue.write { db in
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO revoked_shares (share_id, owner_id, revoked_at) VALUES (?, ?, ?)",
+                arguments: [shareID.uuidString, owner.uuidString, at]
+            )
+        }
+    }
+
+    /// The shares of `owner` this doctor saw the patient revoke.
+    func revokedShares(owner: UUID) throws -> Set<UUID> {
+        try queue.read { db in
+            Set(
+                try String.fetchAll(db, sql: "SELECT share_id FROM revoked_shares WHERE owner_id = ?", arguments: [owner.uuidString]).compactMap {
+                    UUID(uuidString: $0)
+                }
+            )
+        }
     }
 
     /// Shared records that failed their integrity check (Docs/design.md §5), added after the first schema:

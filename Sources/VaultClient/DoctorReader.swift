@@ -9,8 +9,11 @@ import VaultCrypto
 public struct VerifiedShare: Sendable {
     /// The share as the server listed it.
     public let share: ShareInfo
-    /// The category's keys the grants opened.
+    /// The category's keys the grants opened (none while the patient's device has not delivered them).
     public let tresor: Tresor
+    /// True when the admin approved the share but the patient's device has not yet sealed the keys to
+    /// this doctor (it does so at its next sync, Docs/design.md §3).
+    public var awaitingKeys: Bool { tresor.keys.isEmpty }
 }
 
 /// What a doctor sees of one patient.
@@ -25,6 +28,8 @@ public struct PatientView: Sendable {
     public var outcomes: [Outcome]
     /// Records the doctor holds no key for (written under an epoch not granted to them).
     public var unreadable: Int
+    /// Categories the admin approved whose keys the patient's device has not delivered yet, sorted.
+    public var awaitingKeys: [String] = []
     /// Records of the viewed categories that failed their integrity check and were not shown (Docs/design.md §5).
     public var quarantined: [QuarantinedRecord] = []
 
@@ -73,14 +78,24 @@ public actor DoctorReader {
     /// Every active share of `patient` (a username), each verified end to end.
     public func verifiedShares(patient username: String) async throws -> (Certificate, [VerifiedShare]) {
         let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
-        let mine = list.shares.filter { $0.patientUsername == username.lowercased() && $0.state == .active }
-        guard let first = mine.first else {
-            throw ClientError.notPermitted(
-                code: .shareNotActive,
-                "no active share from '\(username)': not shared, not yet approved, revoked or expired"
-            )
+        let listed = list.shares.filter { $0.patientUsername == username.lowercased() }
+        let notActive = "no active share from '\(username)': not shared, not yet approved, revoked or expired"
+        guard let first = listed.first(where: { $0.state == .active }) ?? listed.first else {
+            throw ClientError.notPermitted(code: .shareNotActive, notActive)
         }
         let cert = try await patientCertificate(id: first.patientID, username: username)
+        // The patient's own word ends a share for good: once verified here, no later listing revives it.
+        for s in listed {
+            guard let revocation = s.revocation else { continue }
+            do {
+                try revocation.verify(shareID: s.shareID, request: s.grant, patient: cert, adminKey: adminKey)
+                guard revocation.memberID == account.profile.userID else { throw TrustError.mismatch(what: "revocation", field: "member") }
+            } catch { throw ClientError.integrity("the server shows a revocation of \(s.category) the patient did not sign: \(error)") }
+            try cache.markRevoked(shareID: s.shareID, owner: cert.userID, at: revocation.revokedAt)
+        }
+        let revoked = try cache.revokedShares(owner: cert.userID)
+        let mine = listed.filter { $0.state == .active && !revoked.contains($0.shareID) }
+        guard !mine.isEmpty else { throw ClientError.notPermitted(code: .shareNotActive, notActive) }
         var out: [VerifiedShare] = []
         for s in mine {
             do {
@@ -89,11 +104,20 @@ public actor DoctorReader {
                 }
                 guard let approval = s.approval else { throw TrustError.mismatch(what: "share", field: "approval") }
                 try approval.verifyShare(adminKey: adminKey, shareID: s.shareID, grant: s.grant)
-                var tresor = try s.grant.openKeys(member: account.identity, patient: cert, adminKey: adminKey, now: Date().unixMillis)
+                let now = Date().unixMillis
+                if let expiresAt = s.grant.expiresAt, now >= expiresAt { throw TrustError.expired(what: "share") }
+                // A request carries no keys (they follow the approval); a share made before that carries them.
+                var tresor =
+                    s.grant.isRequest
+                    ? Tresor(ownerID: cert.userID, category: s.grant.category, keys: [:])
+                    : try s.grant.openKeys(member: account.identity, patient: cert, adminKey: adminKey, now: now)
                 if let latest = s.latestGrant {
-                    // Newer epochs after a rotation: same parties, tresor and expiry, signed by the patient.
-                    guard latest.isSuccessor(of: s.grant) else { throw TrustError.mismatch(what: "rotated grant", field: "scope") }
-                    tresor.merge(keys: try latest.openKeys(member: account.identity, patient: cert, adminKey: adminKey, now: Date().unixMillis).keys)
+                    // The keys, and newer epochs after a rotation: a successor of exactly the approved grant,
+                    // signed by the patient (same parties, tresor and expiry).
+                    guard latest.isSuccessor(of: s.grant), !latest.isRequest else {
+                        throw TrustError.mismatch(what: "delivered grant", field: "scope")
+                    }
+                    tresor.merge(keys: try latest.openKeys(member: account.identity, patient: cert, adminKey: adminKey, now: now).keys)
                 }
                 out.append(VerifiedShare(share: s, tresor: tresor))
             } catch let e as TrustError {
@@ -148,6 +172,7 @@ public actor DoctorReader {
             throw ClientError.notPermitted(code: .shareNotActive, "'\(username)' has not shared \(category) with you (or the share is not active)")
         }
         var view = PatientView(patient: cert, categories: chosen.map(\.share.category).sorted(), activities: [], outcomes: [], unreadable: 0)
+        view.awaitingKeys = chosen.filter(\.awaitingKeys).map(\.share.category).sorted()
         for share in chosen {
             _ = try await refresh(cert, share, progress: progress)
             view.quarantined += try await cache.quarantined(owner: cert.userID, tresor: share.tresor.id)

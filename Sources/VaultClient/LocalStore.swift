@@ -29,7 +29,7 @@ struct OutboxItem: Sendable {
 /// Every statement on it lives here; writes that must land together go through `write(_:)`, so a crash
 /// at any point loses nothing and duplicates nothing (Docs/design.md §5).
 final class LocalStore: Sendable {
-    private let queue: DatabaseQueue
+    let queue: DatabaseQueue
     static let encoder: JSONEncoder = {
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
@@ -78,6 +78,7 @@ final class LocalStore: Sendable {
                 """
         )
         try Self.quarantineTable.migrate(queue)
+        try Self.ledgerTable.migrate(queue)
     }
 
     /// Records from the server kept aside (Docs/design.md §5), added after the first schema: one row per
@@ -198,7 +199,7 @@ final class LocalStore: Sendable {
 
     /// The operations of one write transaction of the local store.
     struct Transaction {
-        fileprivate let db: Database
+        let db: Database
 
         /// One record's local head.
         func record(_ recordID: String) throws -> LocalRecordRow? {

@@ -41,6 +41,12 @@ extension PatientVault {
                     throw ClientError.invalidRequest("activity '\(id)' was in category '\(existing.category)'; choose another id")
                 }
                 guard let t = keyring[change.category] else { throw ClientError.localState("no keys for \(change.category)") }
+                // Never below an epoch the patient's signed data showed: a member removed since holds the older keys.
+                if let top = try tx.marks(category: change.category)?.topEpoch, top > t.currentEpoch {
+                    throw ClientError.integrity(
+                        "key epoch \(top) of \(change.category) exists but this device lacks its key (the server withholds it); nothing was written"
+                    )
+                }
                 let header = RecordHeader(
                     ownerID: me,
                     tresorID: t.id,

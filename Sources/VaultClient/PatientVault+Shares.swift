@@ -41,25 +41,45 @@ extension PatientVault {
         return entry.certificate
     }
 
-    /// Shares `category` with a doctor: seals every epoch key to the doctor's certified box key, signs the
-    /// grant and submits it. The share is pending until the admin approves it.
+    /// Asks to share `category` with a doctor (Docs/design.md §3): files the patient's signed request, which
+    /// carries no keys, and records the doctor in the tresor's ledger. The keys are sealed to the doctor by
+    /// this patient's next sync (on any device) after the admin's approval of exactly this request verifies.
     public func grant(doctor username: String, category: String, expiresAt: Date? = nil) async throws -> ShareInfo {
         let doctor = try await certifiedUser(username: username, role: .doctor)
         _ = try tresor(category)
         try await reconcileTresors()
         guard let t = keyring[category] else { throw ClientError.localState("no keys for \(category)") }
-        let grant: Grant
+        var marks = try store.marks(category: category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+        let request: Grant
         do {
-            grant = try Grant.make(
+            request = try Grant.request(
                 patient: account.identity,
                 member: doctor,
                 adminKey: adminKey,
-                tresor: t,
-                createdAt: Date().unixMillis,
+                ownerID: me,
+                category: category,
+                tresorVersion: marks.ledger.version,
+                createdAt: now().unixMillis,
                 expiresAt: expiresAt?.unixMillis
             )
         } catch { throw ClientError.from(error) }
-        return try await transport.send(.POST, Routes.shares, body: CreateShareRequest(grant: grant), auth: try auth)
+        let filed: ShareInfo = try await transport.send(.POST, Routes.shares, body: CreateShareRequest(grant: request), auth: try auth)
+        guard filed.grant == request, filed.doctorID == doctor.userID, filed.patientID == me else {
+            throw ClientError.integrity("the server did not file the share request this patient signed")
+        }
+        marks.ledger.record(
+            LedgerMember(
+                shareID: filed.shareID,
+                memberID: doctor.userID,
+                username: doctor.username,
+                status: .requested,
+                expiresAt: request.expiresAt,
+                changedAt: now().unixMillis
+            )
+        )
+        try store.saveMarks(marks, category: category, tresorID: t.id)
+        try await reconcileTresors()
+        return filed
     }
 
     /// This patient's shares, newest last.
@@ -68,65 +88,69 @@ extension PatientVault {
         return list.shares
     }
 
-    /// Revokes the open share of `category` with a doctor at once, then starts a new key epoch, grants it
-    /// to this patient's devices and to the doctors who still have active shares of that category, and
-    /// (with `reencrypt`) rewrites the category's records under the new epoch.
+    /// Ends the share of `category` with a doctor at once, whether it is pending, active or already expired:
+    /// signs the revocation, records it in the tresor's ledger and, when the doctor held keys, starts a new
+    /// key epoch that only the members the ledger still lists receive; `reencrypt` also rewrites the
+    /// category's records under it.
     public func revoke(doctor username: String, category: String, reencrypt: Bool = false) async throws -> ShareInfo {
-        let open = try await shares().filter {
-            $0.doctorUsername == username.lowercased() && $0.category == category && ($0.state == .active || $0.state == .pending)
+        let name = username.lowercased()
+        try await reconcileTresors()
+        let listed = try await shares()
+        let known = try store.marks(category: category)?.ledger.members.values.filter { $0.username == name && !$0.status.isFinal }
+            .max { $0.changedAt < $1.changedAt }
+        let open = listed.filter {
+            $0.doctorUsername == name && $0.category == category && [.pending, .active, .expired].contains($0.state) && $0.revocation == nil
         }
-        guard let share = open.last else { throw ClientError.notFound("no active or pending share of \(category) with \(username)") }
-        let revoked: ShareInfo = try await transport.send(.POST, Routes.shareRevoke(share.shareID.uuidString), auth: try auth)
-        guard revoked.state == .revoked, revoked.shareID == share.shareID else {
+        guard let share = known.flatMap({ m in listed.first { $0.shareID == m.shareID } }) ?? open.last else {
+            throw ClientError.notFound("no active, pending or expired share of \(category) with \(username)")
+        }
+        do {
+            try share.grant.verify(patient: account.certificate, adminKey: adminKey)
+            guard share.grant.patientID == me, share.grant.category == category else { throw TrustError.mismatch(what: "share", field: "parties") }
+        } catch { throw ClientError.integrity("the server lists a share of \(category) that this patient did not sign") }
+        let at = now().unixMillis
+        let revocation = ShareRevocation.make(shareID: share.shareID, request: share.grant, patient: account.identity, revokedAt: at)
+        let ended: ShareInfo = try await transport.send(
+            .POST,
+            Routes.shareRevoke(share.shareID.uuidString),
+            body: RevokeShareRequest(revocation: revocation),
+            auth: try auth
+        )
+        guard ended.shareID == share.shareID, ended.state == .revoked || (share.state == .expired && ended.state == .expired) else {
             throw ClientError.integrity("the server did not confirm the revocation")
         }
-        try await rotate(category: category, reencrypt: reencrypt, excluding: share.doctorID)
-        return revoked
+        var member =
+            known
+            ?? LedgerMember(
+                shareID: share.shareID,
+                memberID: share.grant.memberID,
+                username: name,
+                status: .revoked,
+                expiresAt: share.grant.expiresAt,
+                changedAt: at
+            )
+        // A request whose keys were never delivered needs no new epoch: the doctor holds nothing.
+        let heldKeys = member.status != .requested || !share.grant.isRequest
+        member.status = .revoked
+        member.changedAt = at
+        if heldKeys {
+            try await rotate(category: category, reencrypt: reencrypt, ending: [member])
+        } else {
+            try recordInLedger(member, category: category)
+            try await reconcileTresors()
+        }
+        return ended
     }
 
-    /// Starts a new epoch of `category`: declares it (self-grant), re-grants the remaining active shares,
-    /// and optionally re-seals every record of the category under it.
-    public func rotate(category: String, reencrypt: Bool, excluding revokedDoctor: UUID? = nil) async throws {
+    /// Starts a new epoch of `category` (after a sync): records `ending` in the ledger, declares the epoch,
+    /// seals it to the members the ledger still lists, and optionally re-seals every record of the category
+    /// under it.
+    public func rotate(category: String, reencrypt: Bool, ending: [LedgerMember] = []) async throws {
         // Pull first: re-encrypting stale local copies with fresh timestamps would undo other devices' changes.
         // A quarantined record must not stop a rotation (it follows a revocation): the final sync reports it.
         _ = try await syncKeepingQuarantine()
-        guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
-        t.rotate()
-        keyring.merge(t)
-        try saveKeyring()
-        do {
-            try await declare(t)
-        } catch ClientError.conflict {
-            try await reconcileTresors()
-        }
+        try await rotateKeys(category: category, ending: ending)
         guard let current = keyring[category] else { return }
-        for share in try await shares() where share.category == category && share.state == .active && share.doctorID != revokedDoctor {
-            // Only shares this patient signed and the admin approved get the new key: the server's list alone is not enough.
-            let doctor = try await certifiedUser(username: share.doctorUsername, role: .doctor)
-            do {
-                try share.grant.verify(patient: account.certificate, adminKey: adminKey)
-                guard let approval = share.approval, share.grant.patientID == me, share.grant.memberID == doctor.userID,
-                    share.doctorID == doctor.userID, share.grant.tresorID == current.id
-                else { throw TrustError.mismatch(what: "share", field: "parties") }
-                try approval.verifyShare(adminKey: adminKey, shareID: share.shareID, grant: share.grant)
-            } catch {
-                throw ClientError.integrity("the server lists a share of \(category) that this patient did not make or the admin did not approve")
-            }
-            let g = try Grant.make(
-                patient: account.identity,
-                member: doctor,
-                adminKey: adminKey,
-                tresor: current,
-                createdAt: Date().unixMillis,
-                expiresAt: share.grant.expiresAt
-            )
-            let _: ShareInfo = try await transport.send(
-                .PUT,
-                Routes.shareGrant(share.shareID.uuidString),
-                body: UpdateShareGrantRequest(grant: g),
-                auth: try auth
-            )
-        }
         if reencrypt {
             // Only records whose local copy is the server's head: an unsent or stale copy is not rewritten.
             for row in try store.records(category: category)

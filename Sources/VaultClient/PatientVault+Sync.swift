@@ -51,6 +51,8 @@ extension PatientVault {
         var summary = SyncSummary()
         progress?(SyncProgress(phase: .keys, done: 0, total: nil))
         try await reconcileTresors()
+        // Keys to approved doctors, new epochs past expired ones: before anything is written or pushed.
+        try await maintainShares()
         // After the keys: a record quarantined for a key this device lacked may open now.
         try await retryQuarantined(&summary)
         // Pull first: a concurrent outcome is merged with the unsent local copy before that copy is pushed.
@@ -172,6 +174,10 @@ extension PatientVault {
                     // A verified version heals its record: older quarantined versions of it are superseded.
                     if anyHeld { try tx.release(sequence: change.sequence, recordID: env.header.recordID.hex) }
                 } catch let failure as QuarantineError {
+                    // A signed record under an epoch this device lacks proves that epoch exists: never write below it.
+                    if failure.reason == .missingEpochKey, let env = change.envelope {
+                        try tx.noteEpoch(env.header.epoch, category: env.header.category, tresorID: env.header.tresorID)
+                    }
                     try tx.quarantine(change.quarantined(failure.reason))
                     anyHeld = true
                 }

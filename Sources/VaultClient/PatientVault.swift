@@ -54,28 +54,37 @@ public actor PatientVault {
         try keyring.save(to: account.store.keyringURL, wrappingKey: account.wrappingKey, ownerID: me)
     }
 
-    func selfGrant(_ t: Tresor) throws -> Grant {
+    func selfGrant(_ t: Tresor, ledger: TresorLedger) throws -> Grant {
         try Grant.make(
             patient: account.identity,
             member: account.certificate,
             adminKey: adminKey,
             tresor: t,
-            createdAt: Date().unixMillis
+            tresorVersion: ledger.version,
+            ledger: ledger,
+            createdAt: now().unixMillis
         )
     }
 
-    /// Declares `t`'s current epoch to the server with a fresh self-grant; another device's different
-    /// keys for that epoch are a conflict.
-    func declare(_ t: Tresor) async throws {
-        let _: TresorInfo = try await transport.send(.PUT, Routes.tresors, body: PutTresorRequest(selfGrant: try selfGrant(t)), auth: try auth)
+    /// Declares `t`'s keys and `ledger` to the server with a fresh self-grant at `ledger.version`, which
+    /// must be the server's version plus one; another device's change of that version is a conflict.
+    func declare(_ t: Tresor, ledger: TresorLedger) async throws {
+        let _: TresorInfo = try await transport.send(
+            .PUT,
+            Routes.tresors,
+            body: PutTresorRequest(selfGrant: try selfGrant(t, ledger: ledger)),
+            auth: try auth
+        )
+        try store.saveMarks(TresorMarks(ledger: ledger, seenVersion: ledger.version, topEpoch: t.currentEpoch), category: t.category, tresorID: t.id)
     }
 
-    /// Learns keys other devices made (from the self-grants on the server) and declares tresors and
-    /// epochs the server does not know yet. When two devices made the same epoch offline, the server's
-    /// keys win and this device re-seals its unsent versions under them.
+    /// Learns keys and ledgers other devices made (from the self-grants on the server) and declares what
+    /// the server lacks (Docs/design.md §2-§3). A self-grant older than one this device has seen, or one
+    /// that hides an epoch this device has seen signed, is refused. When two devices made the same epoch
+    /// offline, the server's keys win and this device re-seals its unsent versions under them.
     func reconcileTresors(attempt: Int = 0) async throws {
         let list: TresorList = try await transport.send(.GET, Routes.tresors, auth: try auth)
-        var byCategory: [String: TresorInfo] = [:]
+        var onServer: [String: (ledger: TresorLedger, top: UInt32)] = [:]
         for info in list.tresors {
             do {
                 let signed = info.selfGrant
@@ -86,26 +95,63 @@ public actor PatientVault {
                 else { throw TrustError.mismatch(what: "self-grant", field: "tresor, category or epoch") }
             } catch { throw ClientError.integrity("the server's self-grant for a category is not what this account signed: \(error)") }
             let remote: Tresor
-            do { remote = try info.selfGrant.openKeys(member: account.identity, patient: account.certificate, adminKey: adminKey) } catch {
-                throw ClientError.from(error)
-            }
-            byCategory[info.category] = info
+            let remoteLedger: TresorLedger
+            do {
+                (remote, remoteLedger) = try info.selfGrant.openSelfGrant(
+                    identity: account.identity,
+                    certificate: account.certificate,
+                    adminKey: adminKey
+                )
+            } catch { throw ClientError.from(error) }
+            var marks = try store.marks(category: info.category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+            try Self.refuseRollback(category: info.category, remoteVersion: remoteLedger.version, remoteTop: remote.currentEpoch, marks: marks)
             if let local = keyring[info.category] {
                 let clashing = remote.keys.filter { epoch, key in local.keys[epoch].map { $0 != key } ?? false }
                 if !clashing.isEmpty { try reseal(category: info.category, adopting: remote) }
             }
             keyring.merge(remote)
+            if remoteLedger.version == 0, marks.seenVersion == 0, marks.ledger.members.isEmpty {
+                // A tresor declared before ledgers existed: its members are taken once from the shares the
+                // admin approved (Docs/design.md §3), then kept by the patient's devices.
+                marks.ledger = try await legacyLedger(category: info.category, tresorID: info.tresorID)
+            }
+            marks.ledger.merge(remoteLedger)
+            marks.seenVersion = remoteLedger.version
+            marks.topEpoch = max(marks.topEpoch, remote.currentEpoch)
+            try store.saveMarks(marks, category: info.category, tresorID: info.tresorID)
+            onServer[info.category] = (remoteLedger, remote.currentEpoch)
         }
         try saveKeyring()
-        for t in keyring.tresors.values where (byCategory[t.category]?.currentEpoch ?? 0) < t.currentEpoch {
+        for t in keyring.tresors.values.sorted(by: { $0.category < $1.category }) {
+            var marks = try store.marks(category: t.category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+            let server = onServer[t.category]
+            guard server == nil || t.currentEpoch > server!.top || marks.ledger.members != server!.ledger.members else { continue }
+            marks.ledger.version = max(server?.ledger.version ?? 0, marks.seenVersion) + 1
             do {
-                try await declare(t)
+                try await declare(t, ledger: marks.ledger)
             } catch ClientError.conflict {
-                // Another device declared this epoch first with other keys: take theirs.
+                // Another device declared this version first: merge theirs and try again.
                 guard attempt < 3 else { throw ClientError.temporary("the category keys keep changing on the server; sync again") }
                 try await reconcileTresors(attempt: attempt + 1)
                 return
             }
+        }
+    }
+
+    /// Refuses a self-grant older than one this device has seen, or one whose newest epoch is older than
+    /// an epoch this device has seen signed (a hidden rotation): writing under it would hand new records
+    /// to a member the patient removed (Docs/design.md §3).
+    static func refuseRollback(category: String, remoteVersion: UInt64, remoteTop: UInt32, marks: TresorMarks) throws {
+        if remoteVersion < marks.seenVersion {
+            throw ClientError.integrity(
+                "the server serves an older key declaration of \(category) (version \(remoteVersion)) than this device has seen "
+                    + "(version \(marks.seenVersion)); nothing is written under it"
+            )
+        }
+        if remoteTop < marks.topEpoch {
+            throw ClientError.integrity(
+                "the server hides key epoch \(marks.topEpoch) of \(category), which this device has seen signed; nothing is written under an older epoch"
+            )
         }
     }
 

@@ -67,7 +67,15 @@ enum EnvelopeFactory {
         token: String,
         baseURL: String
     ) async throws {
-        let grant = try Grant.make(patient: identity, member: certificate, adminKey: adminKey, tresor: tresor, createdAt: Date().unixMillis)
+        let grant = try Grant.make(
+            patient: identity,
+            member: certificate,
+            adminKey: adminKey,
+            tresor: tresor,
+            tresorVersion: 1,
+            ledger: TresorLedger(version: 1),
+            createdAt: Date().unixMillis
+        )
         let transport = try Transport(baseURL: baseURL, maxAttempts: 1)
         let _: TresorInfo = try await transport.send(.PUT, Routes.tresors, body: PutTresorRequest(selfGrant: grant), auth: .session(token))
     }

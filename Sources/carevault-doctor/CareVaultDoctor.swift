@@ -121,6 +121,11 @@ struct Show: AsyncParsableCommand {
         print("")
         Output.table(Output.outcomeHeaders, Output.outcomeRows(outcomes, activities: byID), empty: "no outcomes in this period")
         if view.unreadable > 0 { Output.note("\(view.unreadable) records use a key not granted to you and were not shown") }
+        if !view.awaitingKeys.isEmpty {
+            Output.note(
+                "approved, keys not delivered yet: \(view.awaitingKeys.joined(separator: ", ")) (the patient's device sends them at its next sync)"
+            )
+        }
         try failIfQuarantined(view)
     }
 }
@@ -132,6 +137,7 @@ struct ShownPatient: Encodable {
     var activities: [Activity]
     var outcomes: [Outcome]
     var unreadable: Int
+    var awaitingKeys: [String]
 
     init(_ patient: String, view: PatientView, outcomes: [Outcome]) {
         self.patient = patient
@@ -139,6 +145,7 @@ struct ShownPatient: Encodable {
         activities = view.activities
         self.outcomes = outcomes
         unreadable = view.unreadable
+        awaitingKeys = view.awaitingKeys
     }
 }
 

@@ -29,7 +29,8 @@ struct ShareCommand: AsyncParsableCommand {
                 try Output.json(share)
             } else {
                 Output.line(
-                    "shared \(category) with \(share.doctorUsername): \(share.state.rawValue) until the admin approves it (share \(share.shareID.uuidString.lowercased()))"
+                    "requested sharing \(category) with \(share.doctorUsername) (share \(share.shareID.uuidString.lowercased())): "
+                        + "\(share.state.rawValue) until the admin approves it; once approved, the keys are delivered at your next sync"
                 )
             }
         }

@@ -224,6 +224,10 @@ struct CLITests {
         #expect(tampered.status == 65, "tampered ciphertext: \(tampered.stderr)")
         #expect(tampered.stderr.contains("integrity"))
         try queue.write { db in try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [original.1, original.0]) }
+        // The keys follow the approval from the patient's device, at its next sync.
+        let waiting = try doctor(["show", "alice"])
+        #expect(waiting.status == 0 && waiting.stderr.contains("keys not delivered yet"), "\(waiting.stderr)")
+        #expect(try patient(["sync"]).status == 0)
 
         let shown = try doctor(["show", "alice", "--json", "--from", "yesterday"])
         #expect(shown.status == 0, "\(shown.stderr)")

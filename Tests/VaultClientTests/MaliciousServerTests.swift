@@ -158,6 +158,11 @@ struct MaliciousServerTests {
             // Not approved yet: refused.
             await #expect(throws: ClientError.self) { _ = try await doctor.view(patient: "pat") }
             try await world.approveAll()
+            // Approved, but the keys travel only once the patient's device has verified the approval.
+            let early = try await doctor.view(patient: "pat")
+            #expect(early.activities.isEmpty && early.unreadable == 1)
+            #expect(try await doctor.verifiedShares(patient: "pat").1.first?.awaitingKeys == true)
+            _ = try await vault.sync()
 
             let seen = try await doctor.view(patient: "pat")
             #expect(seen.activities.map(\.title) == ["before revocation"], "interventions only; assessments stay closed")

@@ -142,6 +142,7 @@ struct QuarantineTests {
             _ = try await second.sync()
             for vault in [first, second] { _ = try await vault.grant(doctor: "doc", category: "interventions") }
             try await world.approveAll()
+            for vault in [first, second] { _ = try await vault.sync() }
             let run = try await Self.envelope(first, "run")
             let swim = try await Self.envelope(first, "swim")
             try await Self.tamper(world, backend, run, from: Self.breakCiphertext.from, to: Self.breakCiphertext.to)
@@ -176,6 +177,8 @@ struct QuarantineTests {
             try await world.approveAll()
             let run = try await Self.envelope(vault, "run")
             try await Self.tamper(world, backend, run, from: Self.breakCiphertext.from, to: Self.breakCiphertext.to)
+            // This sync delivers the doctor's keys (before it pulls) and then meets the bad record.
+            await #expect(throws: ClientError.self) { _ = try await vault.sync() }
             try await vault.updateActivity(try Sample.activity("walk", title: "changed"))
             await #expect(throws: ClientError.self) { _ = try await vault.revoke(doctor: "doc", category: "interventions") }
             #expect(await vault.keyring["interventions"]?.currentEpoch == 2, "the category has a new key all the same")

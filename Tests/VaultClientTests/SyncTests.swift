@@ -205,6 +205,7 @@ struct RotationTests {
             _ = try await vault.grant(doctor: "doc", category: "interventions")
             _ = try await vault.grant(doctor: "doc2", category: "interventions")
             try await world.approveAll()
+            _ = try await vault.sync()
 
             _ = try await vault.revoke(doctor: "doc2", category: "interventions", reencrypt: true)
             let epochs = try vault.store.records().map(\.envelope.header.epoch)

@@ -184,30 +184,47 @@ struct APIClient: Sendable {
     }
 
     /// Declares the patient's tresor of `category` (with the self-grant) and returns it.
-    func declareTresor(_ patient: TestUser, _ tresor: Tresor) async throws -> TestResponse {
+    func declareTresor(_ patient: TestUser, _ tresor: Tresor, version: UInt64 = 1) async throws -> TestResponse {
         let selfGrant = try Grant.make(
             patient: patient.identity,
             member: patient.certificate,
             adminKey: admin.publicKey,
             tresor: tresor,
+            tresorVersion: version,
             createdAt: harness.clock.millis
         )
         return try await send(.put, Routes.tresors, json: PutTresorRequest(selfGrant: selfGrant), token: patient.token)
     }
 
-    /// Creates a share of `tresor` with `doctor` and returns its info.
+    /// Files a share request (no keys) of `tresor` with `doctor` and returns its info.
     func requestShare(_ patient: TestUser, _ doctor: TestUser, _ tresor: Tresor, expiresAt: UnixMillis? = nil) async throws -> ShareInfo {
-        let grant = try Grant.make(
+        let grant = try Grant.request(
             patient: patient.identity,
             member: doctor.certificate,
             adminKey: admin.publicKey,
-            tresor: tresor,
+            ownerID: patient.id,
+            category: tresor.category,
+            tresorVersion: 1,
             createdAt: harness.clock.millis,
             expiresAt: expiresAt
         )
         let r = try await send(.post, Routes.shares, json: CreateShareRequest(grant: grant), token: patient.token)
         #expect(r.status == .created)
         return try decode(ShareInfo.self, r)
+    }
+
+    /// Seals every epoch of `tresor` to `doctor` in a successor of the approved request, as the patient's
+    /// device does after the approval verified.
+    func deliverKeys(_ patient: TestUser, _ doctor: TestUser, _ share: ShareInfo, _ tresor: Tresor) async throws -> TestResponse {
+        let grant = try Grant.make(
+            patient: patient.identity,
+            member: doctor.certificate,
+            adminKey: admin.publicKey,
+            tresor: tresor,
+            createdAt: harness.clock.millis,
+            expiresAt: share.grant.expiresAt
+        )
+        return try await send(.put, Routes.shareGrant(share.shareID.uuidString), json: UpdateShareGrantRequest(grant: grant), token: patient.token)
     }
 
     func approveShare(_ share: ShareInfo) async throws -> TestResponse {

@@ -107,12 +107,15 @@ struct RouteGroupAPITests {
             let info = try api.decode(TresorInfo.self, declared)
             #expect(Array(declared.body.readableBytesView) == Array(try wire.encode(info)))
 
-            let grant = try Grant.make(
+            let grant = try Grant.request(
                 patient: patient.identity,
                 member: doctor.certificate,
                 adminKey: api.admin.publicKey,
-                tresor: tresor,
-                createdAt: api.harness.clock.millis
+                ownerID: patient.id,
+                category: tresor.category,
+                tresorVersion: 1,
+                createdAt: api.harness.clock.millis,
+                expiresAt: nil
             )
             let created = try await api.send(.post, Routes.shares, json: CreateShareRequest(grant: grant), token: patient.token)
             #expect(created.status == .created && created.headers[.contentType] == "application/json")

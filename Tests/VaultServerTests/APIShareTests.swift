@@ -37,6 +37,7 @@ struct ShareAPITests {
             let early = try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id)
             #expect(early.status == .forbidden, "no access before the admin approves")
             #expect(try await api.approveShare(share).status == .ok)
+            #expect(try await api.deliverKeys(patient, doctor, share, interventions).status == .ok)
 
             // The doctor lists the patient, pulls the shared category and decrypts it with the granted keys.
             let patients = try api.decode(PatientList.self, try await api.send(.get, Routes.doctorPatients, token: doctor.token))
@@ -44,7 +45,10 @@ struct ShareAPITests {
             let shares = try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: doctor.token)).shares
             let activeShare = try #require(shares.first { $0.state == .active })
             try activeShare.approval!.verifyShare(adminKey: api.admin.publicKey, shareID: activeShare.shareID, grant: activeShare.grant)
-            let keys = try activeShare.grant.openKeys(member: doctor.identity, patient: patient.certificate, adminKey: api.admin.publicKey)
+            #expect(activeShare.grant.isRequest, "the approved request carries no keys")
+            let delivered = try #require(activeShare.latestGrant)
+            #expect(delivered.isSuccessor(of: activeShare.grant))
+            let keys = try delivered.openKeys(member: doctor.identity, patient: patient.certificate, adminKey: api.admin.publicKey)
             let page = try api.decode(PullResponse.self, try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id))
             #expect(page.changes.count == 1 && page.done)
             let context = EnvelopeContext(ownerID: patient.id, tresorID: interventions.id, category: "interventions")
@@ -114,6 +118,7 @@ struct ShareAPITests {
             _ = try await api.approveShare(share)
             #expect(try await api.pull(doctor.token, owner: patient.id, tresor: t.id).status == .ok)
             api.harness.clock.advance(by: 61_000)
+            #expect(try await api.deliverKeys(patient, doctor, share, t).status != .ok, "no keys to an expired share")
             let r = try await api.pull(doctor.token, owner: patient.id, tresor: t.id)
             #expect(r.status == .forbidden && api.errorCode(r) == .shareNotActive)
             #expect(try await api.repository.share(id: share.shareID)?.state == .expired)

@@ -47,6 +47,7 @@ struct RepositoryTests {
             #expect(try await repo.tresor(id: world.tresor.id)?.currentEpoch == 1)
             var two = world.tresorRow
             two.currentEpoch = 2
+            two.selfGrant.tresorVersion = (two.selfGrant.tresorVersion ?? 0) + 1
             _ = try await repo.upsertTresor(two, audit: Fixtures.audit)
             await #expect(throws: RepositoryError.self) { _ = try await repo.upsertTresor(world.tresorRow, audit: Fixtures.audit) }
             #expect(try await repo.tresors(ownerID: world.patient.id).map(\.currentEpoch) == [2])

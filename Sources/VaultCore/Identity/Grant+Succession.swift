@@ -13,10 +13,12 @@ extension Grant {
 
     /// True when this grant may replace `older` after a rotation: it names the same patient, member,
     /// tresor and category, keeps the expiry the admin approved, and carries every epoch `older` carried
-    /// (it may add newer ones). Signatures are not checked here; callers verify them first.
+    /// (it may add newer ones), at a tresor version no older than `older`'s. Signatures are not checked
+    /// here; callers verify them first.
     public func isSuccessor(of older: Grant) -> Bool {
         patientID == older.patientID && memberID == older.memberID && tresorID == older.tresorID
             && category == older.category && expiresAt == older.expiresAt
+            && (tresorVersion ?? 0) >= (older.tresorVersion ?? 0)
             && Set(older.epochs).isSubset(of: Set(epochs))
     }
 

@@ -103,6 +103,13 @@ extension PostgresRepository {
         }
     }
 
+    public func recordRevocation(id: UUID, revocation: ShareRevocation) async throws {
+        let json = try RowJSON.encode(revocation)
+        try await transaction { conn in
+            try await conn.query("UPDATE shares SET revocation_json = \(json) WHERE id = \(id) AND revocation_json IS NULL", logger: self.logger)
+        }
+    }
+
     public func expireShares(now: UnixMillis) async throws -> [ShareRow] {
         try await transaction { conn in
             // A pending share whose date passed before approval can no longer be approved: close it.

@@ -170,6 +170,7 @@ extension ShareRow: StoredRowDecodable {
             grant: r.json(Grant.self, "grant_json"),
             approval: r.optionalJSON(Approval.self, "approval"),
             latestGrant: r.optionalJSON(Grant.self, "latest_grant"),
+            revocation: r.optionalJSON(ShareRevocation.self, "revocation_json"),
             reason: r.optionalString("reason"),
             createdAt: r.int64("created_at"),
             updatedAt: r.int64("updated_at"),

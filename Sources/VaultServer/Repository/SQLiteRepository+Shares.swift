@@ -95,6 +95,13 @@ extension SQLiteRepository {
         }
     }
 
+    public func recordRevocation(id: UUID, revocation: ShareRevocation) async throws {
+        let json = try RowJSON.encode(revocation)
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE shares SET revocation_json = ? WHERE id = ? AND revocation_json IS NULL", arguments: [json, Self.id(id)])
+        }
+    }
+
     public func expireShares(now: UnixMillis) async throws -> [ShareRow] {
         try await pool.write { db in
             // A pending share whose date passed before approval can no longer be approved: close it.

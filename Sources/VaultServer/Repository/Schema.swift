@@ -12,7 +12,11 @@ enum Schema {
     }
 
     static func migrations(_ dialect: SchemaDialect) -> [Migration] {
-        [Migration(id: "v1-initial", statements: v1(dialect))]
+        [
+            Migration(id: "v1-initial", statements: v1(dialect)),
+            // The patient's signed end of a share, shown to its doctor (Docs/envelope-v1.md §3.3).
+            Migration(id: "v2-share-revocations", statements: ["ALTER TABLE shares ADD COLUMN revocation_json \(dialect.text)"]),
+        ]
     }
 
     static let shareStates = ShareState.allCases.map { "'\($0.rawValue)'" }.joined(separator: ",")

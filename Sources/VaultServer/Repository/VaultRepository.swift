@@ -49,6 +49,8 @@ public struct ShareRow: Sendable, Equatable {
     public var approval: Approval?
     /// The patient's newest grant after key rotations (same parties, tresor and expiry, more epochs).
     public var latestGrant: Grant? = nil
+    /// The patient's signed revocation, when the patient ended the share.
+    public var revocation: ShareRevocation? = nil
     public var reason: String?
     public var createdAt: UnixMillis
     public var updatedAt: UnixMillis
@@ -124,12 +126,14 @@ extension TresorRow {
             throw RepositoryError.conflict("tresor belongs to another owner or category")
         }
         guard t.currentEpoch >= existing.currentEpoch else { throw RepositoryError.conflict("tresor is already at epoch \(existing.currentEpoch)") }
-        guard t.currentEpoch == existing.currentEpoch else { return false }
-        // Another device declared this epoch already: with other keys that is a conflict the client resolves.
-        guard t.selfGrant == existing.selfGrant else {
-            throw RepositoryError.conflict("tresor epoch \(t.currentEpoch) is already declared with other keys")
+        if t.selfGrant == existing.selfGrant { return true }
+        // Each self-grant names the tresor version it extends by one (Docs/envelope-v1.md §3.2): two devices
+        // that changed the same version concurrently conflict, and the second merges and tries again.
+        let stored = existing.selfGrant.tresorVersion ?? 0
+        guard (t.selfGrant.tresorVersion ?? 0) == stored + 1 else {
+            throw RepositoryError.conflict("tresor is at version \(stored); merge and declare version \(stored + 1)")
         }
-        return true
+        return false
     }
 }
 
@@ -246,6 +250,8 @@ public protocol VaultRepository: Sendable {
     /// Stores a newer grant of an active share (new key epochs) beside the approved one;
     /// `.invalidTransition` if the share is not active.
     func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
+    /// Keeps the patient's signed revocation with the share (the first one stays).
+    func recordRevocation(id: UUID, revocation: ShareRevocation) async throws
     /// Moves every active share whose expiry has passed to `expired`, auditing each. Returns them.
     func expireShares(now: UnixMillis) async throws -> [ShareRow]
     /// The highest approval sequence number stored so far (0 if none).

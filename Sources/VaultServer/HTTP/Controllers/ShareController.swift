@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import VaultAPI
 
@@ -24,7 +25,18 @@ struct ShareController: APIController {
     }
 
     @Sendable func revoke(_ request: Request, context: Context) async throws -> ShareInfo {
-        try await service.revokeShare(try context.requireCaller(), try context.parameters.uuid("id"))
+        let caller = try context.requireCaller()
+        // The body is optional: clients made before revocations were signed send none.
+        let body = try await request.body.collect(upTo: APILimits.maxOpenBodyBytes)
+        let revocation: RevokeShareRequest?
+        if body.readableBytes == 0 {
+            revocation = nil
+        } else {
+            do { revocation = try JSONDecoder().decode(RevokeShareRequest.self, from: body) } catch {
+                throw APIError.badRequest("the body is not a revocation")
+            }
+        }
+        return try await service.revokeShare(caller, try context.parameters.uuid("id"), revocation)
     }
 
     @Sendable func updateGrant(_ request: Request, context: Context) async throws -> ShareInfo {

@@ -21,6 +21,7 @@ extension VaultService {
             grant: s.grant,
             approval: s.approval,
             latestGrant: s.latestGrant,
+            revocation: s.revocation,
             reason: s.reason,
             createdAt: s.createdAt,
             updatedAt: s.updatedAt,
@@ -39,8 +40,9 @@ extension VaultService {
         guard let tresor = try await repository.tresor(id: g.tresorID), tresor.ownerID == caller.id, tresor.category == g.category else {
             throw APIError.badRequest("unknown tresor: declare the category's tresor first (PUT /v1/tresors)")
         }
-        guard !g.epochs.isEmpty, g.epochs.count <= Int(tresor.currentEpoch), g.epochsExist(upTo: tresor.currentEpoch) else {
-            throw APIError.badRequest("the grant names epochs the tresor does not have")
+        // Keys are delivered only after the admin's approval (Docs/design.md §3): a request carries none.
+        guard g.version == 2, g.isRequest else {
+            throw APIError.badRequest("a share request carries no keys; the patient's device delivers them after approval")
         }
         let now = clock()
         if let e = g.expiresAt, e <= now { throw APIError.badRequest("the share's expiry date has already passed") }
@@ -69,12 +71,13 @@ extension VaultService {
 
     func shares(_ caller: Caller) async throws -> ShareList {
         _ = try await repository.expireShares(now: clock())
-        // A doctor sees active shares only: a pending or rejected share's grant carries sealed keys the
-        // admin has not (or not yet) approved.
+        // A doctor sees active shares, and ended ones that carry the patient's revocation (so the doctor's
+        // client learns the end from the patient, not from the server). Shares made before keys waited for
+        // approval carry keys in their request: a doctor never sees those before approval.
         let rows =
             caller.user.role == .patient
             ? try await repository.shares(patientID: caller.id)
-            : try await repository.shares(doctorID: caller.id).filter { $0.state == .active }
+            : try await repository.shares(doctorID: caller.id).filter { $0.state == .active || $0.revocation != nil }
         var out: [ShareInfo] = []
         for r in rows { out.append(try await shareInfo(r)) }
         return ShareList(shares: out)
@@ -86,8 +89,19 @@ extension VaultService {
         return s
     }
 
-    func revokeShare(_ caller: Caller, _ id: UUID) async throws -> ShareInfo {
+    func revokeShare(_ caller: Caller, _ id: UUID, _ body: RevokeShareRequest?) async throws -> ShareInfo {
         let s = try await ownedShare(caller, id)
+        if let revocation = body?.revocation {
+            do { try revocation.verify(shareID: s.id, request: s.grant, patient: caller.certificate, adminKey: adminKey) } catch {
+                throw APIError.badRequest("the revocation does not verify: \(error)")
+            }
+            try await repository.recordRevocation(id: s.id, revocation: revocation)
+            // An ended share takes the patient's statement too: it tells the doctor the end is the patient's.
+            if s.state.isFinal, var ended = try await repository.share(id: s.id) {
+                ended.revocation = ended.revocation ?? revocation
+                return try await shareInfo(ended)
+            }
+        }
         let event = Self.patientEvent(caller, "share.revoked", ["share": Self.idText(s.id), "category": s.category])
         let row = try await repository.transitionShare(
             id: s.id,

@@ -1,0 +1,155 @@
+import Foundation
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// The patient's side of membership (Docs/design.md §3): the ledger decides who receives keys, never the
+/// server's list. Keys go to a doctor only after the admin's approval of the patient's own request has
+/// verified here; a rotation seals the new epoch only to members the ledger lists as delivered, not
+/// ended and not expired; an expiry rotates the tresor at the first sync after it.
+extension PatientVault {
+    static let emptyMarks = TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+
+    /// Records `member` in `category`'s ledger on this device; the next reconcile declares it.
+    func recordInLedger(_ member: LedgerMember, category: String) throws {
+        guard let t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
+        var marks = try store.marks(category: category) ?? Self.emptyMarks
+        marks.ledger.record(member)
+        try store.saveMarks(marks, category: category, tresorID: t.id)
+    }
+
+    /// The members of a tresor declared before ledgers existed, from the shares this patient signed and
+    /// the admin approved (active: keys were sealed in the request) or that still wait (pending).
+    func legacyLedger(category: String, tresorID: UUID) async throws -> TresorLedger {
+        var ledger = TresorLedger(version: 0)
+        for share in try await shares() where share.tresorID == tresorID && (share.state == .active || share.state == .pending) {
+            guard (try? share.grant.verify(patient: account.certificate, adminKey: adminKey)) != nil, share.grant.patientID == me,
+                share.grant.tresorID == tresorID
+            else { continue }
+            if share.state == .active {
+                guard let approval = share.approval,
+                    (try? approval.verifyShare(adminKey: adminKey, shareID: share.shareID, grant: share.grant)) != nil
+                else { continue }
+            }
+            ledger.record(
+                LedgerMember(
+                    shareID: share.shareID,
+                    memberID: share.grant.memberID,
+                    username: share.doctorUsername,
+                    status: share.state == .active && !share.grant.isRequest ? .delivered : .requested,
+                    expiresAt: share.grant.expiresAt,
+                    changedAt: share.createdAt
+                )
+            )
+        }
+        return ledger
+    }
+
+    /// Delivers keys to approved requests and rotates past expired members, for every tresor this device
+    /// keeps a ledger of. Runs at every sync (Docs/design.md §3).
+    func maintainShares() async throws {
+        let at = now().unixMillis
+        var listed: [ShareInfo]?
+        for category in try store.markedCategories() {
+            guard let marks = try store.marks(category: category), keyring[category] != nil else { continue }
+            let due = marks.ledger.dueToExpire(at: at)
+            if !due.isEmpty {
+                // The end date passed: a new epoch the expired members never receive.
+                try await rotateKeys(
+                    category: category,
+                    ending: due.map {
+                        var m = $0
+                        m.status = .expired
+                        m.changedAt = at
+                        return m
+                    }
+                )
+                listed = nil
+            }
+            let awaiting = try store.marks(category: category)?.ledger.awaitingDelivery(at: at) ?? []
+            guard !awaiting.isEmpty else { continue }
+            let shares: [ShareInfo]
+            if let listed { shares = listed } else { shares = try await self.shares() }
+            listed = shares
+            for member in awaiting {
+                guard let share = shares.first(where: { $0.shareID == member.shareID }) else { continue }
+                switch share.state {
+                case .active:
+                    guard let t = keyring[category] else { continue }
+                    try await deliver(to: member, share: share, tresor: t)
+                    var delivered = member
+                    delivered.status = .delivered
+                    delivered.changedAt = at
+                    try recordInLedger(delivered, category: category)
+                case .rejected:
+                    var rejected = member
+                    rejected.status = .rejected
+                    rejected.changedAt = at
+                    try recordInLedger(rejected, category: category)
+                default: continue
+                }
+            }
+            try await reconcileTresors()
+        }
+    }
+
+    /// Seals every epoch of `tresor` to `member` in a successor of the share's request, after checking that
+    /// the request is this patient's, names the member, and carries the admin's approval of exactly it.
+    func deliver(to member: LedgerMember, share: ShareInfo, tresor: Tresor) async throws {
+        do {
+            try share.grant.verify(patient: account.certificate, adminKey: adminKey)
+            guard share.grant.patientID == me, share.grant.memberID == member.memberID, share.doctorID == member.memberID,
+                share.grant.tresorID == tresor.id, share.grant.expiresAt == member.expiresAt
+            else { throw TrustError.mismatch(what: "share", field: "parties") }
+            guard let approval = share.approval else { throw TrustError.mismatch(what: "share", field: "approval") }
+            try approval.verifyShare(adminKey: adminKey, shareID: share.shareID, grant: share.grant)
+        } catch {
+            throw ClientError.integrity(
+                "the server lists a share of \(tresor.category) with \(member.username) that this patient did not request or the admin did not approve"
+            )
+        }
+        let doctor = try await certifiedUser(username: member.username, role: .doctor)
+        guard doctor.userID == member.memberID else {
+            throw ClientError.integrity("the certificate of '\(member.username)' names another user than the one this patient shared with")
+        }
+        let version = try store.marks(category: tresor.category)?.ledger.version ?? 0
+        let grant: Grant
+        do {
+            grant = try Grant.make(
+                patient: account.identity,
+                member: doctor,
+                adminKey: adminKey,
+                tresor: tresor,
+                tresorVersion: version,
+                createdAt: now().unixMillis,
+                expiresAt: member.expiresAt
+            )
+        } catch { throw ClientError.from(error) }
+        let _: ShareInfo = try await transport.send(
+            .PUT,
+            Routes.shareGrant(share.shareID.uuidString),
+            body: UpdateShareGrantRequest(grant: grant),
+            auth: try auth
+        )
+    }
+
+    /// Starts a new epoch of `category` without syncing: records `ending` in the ledger, declares the new
+    /// epoch with it, then seals the epoch to the members the ledger lists as holding keys. A member the
+    /// server does not list as active gets nothing (the server can withhold, never add).
+    func rotateKeys(category: String, ending: [LedgerMember]) async throws {
+        guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
+        for member in ending { try recordInLedger(member, category: category) }
+        t.rotate()
+        keyring.merge(t)
+        try saveKeyring()
+        try await reconcileTresors()
+        guard let current = keyring[category], let ledger = try store.marks(category: category)?.ledger else { return }
+        let recipients = ledger.recipients(at: now().unixMillis)
+        guard !recipients.isEmpty else { return }
+        let listed = try await shares()
+        for member in recipients {
+            guard let share = listed.first(where: { $0.shareID == member.shareID }), share.state == .active else { continue }
+            try await deliver(to: member, share: share, tresor: current)
+        }
+    }
+}

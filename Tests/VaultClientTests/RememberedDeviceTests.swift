@@ -1,13 +1,16 @@
 import Foundation
-import Hummingbird
-import HummingbirdTesting
 import Synchronization
 import Testing
 import VaultAPI
-import VaultClient
 import VaultCore
 import VaultCrypto
 import VaultTestSupport
+
+@testable import VaultClient
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Secrets at rest and password-hashing parameters (Docs/envelope-v1.md §2, §2.2): what `--remember`
 /// keeps, what unlocks with it, how old keyrings and old remembered keys move over, how a server that
@@ -212,7 +215,7 @@ struct RememberedDeviceTests {
         return AccountManager(configuration: config, transport: try Transport(baseURL: world.baseURL, maxAttempts: 2, baseDelayMs: 10))
     }
 
-    @Test func aServerOfferingWeakerOrOtherParametersThanTheProfileIsRefusedBeforeAnyWork() async throws {
+    @Test func aDatabaseEditedToWeakerOrOtherParametersIsRefusedBeforeALoginKeyIsSent() async throws {
         try await ClientWorld.run(.sqlite) { world in
             let accounts = try Self.accounts(world, "strong", kdf: .moderate)
             _ = try await accounts.register(username: "wes", password: "strong-pass-1", role: .patient)
@@ -228,9 +231,7 @@ struct RememberedDeviceTests {
                 try await world.repository.attackerExecutes("UPDATE users SET registration = \(column) WHERE username = 'wes'")
             }
             func refusal(_ expected: String) async throws {
-                let started = ContinuousClock.now
                 let error = await #expect(throws: ClientError.self) { _ = try await accounts.login(username: "wes", password: "strong-pass-1") }
-                #expect(ContinuousClock.now - started < .seconds(1), "refused before any Argon2id work")
                 guard case let .integrity(message)? = error else {
                     Issue.record("expected an integrity failure, got \(String(describing: error))")
                     return
@@ -254,36 +255,6 @@ struct RememberedDeviceTests {
             try await edit([(otherSalt, salt)])
             let account = try await accounts.login(username: "wes", password: "strong-pass-1")
             #expect(account.profile.keyBundle.kdf == .moderate)
-        }
-    }
-
-    @Test func withoutAProfileParametersBelowTheFloorAreRefusedBeforeAnyWork() async throws {
-        let logins = Mutex(0)
-        let router = Router()
-        let offer = #"{"kdf":{"algorithm":"argon2id13","opsLimit":1,"memLimitBytes":8192},"salt":"\#(Base64URL.encode(Salt.random().bytes))"}"#
-        router.post(RouterPath(Routes.loginParameters)) { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: offer)))
-        }
-        router.post(RouterPath(Routes.login)) { _, _ -> Response in
-            logins.withLock { $0 += 1 }
-            return Response(status: .unauthorized)
-        }
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-        try await app.test(.live) { client in
-            let root = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-weak-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: root) }
-            let server = "http://127.0.0.1:\(client.port!)"
-            let config = ClientConfiguration(server: server, home: Home(url: root), adminKey: SigningKeyPair.generate().publicKey)
-            let accounts = AccountManager(configuration: config, transport: try Transport(baseURL: server, maxAttempts: 1))
-            let started = ContinuousClock.now
-            let error = await #expect(throws: ClientError.self) { _ = try await accounts.login(username: "nobody", password: "any-password") }
-            #expect(ContinuousClock.now - started < .seconds(1))
-            guard case let .integrity(message)? = error else {
-                Issue.record("expected an integrity failure, got \(String(describing: error))")
-                return
-            }
-            #expect(message.contains("unacceptable password-hashing parameters") && message.contains("below the floor"), "\(message)")
-            #expect(logins.withLock { $0 } == 0, "no login key was derived or sent")
         }
     }
 
@@ -324,5 +295,138 @@ struct RememberedDeviceTests {
             #expect(try legacy.accounts.unlock(password: nfd).identity.box.publicKey == identity.box.publicKey)
             #expect(throws: ClientError.self) { _ = try legacy.accounts.unlock(password: "cafe-pass-1") }
         }
+    }
+}
+
+/// How many login attempts a fake server saw.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
+
+/// A server on plain threads offering chosen password-hashing parameters, and counting login attempts.
+/// Timed: its tasks run on a thread of their own, and the fake needs no cooperative thread to answer, so
+/// other suites deriving keys at the same time cannot slow the answer down.
+@Suite("Client: refusing weak password-hashing parameters before any work", .serialized, OnOwnThread())
+struct RefusedParametersTests {
+    /// Reads one request, body included (so closing the socket never resets a reply), and returns its head.
+    static func readRequest(_ fd: Int32) -> String {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let end = data.indices.dropLast(3).first(where: { data[$0..<$0 + 4].elementsEqual(Array("\r\n\r\n".utf8)) }) {
+                let head = String(decoding: data[..<end], as: UTF8.self)
+                let length =
+                    head.split(separator: "\r\n").compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
+                if data.count >= end + 4 + length { return head }
+            }
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return "" }
+            data += buffer[0..<n]
+        }
+    }
+
+    /// Answers `/v1/auth/params` with `kdf` and `salt`, and every login with 401.
+    static func fake(kdf: String, salt: Salt, logins: Counter) throws -> FakeServer {
+        let offer = #"{"kdf":\#(kdf),"salt":"\#(salt.base64URL)"}"#
+        let refusal = #"{"error":{"code":"invalid_credentials","message":"wrong username or password"}}"#
+        return try FakeServer { server, fd in
+            let head = readRequest(fd)
+            let isLogin = head.hasPrefix("POST \(Routes.login) ")
+            if isLogin { logins.add() }
+            let (status, body) = isLogin ? ("401 Unauthorized", refusal) : ("200 OK", offer)
+            server.write(
+                fd,
+                "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            )
+        }
+    }
+
+    static func kdf(_ ops: UInt64, _ mem: UInt64) -> String { #"{"algorithm":"argon2id13","opsLimit":\#(ops),"memLimitBytes":\#(mem)}"# }
+
+    /// Logs in as `username` against `server` from `home`; the error and how long the refusal took.
+    static func login(_ server: FakeServer, home: URL, username: String) async -> (ClientError?, Duration) {
+        let url = "http://127.0.0.1:\(server.port)"
+        let started = ContinuousClock.now
+        do {
+            let config = ClientConfiguration(server: url, home: Home(url: home), adminKey: SigningKeyPair.generate().publicKey)
+            let accounts = AccountManager(configuration: config, transport: try Transport(baseURL: url, maxAttempts: 1))
+            _ = try await accounts.login(username: username, password: "any-password")
+            return (nil, ContinuousClock.now - started)
+        } catch {
+            return (error as? ClientError, ContinuousClock.now - started)
+        }
+    }
+
+    static func integrityMessage(_ error: ClientError?) -> String {
+        guard case let .integrity(message)? = error else { return "not an integrity failure: \(String(describing: error))" }
+        return message
+    }
+
+    @Test func weakerParametersThanTheStoredProfileAreRefusedQuickly() async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-kdf-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let logins = Counter()
+        let salt = Salt.random()
+        let moderate = KDFParameters.moderate
+        let interactive = KDFParameters.interactive
+        for (offered, offeredSalt, expected) in [
+            (Self.kdf(interactive.opsLimit, interactive.memLimitBytes), salt, "weaker password-hashing parameters for 'wes'"),
+            (Self.kdf(moderate.opsLimit, interactive.memLimitBytes), salt, "weaker password-hashing parameters for 'wes'"),
+            (Self.kdf(moderate.opsLimit, moderate.memLimitBytes), Salt.random(), "differ from what this device stored"),
+        ] {
+            let server = try Self.fake(kdf: offered, salt: offeredSalt, logins: logins)
+            defer { server.stop() }
+            // This device registered 'wes' under MODERATE: a profile as registration leaves it (the key
+            // bundle's contents do not matter, the refusal comes first).
+            let identity = Identity.generate()
+            let bundle = KeyBundle.seal(identity, wrappingKey: .generate(), kdf: moderate, salt: salt)
+            let url = "http://127.0.0.1:\(server.port)"
+            let profile = Profile(
+                server: url,
+                username: "wes",
+                userID: identity.userID,
+                role: .patient,
+                deviceID: "dev-test",
+                certificate: nil,
+                keyBundle: bundle
+            )
+            try Home(url: home).store(server: url, username: "wes").save(profile)
+            let (error, elapsed) = await Self.login(server, home: home, username: "wes")
+            #expect(Self.integrityMessage(error).contains(expected), "\(Self.integrityMessage(error))")
+            #expect(elapsed < .seconds(1), "refused before any Argon2id work: \(elapsed)")
+            #expect(logins.value == 0, "no login key was sent")
+        }
+        #expect(logins.value == 0)
+    }
+
+    @Test func withoutAProfileParametersBelowTheFloorAreRefusedQuickly() async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-kdf-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let logins = Counter()
+        let weak = try Self.fake(kdf: Self.kdf(1, 8_192), salt: Salt.random(), logins: logins)
+        defer { weak.stop() }
+        let (error, elapsed) = await Self.login(weak, home: home, username: "nobody")
+        let message = Self.integrityMessage(error)
+        #expect(message.contains("unacceptable password-hashing parameters") && message.contains("below the floor"), "\(message)")
+        #expect(elapsed < .seconds(1), "refused before any Argon2id work: \(elapsed)")
+        #expect(logins.value == 0, "no login key was sent")
+
+        // The control: at the floor the client derives and tries to log in, which the fake counts.
+        let floor = try Self.fake(
+            kdf: Self.kdf(KDFParameters.interactive.opsLimit, KDFParameters.interactive.memLimitBytes),
+            salt: .random(),
+            logins: logins
+        )
+        defer { floor.stop() }
+        let (refused, _) = await Self.login(floor, home: home, username: "nobody")
+        #expect(refused == ClientError.notPermitted(code: .invalidCredentials, "wrong username or password"))
+        #expect(logins.value == 1)
     }
 }

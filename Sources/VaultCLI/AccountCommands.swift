@@ -5,7 +5,10 @@ import VaultCore
 
 /// `logout`, shared by the patient and doctor tools.
 public struct LogoutCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(commandName: "logout", abstract: "End the session and erase the remembered device key.")
+    public static let configuration = CommandConfiguration(
+        commandName: "logout",
+        abstract: "End the session and erase the remembered device key and key copy."
+    )
     @OptionGroup var options: GlobalOptions
     public init() {}
 

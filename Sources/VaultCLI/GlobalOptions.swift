@@ -112,7 +112,8 @@ public struct GlobalOptions: ParsableArguments, Sendable {
         return store
     }
 
-    /// Ends the session on the server (best effort) and erases the session and remembered key here.
+    /// Ends the session on the server (best effort) and erases the session, the remembered device key and
+    /// its identity copy here.
     public func logout() async throws {
         let store = try currentStore()
         if let session = try store.loadSession() {
@@ -124,8 +125,7 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     /// Unlocks the current account: with the remembered device key if there is one, else the password.
     public func unlock() throws -> UnlockedAccount {
         let manager = try accounts()
-        let store = try manager.currentStore()
-        if (try? store.loadDeviceKey()) ?? nil != nil { return try manager.unlock(password: nil) }
+        if let account = try manager.unlockRemembered() { return account }
         return try manager.unlock(password: try password())
     }
 }

@@ -27,7 +27,8 @@ struct AccountWording: Sendable {
         registeredNote: "the admin must approve the account before you can log in",
         loginAbstract: "Log in on this device (also a new one): fetches and unlocks your keys.",
         loginExampleFlags: " --remember",
-        rememberHelp: "Remember this device's key in a 0600 file so later commands need no password; logout erases it."
+        rememberHelp:
+            "Keep a random device key and a copy of your keys sealed under it (0600 files) so later commands need no password; logout erases both."
     )
 
     static let doctor = AccountWording(
@@ -37,7 +38,7 @@ struct AccountWording: Sendable {
         registeredNote: "the admin must approve the account",
         loginAbstract: "Log in on this device.",
         loginExampleFlags: "",
-        rememberHelp: "Remember this device's key (0600 file); logout erases it."
+        rememberHelp: "Keep a random device key and your keys sealed under it (0600 files); logout erases both."
     )
 
     static func of(_ role: Role) -> AccountWording {

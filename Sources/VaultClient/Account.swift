@@ -31,8 +31,6 @@ public struct UnlockedAccount: Sendable {
     public let identity: Identity
     /// The account's certificate, verified under the pinned admin key.
     public let certificate: Certificate
-    /// The password-derived wrapping key: encrypts the keyring at rest.
-    public let wrappingKey: SymmetricKey
     /// The files of the account's profile folder.
     public let store: ProfileStore
     /// The session, if the device has one.
@@ -40,6 +38,13 @@ public struct UnlockedAccount: Sendable {
 }
 
 extension UnlockedAccount {
+    static let localStorageContext = try! KDFContext("CVlocal_")
+
+    /// Encrypts what this device keeps of the account (the keyring). A subkey of the record-id key
+    /// (Docs/envelope-v1.md §2), so it exists after a password unlock and a remembered-key unlock alike,
+    /// and neither the password nor anything derived from it is needed to make it.
+    public var localStorageKey: SymmetricKey { identity.recordIDKey.deriveSubkey(id: 1, context: Self.localStorageContext) }
+
     /// The bearer credential of this account's session, or "not permitted" once it has expired.
     public var sessionAuth: Transport.Auth {
         get throws {
@@ -64,8 +69,8 @@ public struct AccountManager: Sendable {
         self.transport = transport
     }
 
-    /// Makes keys, derives login and wrapping keys with Argon2id, wraps the key bundle and submits the
-    /// signed registration. The account is pending until the admin approves it.
+    /// Makes keys, derives login and wrapping keys with Argon2id (from the password's NFC form), wraps the
+    /// key bundle and submits the signed registration. The account is pending until the admin approves it.
     public func register(username raw: String, password: String, role: Role) async throws -> RegisterResponse {
         let username: String
         do { username = try Username.normalize(raw) } catch { throw ClientError.invalidRequest("\(error)") }
@@ -99,23 +104,23 @@ public struct AccountManager: Sendable {
         return response
     }
 
-    /// Logs in (on this or a new device): fetches the KDF parameters (refusing weak ones), derives,
-    /// proves the login key, unwraps the key bundle and checks the account's own certificate against the
-    /// pinned admin key before trusting anything. With `remember`, keeps the wrapping key in a 0600 file.
+    /// Logs in (on this or a new device): fetches the KDF parameters (refusing weak ones, and any that
+    /// differ from what this device stored for the account, before any work), derives, proves the login
+    /// key, unwraps the key bundle and checks the account's own certificate against the pinned admin key
+    /// before trusting anything. With `remember`, keeps a random device key and a copy of the private keys
+    /// sealed under it (Docs/envelope-v1.md §2.2); without, erases any.
     public func login(username raw: String, password: String, remember: Bool = false) async throws -> UnlockedAccount {
         let username = Username.lookupKey(raw)
-        let params: LoginParametersResponse = try await transport.send(
+        let store = configuration.home.store(server: configuration.server, username: username)
+        let existing = try store.loadProfile()
+        let offered: OfferedParameters = try await transport.send(
             .POST,
             Routes.loginParameters,
             body: LoginParametersRequest(username: username)
         )
-        let keys: PasswordKeys
-        do { keys = try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf) } catch {
-            throw ClientError.integrity("the server offered unacceptable password-hashing parameters: \(error)")
-        }
-        let request = LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()))
-        let response: LoginResponse = try await transport.send(.POST, Routes.login, body: request)
-        guard response.keyBundle.kdf == params.kdf, response.keyBundle.salt == params.salt, response.keyBundle.userID == response.userID else {
+        let (kdf, salt) = try offered.check(against: existing?.keyBundle, username: username, folder: store.folder.path)
+        let (keys, response) = try await proveLogin(username: username, password: password, kdf: kdf, salt: salt)
+        guard response.keyBundle.kdf == kdf, response.keyBundle.salt == salt, response.keyBundle.userID == response.userID else {
             throw ClientError.integrity("the key bundle does not match the parameters the server gave")
         }
         let identity: Identity
@@ -123,11 +128,7 @@ public struct AccountManager: Sendable {
         do {
             try response.certificate.verify(adminKey: configuration.adminKey, userID: response.userID, username: username, role: response.role)
         } catch { throw ClientError.integrity("the account certificate does not verify under the pinned admin key: \(error)") }
-        guard response.certificate.signingKey == identity.signing.publicKey, response.certificate.boxKey == identity.box.publicKey else {
-            throw ClientError.integrity("the certificate names other keys than the key bundle holds")
-        }
-        let store = configuration.home.store(server: configuration.server, username: username)
-        let existing = try store.loadProfile()
+        try Self.check(identity, matches: response.certificate)
         let profile = Profile(
             server: configuration.server,
             username: username,
@@ -140,16 +141,31 @@ public struct AccountManager: Sendable {
         try store.save(profile)
         let session = StoredSession(token: response.token, expiresAt: response.expiresAt)
         try store.save(session)
-        if remember { try store.saveDeviceKey(keys.wrappingKey) } else { SecureFiles.erase(store.deviceKeyURL) }
+        if remember { try store.remember(identity, server: configuration.server) } else { store.forgetDevice() }
         try configuration.home.setCurrent(server: configuration.server, username: username)
-        return UnlockedAccount(
-            profile: profile,
-            identity: identity,
-            certificate: response.certificate,
-            wrappingKey: keys.wrappingKey,
-            store: store,
-            session: session
-        )
+        let account = UnlockedAccount(profile: profile, identity: identity, certificate: response.certificate, store: store, session: session)
+        try Keyring.migrate(at: store.keyringURL, from: keys.wrappingKey, to: account.localStorageKey, ownerID: profile.userID)
+        return account
+    }
+
+    /// Derives under `kdf` and `salt` and proves the login key. The password goes in as NFC; an account
+    /// registered with a non-NFC password before passwords were normalised gets a second try with the
+    /// raw bytes when the server refuses the NFC form (Docs/envelope-v1.md §2).
+    func proveLogin(username: String, password: String, kdf: KDFParameters, salt: Salt) async throws -> (PasswordKeys, LoginResponse) {
+        let forms = PasswordKeys.forms(of: password)
+        for (index, form) in forms.enumerated() {
+            let keys: PasswordKeys
+            do { keys = try PasswordKeys.derive(password: password, salt: salt, parameters: kdf, form: form) } catch {
+                throw ClientError.from(error)
+            }
+            let request = LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()))
+            do {
+                return (keys, try await transport.send(.POST, Routes.login, body: request))
+            } catch ClientError.notPermitted(code: .invalidCredentials?, _) where index + 1 < forms.count {
+                continue
+            }
+        }
+        throw ClientError.notPermitted(code: .invalidCredentials, "wrong password")
     }
 
     /// The current account's folder, or a clear error when nobody is logged in on this server.
@@ -162,6 +178,44 @@ public struct AccountManager: Sendable {
 
     /// Unlocks the current account with the remembered device key, or with the password.
     public func unlock(password: String?) throws -> UnlockedAccount {
+        if let account = try unlockRemembered() { return account }
+        let (store, profile, certificate) = try approvedProfile()
+        guard let password else {
+            throw ClientError.notPermitted(code: nil, "a password is needed to unlock the keys (or log in with --remember)")
+        }
+        let (identity, wrappingKey) = try Self.openBundle(profile.keyBundle, password: password)
+        let account = try unlocked(store: store, profile: profile, certificate: certificate, identity: identity)
+        try Keyring.migrate(at: store.keyringURL, from: wrappingKey, to: account.localStorageKey, ownerID: profile.userID)
+        return account
+    }
+
+    /// Unlocks the current account with the remembered device key and the identity copy it opens, or
+    /// returns nil when this device remembers nothing usable. A copy that does not open is an integrity
+    /// failure. A key without a copy is either a wrapping key remembered before Docs/envelope-v1.md §2.2
+    /// (replaced now by a random device key, so no password equivalent stays on disk) or left over from an
+    /// interrupted `login --remember` (erased).
+    public func unlockRemembered() throws -> UnlockedAccount? {
+        let (store, profile, certificate) = try approvedProfile()
+        guard let deviceKey = try store.loadDeviceKey() else { return nil }
+        if let copy = try store.loadRememberedIdentity() {
+            let identity: Identity
+            do { identity = try copy.open(deviceKey: deviceKey, userID: profile.userID, server: profile.server) } catch {
+                throw ClientError.integrity("\(error.description); log in again")
+            }
+            return try unlocked(store: store, profile: profile, certificate: certificate, identity: identity)
+        }
+        guard let identity = try? profile.keyBundle.open(wrappingKey: deviceKey) else {
+            store.forgetDevice()
+            return nil
+        }
+        let account = try unlocked(store: store, profile: profile, certificate: certificate, identity: identity)
+        try Keyring.migrate(at: store.keyringURL, from: deviceKey, to: account.localStorageKey, ownerID: profile.userID)
+        try store.remember(identity, server: profile.server)
+        return account
+    }
+
+    /// The current profile, once the admin has approved it (before that there is no certificate).
+    func approvedProfile() throws -> (ProfileStore, Profile, Certificate) {
         let store = try currentStore()
         guard let profile = try store.loadProfile() else { throw ClientError.localState("not logged in") }
         guard let certificate = profile.certificate else {
@@ -170,29 +224,38 @@ public struct AccountManager: Sendable {
                 "account '\(profile.username)' is waiting for admin approval; run 'login' once it is approved"
             )
         }
-        let wrappingKey: SymmetricKey
-        if let remembered = try store.loadDeviceKey() {
-            wrappingKey = remembered
-        } else if let password {
-            do {
-                wrappingKey = try PasswordKeys.derive(password: password, salt: profile.keyBundle.salt, parameters: profile.keyBundle.kdf).wrappingKey
-            } catch { throw ClientError.from(error) }
-        } else {
-            throw ClientError.notPermitted(code: nil, "a password is needed to unlock the keys (or log in with --remember)")
-        }
-        let identity: Identity
-        do { identity = try profile.keyBundle.open(wrappingKey: wrappingKey) } catch { throw ClientError.from(error) }
+        return (store, profile, certificate)
+    }
+
+    /// Checks the stored certificate and that it names the keys just unlocked, then assembles the account.
+    func unlocked(store: ProfileStore, profile: Profile, certificate: Certificate, identity: Identity) throws -> UnlockedAccount {
         do { try certificate.verify(adminKey: configuration.adminKey, userID: profile.userID, role: profile.role) } catch {
             throw ClientError.integrity("stored certificate does not verify under the pinned admin key")
         }
-        return UnlockedAccount(
-            profile: profile,
-            identity: identity,
-            certificate: certificate,
-            wrappingKey: wrappingKey,
-            store: store,
-            session: try store.loadSession()
-        )
+        try Self.check(identity, matches: certificate)
+        return UnlockedAccount(profile: profile, identity: identity, certificate: certificate, store: store, session: try store.loadSession())
+    }
+
+    static func check(_ identity: Identity, matches certificate: Certificate) throws {
+        guard certificate.signingKey == identity.signing.publicKey, certificate.boxKey == identity.box.publicKey else {
+            throw ClientError.integrity("the certificate names other keys than the key bundle holds")
+        }
+    }
+
+    /// Opens a key bundle with a password: NFC first, then the raw bytes when they differ (accounts
+    /// registered before passwords were normalised). Returns the identity and the wrapping key.
+    static func openBundle(_ bundle: KeyBundle, password: String) throws -> (Identity, SymmetricKey) {
+        let forms = PasswordKeys.forms(of: password)
+        for (index, form) in forms.enumerated() {
+            let keys: PasswordKeys
+            do { keys = try PasswordKeys.derive(password: password, salt: bundle.salt, parameters: bundle.kdf, form: form) } catch {
+                throw ClientError.from(error)
+            }
+            do { return (try bundle.open(wrappingKey: keys.wrappingKey), keys.wrappingKey) } catch .wrongPassword where index + 1 < forms.count {
+                continue
+            } catch { throw ClientError.from(error) }
+        }
+        throw ClientError.from(TrustError.wrongPassword)
     }
 
     /// Ends the session on the server (best effort) and erases the session and remembered key here.
@@ -205,4 +268,43 @@ public struct AccountManager: Sendable {
     }
 
     static func newDeviceID() -> String { "dev-" + Hex.encode(RandomBytes.bytes(count: 8)) }
+}
+
+/// The answer of `/v1/auth/params`, read with the parameters unchecked so that a refusal can say what was
+/// wrong with them in plain words, and checked here before any Argon2id work (Docs/envelope-v1.md §2).
+struct OfferedParameters: Decodable {
+    struct KDF: Decodable {
+        var algorithm: String
+        var opsLimit: UInt64
+        var memLimitBytes: UInt64
+    }
+
+    var kdf: KDF
+    var salt: Salt
+
+    /// The parameters and salt to derive under. With a profile of the account on this device (from its
+    /// registration or an earlier login), its stored parameters and salt: a server offering weaker ones, or
+    /// any others, is refused. Without one, the server's, which must lie between the floor and the ceiling.
+    func check(against stored: KeyBundle?, username: String, folder: String) throws -> (KDFParameters, Salt) {
+        if let stored {
+            let weaker = kdf.algorithm != stored.kdf.algorithm || kdf.opsLimit < stored.kdf.opsLimit || kdf.memLimitBytes < stored.kdf.memLimitBytes
+            let shown = "\(kdf.algorithm)(ops: \(kdf.opsLimit), mem: \(kdf.memLimitBytes / 1_048_576) MiB)"
+            if weaker {
+                throw ClientError.integrity(
+                    "the server offered weaker password-hashing parameters for '\(username)' (\(shown)) than this device stored "
+                        + "(\(stored.kdf)); refused before deriving or sending anything"
+                )
+            }
+            guard kdf.opsLimit == stored.kdf.opsLimit, kdf.memLimitBytes == stored.kdf.memLimitBytes, salt == stored.salt else {
+                throw ClientError.integrity(
+                    "the server's password-hashing parameters or salt for '\(username)' differ from what this device stored; "
+                        + "if the server was reset, remove the folder \(folder) and log in again"
+                )
+            }
+            return (stored.kdf, stored.salt)
+        }
+        do { return (try KDFParameters(algorithm: kdf.algorithm, opsLimit: kdf.opsLimit, memLimitBytes: kdf.memLimitBytes), salt) } catch {
+            throw ClientError.integrity("the server offered unacceptable password-hashing parameters: \(error)")
+        }
+    }
 }

@@ -2,8 +2,9 @@ import Foundation
 import VaultCore
 import VaultCrypto
 
-/// The tresors and epoch keys a device holds, encrypted at rest under a subkey of the user's wrapping
-/// key (so a stolen device folder without the password, or the remembered device key, opens nothing).
+/// The tresors and epoch keys a device holds, encrypted at rest under a subkey of the account's local
+/// storage key (`UnlockedAccount.localStorageKey`, Docs/envelope-v1.md §2), which exists after a password
+/// unlock and after a remembered-key unlock alike; a stolen device folder without either opens nothing.
 public struct Keyring: Sendable {
     /// Tresors by category.
     public private(set) var tresors: [String: Tresor] = [:]
@@ -32,8 +33,8 @@ public struct Keyring: Sendable {
         var ciphertext: String
     }
 
-    /// Seals the keyring for `url` under the wrapping key.
-    public func save(to url: URL, wrappingKey: SymmetricKey, ownerID: UUID) throws {
+    /// Seals the keyring for `url` under a subkey of `key`.
+    public func save(to url: URL, key: SymmetricKey, ownerID: UUID) throws {
         var w = CanonicalWriter(domain: Self.domain)
         w.append(UInt32(tresors.count))
         for t in tresors.values.sorted(by: { $0.category < $1.category }) {
@@ -50,13 +51,13 @@ public struct Keyring: Sendable {
         let nonce = AEADNonce.random()
         var ad = CanonicalWriter(domain: Self.domain)
         ad.append(ownerID)
-        let sealed = AEAD.seal(w.bytes, key: wrappingKey.deriveSubkey(id: 1, context: Self.context), nonce: nonce, associatedData: ad.bytes)
+        let sealed = AEAD.seal(w.bytes, key: key.deriveSubkey(id: 1, context: Self.context), nonce: nonce, associatedData: ad.bytes)
         w.wipe()
         try SecureFiles.write(try JSONEncoder().encode(Sealed(nonce: nonce, ciphertext: Base64URL.encode(sealed))), to: url)
     }
 
     /// Opens the keyring at `url`; an absent file is an empty keyring, a damaged one an integrity error.
-    public static func load(from url: URL, wrappingKey: SymmetricKey, ownerID: UUID) throws -> Keyring {
+    public static func load(from url: URL, key: SymmetricKey, ownerID: UUID) throws -> Keyring {
         guard let data = try SecureFiles.read(url) else { return Keyring() }
         do {
             let sealed = try JSONDecoder().decode(Sealed.self, from: data)
@@ -64,7 +65,7 @@ public struct Keyring: Sendable {
             ad.append(ownerID)
             var plain = try AEAD.open(
                 try Base64URL.decode(sealed.ciphertext),
-                key: wrappingKey.deriveSubkey(id: 1, context: context),
+                key: key.deriveSubkey(id: 1, context: context),
                 nonce: sealed.nonce,
                 associatedData: ad.bytes
             )
@@ -88,5 +89,17 @@ public struct Keyring: Sendable {
         } catch {
             throw ClientError.integrity("the keyring at \(url.path) does not open (wrong key or damaged file)")
         }
+    }
+
+    /// Re-seals under `key` a keyring at `url` that opens only under `oldKey` (keyrings sealed before the
+    /// local storage key existed used the password-derived wrapping key). Returns whether it re-sealed one;
+    /// a keyring that opens under neither is left alone for `load` to report.
+    @discardableResult
+    public static func migrate(at url: URL, from oldKey: SymmetricKey, to key: SymmetricKey, ownerID: UUID) throws -> Bool {
+        guard FileManager.default.fileExists(atPath: url.path), (try? load(from: url, key: key, ownerID: ownerID)) == nil,
+            let ring = try? load(from: url, key: oldKey, ownerID: ownerID)
+        else { return false }
+        try ring.save(to: url, key: key, ownerID: ownerID)
+        return true
     }
 }

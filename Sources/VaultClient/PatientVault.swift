@@ -28,7 +28,7 @@ public actor PatientVault {
         self.adminKey = adminKey
         self.now = now
         store = try LocalStore(url: account.store.storeURL)
-        keyring = try Keyring.load(from: account.store.keyringURL, wrappingKey: account.wrappingKey, ownerID: account.profile.userID)
+        keyring = try Keyring.load(from: account.store.keyringURL, key: account.localStorageKey, ownerID: account.profile.userID)
     }
 
     var me: UUID { account.profile.userID }
@@ -51,7 +51,7 @@ public actor PatientVault {
     }
 
     func saveKeyring() throws {
-        try keyring.save(to: account.store.keyringURL, wrappingKey: account.wrappingKey, ownerID: me)
+        try keyring.save(to: account.store.keyringURL, key: account.localStorageKey, ownerID: me)
     }
 
     func selfGrant(_ t: Tresor, ledger: TresorLedger) throws -> Grant {

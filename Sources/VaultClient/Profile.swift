@@ -4,8 +4,9 @@ import VaultCore
 import VaultCrypto
 
 /// What a device remembers about one account on one server (Docs/design.md §7): one folder per server and
-/// user under the home, holding the profile, the session, the optional remembered device key, the
-/// encrypted keyring and the local store. Nothing in it is plaintext health data or an unwrapped key.
+/// user under the home, holding the profile, the session, the optional remembered device key and the
+/// identity copy it opens, the encrypted keyring and the local store. Nothing in it is plaintext health
+/// data, an unwrapped key or a key derived from the password.
 public struct Profile: Codable, Sendable, Equatable {
     /// The server's base URL.
     public var server: String
@@ -45,8 +46,10 @@ public struct ProfileStore: Sendable {
     public var profileURL: URL { folder.appendingPathComponent("profile.json") }
     /// The session token.
     public var sessionURL: URL { folder.appendingPathComponent("session.json") }
-    /// The remembered wrapping key, when the user opted in.
+    /// The remembered random device key, when the user opted in (Docs/envelope-v1.md §2.2).
     public var deviceKeyURL: URL { folder.appendingPathComponent("device.key") }
+    /// The account's private keys sealed under the remembered device key.
+    public var rememberedIdentityURL: URL { folder.appendingPathComponent("device-identity.json") }
     /// The encrypted keyring.
     public var keyringURL: URL { folder.appendingPathComponent("keyring.json") }
     /// The local store (a patient's records, or a doctor's cache).
@@ -81,7 +84,8 @@ public struct ProfileStore: Sendable {
     /// Stores the session (mode 0600, atomically).
     public func save(_ session: StoredSession) throws { try SecureFiles.write(try Self.encoder.encode(session), to: sessionURL) }
 
-    /// The remembered wrapping key, if the user opted in.
+    /// The remembered device key, if the user opted in. Before Docs/envelope-v1.md §2.2 this file held the
+    /// wrapping key itself; a file without an identity copy beside it is such a key (or a half-written one).
     public func loadDeviceKey() throws -> SymmetricKey? {
         guard let data = try SecureFiles.read(deviceKeyURL) else { return nil }
         guard let text = String(data: data, encoding: .utf8), let bytes = try? Base64URL.decode(text.trimmingCharacters(in: .whitespacesAndNewlines)),
@@ -90,17 +94,39 @@ public struct ProfileStore: Sendable {
         return key
     }
 
-    /// Remembers the wrapping key on this device (mode 0600).
-    public func saveDeviceKey(_ key: SymmetricKey) throws {
+    /// The identity copy sealed under the device key, or nil when there is none; unreadable JSON is an
+    /// integrity failure, like a copy whose ciphertext was altered.
+    public func loadRememberedIdentity() throws -> RememberedIdentity? {
+        guard let data = try SecureFiles.read(rememberedIdentityURL) else { return nil }
+        do { return try JSONDecoder().decode(RememberedIdentity.self, from: data) } catch {
+            throw ClientError.integrity("the remembered key copy at \(rememberedIdentityURL.path) is damaged; log in again")
+        }
+    }
+
+    /// Remembers `identity` on this device: a fresh random device key (mode 0600) and the identity sealed
+    /// under it for `server`. The old copy goes first, so a crash part-way leaves a key without a copy,
+    /// which unlocking treats as nothing remembered, never a key paired with the wrong copy.
+    public func remember(_ identity: Identity, server: String) throws {
+        SecureFiles.erase(rememberedIdentityURL)
+        let key = SymmetricKey.generate()
         var bytes = key.copyBytes()
         defer { Memory.zero(&bytes) }
         try SecureFiles.write(Data(Base64URL.encode(bytes).utf8), to: deviceKeyURL)
+        let copy = RememberedIdentity.seal(identity, deviceKey: key, server: server)
+        try SecureFiles.write(try Self.encoder.encode(copy), to: rememberedIdentityURL)
     }
 
-    /// Logout: forget the session and the remembered key. The profile and the (encrypted) store stay.
+    /// Forgets the remembered device key and the identity copy it opens.
+    public func forgetDevice() {
+        SecureFiles.erase(rememberedIdentityURL)
+        SecureFiles.erase(deviceKeyURL)
+    }
+
+    /// Logout: forget the session, the remembered key and its identity copy. The profile and the
+    /// (encrypted) store stay.
     public func forgetSecrets() {
         SecureFiles.erase(sessionURL)
-        SecureFiles.erase(deviceKeyURL)
+        forgetDevice()
     }
 }
 

@@ -82,7 +82,8 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     }
 
     public func transport() throws -> Transport {
-        try Transport(baseURL: serverURL, timeout: try requestTimeout(), caCertificate: caCert ?? env["CAREVAULT_CA_CERT"])
+        let ca = caCert ?? env["CAREVAULT_CA_CERT"].flatMap { $0.isEmpty ? nil : $0 }
+        return try Transport(baseURL: serverURL, timeout: try requestTimeout(), caCertificate: ca)
     }
 
     /// The time budget of one request: --timeout, then CAREVAULT_TIMEOUT, then 30 s.

@@ -39,6 +39,12 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     )
     public var timeout: String?
 
+    @Option(
+        name: .customLong("ca-cert"),
+        help: ArgumentHelp("Trust only this PEM CA certificate for https, instead of the system's (env CAREVAULT_CA_CERT).", valueName: "file")
+    )
+    public var caCert: String?
+
     public init() {}
 
     /// Checks --timeout at parse time, so a bad value is a usage error even before any request.
@@ -75,7 +81,10 @@ public struct GlobalOptions: ParsableArguments, Sendable {
         ClientConfiguration(server: serverURL, home: resolvedHome, adminKey: try adminPublicKey(), kdf: kdf)
     }
 
-    public func transport() throws -> Transport { try Transport(baseURL: serverURL, timeout: try requestTimeout()) }
+    public func transport() throws -> Transport {
+        let ca = caCert ?? env["CAREVAULT_CA_CERT"].flatMap { $0.isEmpty ? nil : $0 }
+        return try Transport(baseURL: serverURL, timeout: try requestTimeout(), caCertificate: ca)
+    }
 
     /// The time budget of one request: --timeout, then CAREVAULT_TIMEOUT, then 30 s.
     public func requestTimeout() throws -> Duration {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import VaultAPI
 import VaultCore
 import VaultCrypto
@@ -18,8 +19,10 @@ public final class Transport: Sendable {
     /// The budget when none is given: long enough for a large pull page on a slow link, short enough
     /// that a silent server does not hold a tool for minutes.
     public static let defaultTimeout: Duration = .seconds(30)
-    /// The client for this transport's timeouts, shared process-wide (see `ClientPool`).
-    var http: HTTPClient { Self.pool.client(connect: connectTimeout, read: readTimeout) }
+    /// The client for this transport's timeouts and trust, shared process-wide (see `ClientPool`).
+    var http: HTTPClient { Self.pool.client(connect: connectTimeout, read: readTimeout, trust: trust) }
+    /// The private CA trusted for https instead of the system's roots, when one is given.
+    let trust: PrivateCA?
     let maxAttempts: Int
     let baseDelayMs: UInt64
     static let decoder = JSONDecoder()
@@ -30,7 +33,15 @@ public final class Transport: Sendable {
     }()
 
     /// A transport to `baseURL` (e.g. `http://127.0.0.1:8080`) whose requests each end within `timeout`.
-    public init(baseURL: String, maxAttempts: Int = 4, baseDelayMs: UInt64 = 200, timeout: Duration = Transport.defaultTimeout) throws {
+    /// With `caCertificate` (a PEM file of one or more CA certificates), https trusts those CAs only, instead
+    /// of the system's roots: a deployment with a private CA pins it (Docs/operations.md).
+    public init(
+        baseURL: String,
+        maxAttempts: Int = 4,
+        baseDelayMs: UInt64 = 200,
+        timeout: Duration = Transport.defaultTimeout,
+        caCertificate: String? = nil
+    ) throws {
         guard let url = URL(string: baseURL), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw ClientError.invalidRequest("server URL must look like http://host:port, got '\(baseURL)'")
         }
@@ -44,6 +55,7 @@ public final class Transport: Sendable {
         guard timeout >= .milliseconds(100), timeout <= .seconds(86_400) else {
             throw ClientError.invalidRequest("the timeout must be between 0.1 and 86400 seconds")
         }
+        self.trust = try caCertificate.map(PrivateCA.init(path:))
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.maxAttempts = max(1, maxAttempts)
         self.baseDelayMs = baseDelayMs
@@ -296,6 +308,10 @@ public final class Transport: Sendable {
             return .cutOff
         }
         if answering { return .cutOff }
+        if error is NIOSSLError || error is BoringSSLError {
+            let hint = trust == nil ? "pass --ca-cert FILE if a private CA signed it" : "it is not signed by the CA of --ca-cert"
+            return .serverUnreachable("the server's certificate is not trusted or the secure connection failed; \(hint)")
+        }
         let text = "\(error)".lowercased()
         if text.contains("certificate") || text.contains("ssl") || text.contains("tls") {
             return .serverUnreachable("the secure connection failed; check the server's certificate")
@@ -324,20 +340,44 @@ public final class Transport: Sendable {
     }
 }
 
-/// One HTTP client per pair of timeouts, kept for the life of the process: no transport can forget to
+/// The CA certificates of `--ca-cert`, read when the transport is made so that a bad file is a usage error
+/// before any request.
+struct PrivateCA: Sendable {
+    let path: String
+    let certificates: [NIOSSLCertificate]
+
+    init(path: String) throws {
+        let certificates: [NIOSSLCertificate]
+        do { certificates = try NIOSSLCertificate.fromPEMFile(path) } catch {
+            let why = FileManager.default.isReadableFile(atPath: path) ? "it is not a PEM certificate file" : "cannot read the file"
+            throw ClientError.invalidRequest("the CA certificate '\(path)' cannot be used: \(why)")
+        }
+        guard !certificates.isEmpty else { throw ClientError.invalidRequest("the CA certificate '\(path)' holds no PEM certificate") }
+        self.path = path
+        self.certificates = certificates
+    }
+}
+
+/// One HTTP client per pair of timeouts and trust, kept for the life of the process: no transport can forget to
 /// shut one down, and a tool (one budget) uses one pool of connections. A refused connection fails at
 /// once (the transport's retry policy decides what to retry) instead of the pool retrying until the deadline.
 final class ClientPool: @unchecked Sendable {
     private let lock = NSLock()
-    private var clients: [[Int64]: HTTPClient] = [:]
+    private var clients: [String: HTTPClient] = [:]
 
-    func client(connect: Duration, read: Duration) -> HTTPClient {
-        let key = [Transport.nanoseconds(connect), Transport.nanoseconds(read)]
+    func client(connect: Duration, read: Duration, trust: PrivateCA?) -> HTTPClient {
+        let (c, r) = (Transport.nanoseconds(connect), Transport.nanoseconds(read))
+        let key = "\(c) \(r) \(trust?.path ?? "")"
         lock.lock()
         defer { lock.unlock() }
         if let client = clients[key] { return client }
         var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .nanoseconds(key[0]), read: .nanoseconds(key[1]))
+        config.timeout = .init(connect: .nanoseconds(c), read: .nanoseconds(r))
+        if let trust {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(trust.certificates)
+            config.tlsConfiguration = tls
+        }
         config.redirectConfiguration = .disallow
         config.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)

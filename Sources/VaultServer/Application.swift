@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -16,19 +18,23 @@ public struct ServerConfiguration: Sendable {
     /// The pinned admin public key.
     public var adminKey: SigningPublicKey
     public var logLevel: Logger.Level
+    /// Serve HTTPS (HTTP/1.1 and HTTP/2 through ALPN) with these files; plain HTTP when `nil`.
+    public var tls: TLSFiles?
 
     public init(
         host: String = "127.0.0.1",
         port: Int = 8080,
         databaseURL: String = "sqlite:data/carevault.sqlite",
         adminKey: SigningPublicKey,
-        logLevel: Logger.Level = .info
+        logLevel: Logger.Level = .info,
+        tls: TLSFiles? = nil
     ) {
         self.host = host
         self.port = port
         self.databaseURL = databaseURL
         self.adminKey = adminKey
         self.logLevel = logLevel
+        self.tls = tls
     }
 }
 
@@ -53,10 +59,14 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
         l.logLevel = configuration.logLevel
         return l
     }()
+    // The certificate and key are checked before anything else, so a bad file stops the start at once.
+    let server: HTTPServerBuilder = try configuration.tls.map { try .http2Upgrade(tlsConfiguration: try $0.serverConfiguration()) } ?? .http1()
+    let scheme = configuration.tls == nil ? "http" : "https"
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
     let router = buildRouter(repository: repository, adminKey: configuration.adminKey)
     var app = Application(
         router: router,
+        server: server,
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "carevault"
@@ -64,7 +74,7 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
         onServerRunning: { channel in
             // Scripts and tests read this line to learn the port (useful with --port 0).
             let port = channel.localAddress?.port ?? configuration.port
-            let line = "carevault-server: listening on http://\(configuration.host):\(port)\n"
+            let line = "carevault-server: listening on \(scheme)://\(configuration.host):\(port)\n"
             FileHandle.standardOutput.write(Data(line.utf8))
         },
         logger: logger
@@ -86,13 +96,19 @@ public func buildRouter(
     clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis }
 ) -> Router<VaultRequestContext> {
     let service = VaultService(repository: repository, adminKey: adminKey, clock: clock)
+    // Before any metric exists: the first use of `shared` sets the process's metrics backend.
+    let metrics = ServerMetrics.shared
     let router = Router(context: VaultRequestContext.self)
     router.add(middleware: ErrorMiddleware())
+    // Inside ErrorMiddleware, so a refusal is counted under the status the client receives.
+    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: LoginFailureMiddleware(metrics: metrics))
     router.add(middleware: LogRequestsMiddleware(.debug))
     let open = router.group()
     let session = router.group().add(middleware: SessionAuthenticator(service: service))
     let admin = router.group().add(middleware: AdminSignatureAuthenticator(service: service))
     HealthController(service: service).addRoutes(to: open)
+    MonitoringController(service: service, metrics: metrics).addRoutes(to: open)
     AccountController(service: service).addRoutes(to: open, authenticated: session)
     TresorController(service: service).addRoutes(to: session)
     ShareController(service: service).addRoutes(to: session)

@@ -23,6 +23,7 @@ struct CareVaultAdmin: AsyncParsableCommand {
               carevault-admin pending --admin-secret /secure/admin/admin.key
               carevault-admin approve --all --admin-secret /secure/admin/admin.key
             """,
+        version: CareVaultVersion.current,
         subcommands: [Keygen.self, Pending.self, Approve.self, Reject.self, Review.self, Users.self, Audit.self]
     )
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultAPI
 
 /// `carevault-bench`: measures what CareVault exists for, each figure beside its floor measured in the
 /// same run (Docs/benchmarks.md). Scripts/bench builds it in release mode and runs it beside a throwaway
@@ -11,7 +12,8 @@ struct BenchCommand: AsyncParsableCommand {
         discussion: """
             PostgreSQL figures need CAREVAULT_TEST_POSTGRES_URL (Scripts/bench sets it through Scripts/with-postgres); \
             without it they are null. Progress goes to stderr; stdout carries the table, or with --json only the JSON object.
-            """
+            """,
+        version: CareVaultVersion.current
     )
 
     @Flag(help: "Run the reduced version (under two minutes after the build).")

@@ -24,6 +24,7 @@ struct CareVaultDoctor: AsyncParsableCommand {
               carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
               carevault-doctor export alice --format fhir --output alice.json
             """,
+        version: CareVaultVersion.current,
         subcommands: [
             RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
             Adherence.self, Export.self,

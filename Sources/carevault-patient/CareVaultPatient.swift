@@ -24,6 +24,7 @@ struct CareVaultPatient: AsyncParsableCommand {
               carevault-patient outcome record --activity walk --value 4200 --units steps
               carevault-patient share grant --doctor drbob --category interventions
             """,
+        version: CareVaultVersion.current,
         subcommands: [
             RegisterCommand<PatientRole>.self, LoginCommand<PatientRole>.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self,
             OutcomeCommand.self, Import.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self,

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import VaultAPI
 import VaultCrypto
 import VaultServer
 
@@ -17,7 +18,8 @@ struct CareVaultServer: AsyncParsableCommand {
 
             Example:
               carevault-server --admin-key Keys/admin.pub --database sqlite:data/carevault.sqlite --port 8080
-            """
+            """,
+        version: CareVaultVersion.current
     )
 
     @Option(help: "Address to listen on.")
@@ -40,8 +42,22 @@ struct CareVaultServer: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("log-format"), help: "text, or json for one JSON object per line (on stderr).")
+    var logFormat = "text"
+
+    @Option(
+        name: .customLong("tls-cert"),
+        help: ArgumentHelp("Serve HTTPS (HTTP/1.1 and HTTP/2) with this PEM certificate chain; needs --tls-key.", valueName: "file")
+    )
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "file"))
+    var tlsKey: String?
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown log level '\(logLevel)'") }
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json, got '\(logFormat)'") }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together: give both, or neither") }
         guard (0...65_535).contains(port) else { throw ValidationError("port must be 0...65535") }
     }
 
@@ -59,15 +75,30 @@ struct CareVaultServer: AsyncParsableCommand {
             throw ValidationError("'\(keyPath)' is not an admin public key (expected base64url of 32 bytes)")
         }
         let databaseURL = database ?? env["CAREVAULT_DATABASE_URL"] ?? "sqlite:data/carevault.sqlite"
+        let tls = try checkedTLS()
+        if logFormat == "json" { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
         let config = ServerConfiguration(
             host: host,
             port: port,
             databaseURL: databaseURL,
             adminKey: key,
-            logLevel: Logger.Level(rawValue: logLevel) ?? .info
+            logLevel: Logger.Level(rawValue: logLevel) ?? .info,
+            tls: tls
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.
         try await app.runService()
+    }
+
+    /// The TLS files, checked now: a missing, unreadable or mismatched file is a usage error (64) in plain
+    /// words before the server starts, not a failed handshake later.
+    func checkedTLS() throws -> TLSFiles? {
+        guard let tlsCert, let tlsKey else { return nil }
+        let files = TLSFiles(certificateChain: tlsCert, privateKey: tlsKey)
+        do { _ = try files.serverConfiguration() } catch let e as ConfigurationError {
+            FileHandle.standardError.write(Data("carevault-server: error: \(e)\n".utf8))
+            throw ExitCode(64)
+        }
+        return files
     }
 }

@@ -47,6 +47,7 @@ extension VaultService {
             case .duplicate: results[k].status = .duplicate
             }
         }
+        ServerMetrics.shared.recordsPushed.increment(by: results.filter { $0.status == .stored }.count)
         return PushResponse(results: results)
     }
 
@@ -105,6 +106,7 @@ extension VaultService {
         if owner == caller.id {
             guard caller.user.role == .patient else { throw APIError.badRequest("a doctor names the patient and category: ?owner=ID&tresor=ID") }
             let rows = try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
+            ServerMetrics.shared.recordsPulled.increment(by: rows.count)
             return PullPage(rows: rows, limit: clamped, since: since)
         }
         try require(caller, role: .doctor)
@@ -136,6 +138,7 @@ extension VaultService {
             ],
             now: now
         )
+        ServerMetrics.shared.recordsPulled.increment(by: rows.count)
         return PullPage(rows: rows, limit: clamped, since: since)
     }
 

@@ -38,8 +38,9 @@ extension PatientVault {
     /// (sequence, previous hash, hash; no contents) must link from the first entry to the newest checkpoint's
     /// signed hash; each of the patient's entries up to it must hash to the chain's hash at its sequence; and
     /// the checkpoint this device saw last must still be listed. So an entry of this patient removed or
-    /// edited before a checkpoint, with the chain rehashed, is caught. Costs O(entries in the whole log) in
-    /// hashes downloaded. Entries after the checkpoint are only checked to hash to their own fields.
+    /// edited before a checkpoint in the server's database, with the chain rehashed, is caught; a server
+    /// lying in its answers is not always (Docs/design.md §6). Costs O(entries in the whole log) in hashes
+    /// downloaded. Entries after the checkpoint are only checked to hash to their own fields.
     public func verifiedAccessLog() async throws -> VerifiedAccessLog {
         let entries = try await accessLog()
         let list: AuditCheckpointList = try await transport.send(.GET, Routes.accessLogCheckpoints, auth: try auth)

@@ -70,7 +70,12 @@ struct AuditCheckpointTests {
         }
     }
 
-    static func walk(_ links: [(UInt64, String, String)], _ checkpoints: [AuditCheckpoint], key: SigningPublicKey, remembered: AuditCheckpoint? = nil)
+    static func walk(
+        _ links: [(UInt64, String, String)],
+        _ checkpoints: [AuditCheckpoint],
+        key: SigningPublicKey,
+        remembered: AuditCheckpoint? = nil
+    )
         throws(AuditChainBreak) -> AuditChainCheck
     {
         var check = try AuditChainCheck(checkpoints: checkpoints, adminKey: key, remembered: remembered)
@@ -100,8 +105,14 @@ struct AuditCheckpointTests {
         #expect(Self.breakOf { try Self.walk(gap, [], key: admin.publicKey) }?.sequence == 4)
         var relinked = links
         relinked[4].1 = AuditChain.genesis
-        #expect(Self.breakOf { try Self.walk(relinked, [], key: admin.publicKey) } == AuditChainBreak(
-            sequence: 5, reason: .brokenLink, detail: "its previous hash is not the hash of entry 4"))
+        #expect(
+            Self.breakOf { try Self.walk(relinked, [], key: admin.publicKey) }
+                == AuditChainBreak(
+                    sequence: 5,
+                    reason: .brokenLink,
+                    detail: "its previous hash is not the hash of entry 4"
+                )
+        )
         // Entry 4 removed and everything after renumbered and rehashed: consistent on its own, caught at 5.
         var rewritten = Self.chain(5)
         rewritten[3].2 = Hex.encode(try BLAKE2b.hash(Array("x".utf8)))

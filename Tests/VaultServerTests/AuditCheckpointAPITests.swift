@@ -33,7 +33,9 @@ struct AuditCheckpointAPITests {
             let entries = try await api.repository.auditEntries(after: 0, limit: 1_000, patientID: nil)
             let page = try await api.send(.get, Routes.accessLogChain + "?after=1&limit=2", token: patient.token)
             let links = try api.decode(AuditLinkPage.self, page)
-            #expect(links.links == entries.dropFirst().prefix(2).map { AuditLink(sequence: $0.sequence, previousHash: $0.previousHash, hash: $0.hash) })
+            #expect(
+                links.links == entries.dropFirst().prefix(2).map { AuditLink(sequence: $0.sequence, previousHash: $0.previousHash, hash: $0.hash) }
+            )
             #expect(links.nextCursor == 3 && !links.done)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(page.body.readableBytesView)) as? [String: Any])
             let first = try #require((object["links"] as? [[String: Any]])?.first)

@@ -67,12 +67,13 @@ enum SchemaDialect: Sendable, CaseIterable {
                 }
             }
         case .postgres:
-            (defineFunction ? [
-                """
-                CREATE FUNCTION carevault_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$
-                """
-            ] : [])
+            (defineFunction
+                ? [
+                    """
+                    CREATE FUNCTION carevault_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$
+                    """
+                ] : [])
                 + tables.map { t in
                     "CREATE TRIGGER \(t.trigger) BEFORE UPDATE OR DELETE ON \(t.table) FOR EACH ROW EXECUTE FUNCTION carevault_append_only()"
                 }

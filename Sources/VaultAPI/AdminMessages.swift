@@ -150,6 +150,39 @@ public struct AuditVerification: Codable, Sendable, Equatable {
     }
 }
 
+/// The admin-signed checkpoints of the audit chain, oldest first (Docs/envelope-v1.md §3.1).
+public struct AuditCheckpointList: Codable, Sendable, Equatable {
+    public var checkpoints: [AuditCheckpoint]
+    public init(checkpoints: [AuditCheckpoint]) { self.checkpoints = checkpoints }
+}
+
+/// One entry of the audit chain without its contents: what a patient needs to check that its own
+/// entries lie on the chain a signed checkpoint pins (Docs/design.md §6).
+public struct AuditLink: Codable, Sendable, Equatable {
+    public var sequence: UInt64
+    /// The previous entry's hash (hex), and this entry's.
+    public var previousHash: String
+    public var hash: String
+    public init(sequence: UInt64, previousHash: String, hash: String) {
+        self.sequence = sequence
+        self.previousHash = previousHash
+        self.hash = hash
+    }
+}
+
+/// A page of audit links.
+public struct AuditLinkPage: Codable, Sendable {
+    public var links: [AuditLink]
+    /// Pass as `after` for the next page.
+    public var nextCursor: UInt64
+    public var done: Bool
+    public init(links: [AuditLink], nextCursor: UInt64, done: Bool) {
+        self.links = links
+        self.nextCursor = nextCursor
+        self.done = done
+    }
+}
+
 /// `GET /health`.
 public struct HealthResponse: Codable, Sendable {
     public var status: String

@@ -18,6 +18,8 @@ public enum Routes {
     public static let doctorPatients = "/v1/doctor/patients"
     public static let records = "/v1/records"
     public static let accessLog = "/v1/access-log"
+    public static let accessLogCheckpoints = "/v1/access-log/checkpoints"
+    public static let accessLogChain = "/v1/access-log/chain"
 
     public static let adminPending = "/v1/admin/pending"
     public static func adminApproveRegistration(_ id: String) -> String { "/v1/admin/registrations/\(id)/approve" }
@@ -27,6 +29,7 @@ public enum Routes {
     public static let adminUsers = "/v1/admin/users"
     public static let adminAudit = "/v1/admin/audit"
     public static let adminAuditVerify = "/v1/admin/audit/verify"
+    public static let adminAuditCheckpoints = "/v1/admin/audit/checkpoints"
 }
 
 /// Limits the server enforces and clients respect.
@@ -56,4 +59,7 @@ public enum APILimits {
     public static let key32Base64Length = 43
     /// The longest key bundle ciphertext, in base64url characters; a real bundle is about 200.
     public static let maxKeyBundleCiphertextLength = 4096
+    /// The default and the largest page of audit links (`GET /v1/access-log/chain`): each is about 150 bytes.
+    public static let defaultLinkLimit = 5_000
+    public static let maxLinkLimit = 10_000
 }

@@ -43,6 +43,14 @@ struct AdminOptions: ParsableArguments {
         )
     )
     var ledger: String?
+    @Option(
+        name: .customLong("checkpoint-file"),
+        help: ArgumentHelp(
+            "The newest audit checkpoint seen (env CAREVAULT_ADMIN_CHECKPOINT; default: audit-checkpoint.json beside the private key).",
+            valueName: "file"
+        )
+    )
+    var checkpointFile: String?
     @OptionGroup var global: GlobalOptions
 
     func key() throws -> SigningKeyPair {
@@ -77,10 +85,22 @@ struct AdminOptions: ParsableArguments {
 
     func ledgerURL() throws -> URL {
         if let path = ledger ?? ProcessInfo.processInfo.environment["CAREVAULT_ADMIN_LEDGER"] { return URL(fileURLWithPath: path) }
+        return CertificateLedger.url(besideAdminKey: try secretURL())
+    }
+
+    /// Where the newest audit checkpoint is remembered (Docs/design.md §6).
+    func checkpointStore() throws -> AuditCheckpointStore {
+        if let path = checkpointFile ?? ProcessInfo.processInfo.environment["CAREVAULT_ADMIN_CHECKPOINT"] {
+            return AuditCheckpointStore(url: URL(fileURLWithPath: path))
+        }
+        return AuditCheckpointStore(url: AuditCheckpointStore.url(besideAdminKey: try secretURL()))
+    }
+
+    private func secretURL() throws -> URL {
         guard let secret = secret ?? ProcessInfo.processInfo.environment["CAREVAULT_ADMIN_SECRET"] else {
             throw CLIError.usage("the admin private key is required", hint: "pass --admin-secret FILE or set CAREVAULT_ADMIN_SECRET")
         }
-        return CertificateLedger.url(besideAdminKey: URL(fileURLWithPath: secret))
+        return URL(fileURLWithPath: secret)
     }
 }
 
@@ -133,39 +153,6 @@ struct Users: AsyncParsableCommand {
         let list = try await admin.client().users()
         try await Output.show(list, json: admin.global.json, headers: ["USERNAME", "ROLE", "STATUS", "SINCE", "FINGERPRINT"], empty: "no users") {
             list.users.map { [$0.username, $0.role.rawValue, $0.status.rawValue, Output.date(millis: $0.createdAt), $0.fingerprint ?? "-"] }
-        }
-    }
-}
-
-struct Audit: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Read or verify the hash-chained audit log.", subcommands: [Verify.self, Log.self])
-
-    struct Verify: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Check the whole chain; exit 65 if any entry was edited or deleted.")
-        @OptionGroup var admin: AdminOptions
-        func run() async throws {
-            let result = try await admin.client().verifyAudit()
-            if admin.global.json { try Output.json(result) } else if result.ok { print("audit log intact: \(result.entriesChecked) entries") }
-            if !result.ok {
-                throw CLIError(
-                    "audit log broken at entry \(result.brokenAt ?? 0): \(Output.printable(result.problem ?? "unknown"))",
-                    status: .integrity
-                )
-            }
-        }
-    }
-
-    struct Log: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print audit entries.")
-        @Option(help: "Start after this entry.") var after: UInt64 = 0
-        @Option(help: "At most this many entries.") var limit = 200
-        @OptionGroup var admin: AdminOptions
-        func run() async throws {
-            let page = try await admin.client().auditLog(after: after, limit: limit)
-            let headers = ["#", "TIME", "ACTOR", "ACTION", "DETAILS"]
-            try await Output.show(page, json: admin.global.json, headers: headers, empty: "the audit log is empty") {
-                page.entries.map { e in [String(e.sequence), Output.date(millis: e.at), e.actor, e.action, Output.details(e.details)] }
-            }
         }
     }
 }

@@ -141,13 +141,25 @@ struct Doctors: AsyncParsableCommand {
 struct AccessLog: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "access-log",
-        abstract: "Who read your data, and what happened to your account and shares."
+        abstract: "Who read your data, and what happened to your account and shares.",
+        discussion: """
+            The entries are checked against the newest audit checkpoint signed with the admin key: an entry of
+            yours removed or changed before it makes this command fail with exit status 65. Entries after it
+            are shown as not yet checkpointed.
+            """
     )
     @OptionGroup var options: GlobalOptions
     func run() async throws {
-        let entries = try await openVault(options).accessLog()
-        try await Output.show(entries, json: options.json, headers: ["TIME", "WHAT", "DETAILS"]) {
-            entries.map { e in [Output.date(millis: e.at), e.action, Output.details(e.details)] }
+        let log = try await openVault(options).verifiedAccessLog()
+        let anchor =
+            log.checkpoint.map { "verified against checkpoint \($0.sequence) signed at \(Output.date(millis: $0.signedAt))" }
+            ?? "not verified: the admin has not signed an audit checkpoint yet"
+        // With --json, stdout stays the entries alone.
+        if options.json { Output.note(anchor) } else { Output.line(anchor) }
+        try await Output.show(log.entries, json: options.json, headers: ["TIME", "WHAT", "CHECKED", "DETAILS"]) {
+            log.entries.map { e in
+                [Output.date(millis: e.at), e.action, log.isCheckpointed(e) ? "verified" : "not yet checkpointed", Output.details(e.details)]
+            }
         }
     }
 }

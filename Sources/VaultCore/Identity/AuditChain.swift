@@ -2,12 +2,14 @@ import Foundation
 import VaultCrypto
 
 /// The hash chain of the audit log (Docs/design.md §6): each entry's hash covers its fields and the previous
-/// entry's hash, so editing, deleting or reordering any entry breaks every hash after it.
+/// entry's hash, so editing, deleting or reordering any entry breaks every hash after it. The exact bytes
+/// hashed are in Docs/envelope-v1.md §3.1; admin-signed `AuditCheckpoint`s pin the chain against rehashing.
 public enum AuditChain {
     /// The `previousHash` of the first entry: 32 zero bytes, hex.
     public static let genesis = String(repeating: "0", count: 64)
 
-    /// The hash (hex) of one entry, covering its fields and the previous entry's hash (hex).
+    /// The hash (hex) of one entry, covering its fields and the previous entry's hash (hex)
+    /// (Docs/envelope-v1.md §3.1).
     public static func hash(of entry: some AuditChainEntry) -> String {
         var w = CanonicalWriter(domain: "CareVault-audit-v1")
         w.append(entry.sequence)
@@ -43,4 +45,126 @@ public protocol AuditChainEntry {
     var details: [String: String] { get }
     /// The previous entry's hash (hex); `AuditChain.genesis` for the first.
     var previousHash: String { get }
+}
+
+/// Where and why an audit chain does not verify: the first broken sequence number and a reason in plain words.
+public struct AuditChainBreak: Error, Codable, Equatable, Sendable, CustomStringConvertible {
+    /// What is wrong at `sequence`.
+    public enum Reason: String, Codable, Sendable {
+        /// The entry's fields no longer hash to its stored hash.
+        case editedEntry = "edited entry"
+        /// A sequence number is skipped.
+        case missingEntry = "missing entry"
+        /// The entry's previous hash is not the hash of the entry before it, or entries are out of order.
+        case brokenLink = "broken link"
+        /// The chain does not reach a signed checkpoint's hash: history at or before it was rewritten.
+        case checkpointMismatch = "checkpoint mismatch"
+        /// A checkpoint this device saw before is gone from the server.
+        case checkpointMissing = "checkpoint missing"
+        /// A checkpoint the admin key did not sign.
+        case forgedCheckpoint = "forged checkpoint"
+    }
+
+    /// The first sequence number known to be wrong (for a checkpoint: the checkpoint's own sequence).
+    public var sequence: UInt64
+    /// What is wrong there.
+    public var reason: Reason
+    /// The facts, in plain words.
+    public var detail: String
+
+    /// Describes a break at `sequence`.
+    public init(sequence: UInt64, reason: Reason, detail: String) {
+        self.sequence = sequence
+        self.reason = reason
+        self.detail = detail
+    }
+
+    public var description: String { "entry \(sequence): \(reason.rawValue): \(detail)" }
+}
+
+/// Walks the audit chain from its first entry and checks it against admin-signed checkpoints
+/// (Docs/design.md §6): consecutive sequence numbers from 1, each previous hash equal to the hash before
+/// it, and the hash at every checkpoint's sequence equal to the signed one. It sees only what each entry
+/// claims as its hash; whoever has the entries recomputes that hash first (`AuditChain.hash(of:)`).
+public struct AuditChainCheck: Sendable {
+    /// The last sequence number walked (0 before the first).
+    public private(set) var last: UInt64 = 0
+    /// The hash of that entry (`AuditChain.genesis` before the first).
+    public private(set) var head = AuditChain.genesis
+    /// The newest checkpoint the walk has reached and matched.
+    public private(set) var newestMatched: AuditCheckpoint?
+    private let checkpoints: [UInt64: AuditCheckpoint]
+    private let remembered: AuditCheckpoint?
+    private let rememberedOnServer: Bool
+
+    /// A walk against `checkpoints` (as the server listed them) and the newest checkpoint this device
+    /// remembers, if any. Every checkpoint must verify under `adminKey`; two different ones for one
+    /// sequence cannot both be true.
+    public init(checkpoints: [AuditCheckpoint], adminKey: SigningPublicKey, remembered: AuditCheckpoint?) throws(AuditChainBreak) {
+        var bySequence: [UInt64: AuditCheckpoint] = [:]
+        for c in checkpoints + (remembered.map { [$0] } ?? []) {
+            do { try c.verify(adminKey: adminKey) } catch {
+                throw AuditChainBreak(sequence: c.sequence, reason: .forgedCheckpoint, detail: "the checkpoint does not verify: \(error)")
+            }
+            if let other = bySequence[c.sequence], other.headHash != c.headHash {
+                throw AuditChainBreak(sequence: c.sequence, reason: .checkpointMismatch, detail: "two signed checkpoints name different hashes")
+            }
+            bySequence[c.sequence] = c
+        }
+        self.checkpoints = bySequence
+        self.remembered = remembered
+        rememberedOnServer = remembered.map { r in checkpoints.contains { $0.sequence == r.sequence && $0.headHash == r.headHash } } ?? true
+    }
+
+    /// The newest checkpoint known, from the server or remembered.
+    public var newestCheckpoint: AuditCheckpoint? { checkpoints.values.max { $0.sequence < $1.sequence } }
+
+    /// Takes the next entry's sequence number, previous hash and hash.
+    public mutating func append(sequence: UInt64, previousHash: String, hash: String) throws(AuditChainBreak) {
+        guard sequence > last else {
+            throw AuditChainBreak(sequence: sequence, reason: .brokenLink, detail: "entries are out of order or repeated after entry \(last)")
+        }
+        guard sequence == last + 1 else {
+            throw AuditChainBreak(sequence: last + 1, reason: .missingEntry, detail: "the log jumps from entry \(last) to \(sequence)")
+        }
+        guard previousHash == head else {
+            throw AuditChainBreak(sequence: sequence, reason: .brokenLink, detail: "its previous hash is not the hash of entry \(last)")
+        }
+        if let c = checkpoints[sequence] {
+            guard c.headHash == hash else {
+                throw AuditChainBreak(
+                    sequence: sequence,
+                    reason: .checkpointMismatch,
+                    detail: "the chain's hash there differs from the signed one: " + Self.rewritten(c, after: newestMatched)
+                )
+            }
+            newestMatched = c
+        }
+        last = sequence
+        head = hash
+    }
+
+    /// Ends the walk: every checkpoint must have been reached, and the one this device remembers must
+    /// still be on the server.
+    public func finish() throws(AuditChainBreak) {
+        if let c = checkpoints.values.filter({ $0.sequence > last }).min(by: { $0.sequence < $1.sequence }) {
+            throw AuditChainBreak(
+                sequence: c.sequence,
+                reason: .checkpointMismatch,
+                detail: "the log ends at entry \(last), before this signed checkpoint: " + Self.rewritten(c, after: newestMatched)
+            )
+        }
+        if let r = remembered, !rememberedOnServer {
+            throw AuditChainBreak(
+                sequence: r.sequence,
+                reason: .checkpointMissing,
+                detail: "the server no longer lists the checkpoint signed \(AuditCheckpoint.time(r.signedAt)) that this device saw before"
+            )
+        }
+    }
+
+    static func rewritten(_ c: AuditCheckpoint, after matched: AuditCheckpoint?) -> String {
+        let from = (matched?.sequence ?? 0) + 1
+        return "an entry from \(from) to \(c.sequence) was changed, removed or inserted and the chain rehashed"
+    }
 }

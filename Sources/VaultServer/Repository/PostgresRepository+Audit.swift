@@ -29,6 +29,32 @@ extension PostgresRepository {
         return (head.sequence, head.hash)
     }
 
+    public func auditLinks(after: UInt64, limit: Int) async throws -> [AuditLink] {
+        let from = Int64(clamping: after)
+        return try await all(
+            AuditLink.self,
+            "SELECT sequence, previous_hash, hash FROM audit_log WHERE sequence > \(from) ORDER BY sequence LIMIT \(limit)"
+        )
+    }
+
+    public func insertAuditCheckpoint(_ checkpoint: AuditCheckpoint, storedAt: UnixMillis) async throws {
+        let sequence = Int64(clamping: checkpoint.sequence)
+        let signature = checkpoint.signature.base64URL
+        try await transaction(conflict: AuditCheckpoint.alreadyStored(checkpoint.sequence)) { conn in
+            try await conn.query(
+                """
+                INSERT INTO audit_checkpoints (sequence, head_hash, signed_at, signature, stored_at)
+                VALUES (\(sequence), \(checkpoint.headHash), \(checkpoint.signedAt), \(signature), \(storedAt))
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    public func auditCheckpoints() async throws -> [AuditCheckpoint] {
+        try await all(AuditCheckpoint.self, "SELECT * FROM audit_checkpoints ORDER BY sequence")
+    }
+
     public func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool {
         try await client.query("DELETE FROM admin_signatures WHERE seen_at < \(purgeBefore)", logger: logger)
         var fresh = false

@@ -37,6 +37,32 @@ extension SQLiteRepository {
         }
     }
 
+    public func auditLinks(after: UInt64, limit: Int) async throws -> [AuditLink] {
+        try await pool.read { db in
+            try Self.all(
+                AuditLink.self,
+                db,
+                "SELECT sequence, previous_hash, hash FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?",
+                [Int64(clamping: after), limit]
+            )
+        }
+    }
+
+    public func insertAuditCheckpoint(_ checkpoint: AuditCheckpoint, storedAt: UnixMillis) async throws {
+        try await write(conflict: AuditCheckpoint.alreadyStored(checkpoint.sequence)) { db in
+            try db.execute(
+                sql: "INSERT INTO audit_checkpoints (sequence, head_hash, signed_at, signature, stored_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [
+                    Int64(clamping: checkpoint.sequence), checkpoint.headHash, checkpoint.signedAt, checkpoint.signature.base64URL, storedAt,
+                ]
+            )
+        }
+    }
+
+    public func auditCheckpoints() async throws -> [AuditCheckpoint] {
+        try await pool.read { db in try Self.all(AuditCheckpoint.self, db, "SELECT * FROM audit_checkpoints ORDER BY sequence") }
+    }
+
     public func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM admin_signatures WHERE seen_at < ?", arguments: [purgeBefore])

@@ -14,8 +14,9 @@ enum Schema {
     static func migrations(_ dialect: SchemaDialect) -> [Migration] {
         [
             Migration(id: "v1-initial", statements: v1(dialect)),
+            Migration(id: "v2-audit-checkpoints", statements: v2AuditCheckpoints(dialect)),
             // The patient's signed end of a share, shown to its doctor (Docs/envelope-v1.md §3.3).
-            Migration(id: "v2-share-revocations", statements: ["ALTER TABLE shares ADD COLUMN revocation_json \(dialect.text)"]),
+            Migration(id: "v3-share-revocations", statements: ["ALTER TABLE shares ADD COLUMN revocation_json \(dialect.text)"]),
         ]
     }
 
@@ -111,6 +112,25 @@ enum Schema {
             CREATE INDEX admin_signatures_seen ON admin_signatures (seen_at);
             """
         ) + t.appendOnlyTriggers(appendOnly)
+    }
+
+    /// Admin-signed checkpoints of the audit chain (Docs/envelope-v1.md §3.1), append-only like the log
+    /// they pin. `head_hash` is hex and `signature` base64url, as on the wire.
+    static func v2AuditCheckpoints(_ t: SchemaDialect) -> [String] {
+        [
+            """
+            CREATE TABLE audit_checkpoints (
+                sequence \(t.int64) PRIMARY KEY,
+                head_hash \(t.text) NOT NULL,
+                signed_at \(t.int64) NOT NULL,
+                signature \(t.text) NOT NULL,
+                stored_at \(t.int64) NOT NULL)
+            """
+        ]
+            + t.appendOnlyTriggers(
+                [.init(trigger: "audit_checkpoints_append_only", table: "audit_checkpoints", message: "audit checkpoints are append-only")],
+                defineFunction: false
+            )
     }
 
     /// Splits SQL into statements at semicolons that end a line.

@@ -56,8 +56,9 @@ enum SchemaDialect: Sendable, CaseIterable {
     }
 
     /// The statements that make `tables` append-only. Trigger names are part of the schema: tests (and
-    /// operators) disable them by name, so they stay as first shipped.
-    func appendOnlyTriggers(_ tables: [AppendOnly]) -> [String] {
+    /// operators) disable them by name, so they stay as first shipped. PostgreSQL's shared trigger
+    /// function is defined once, by the first migration; later ones pass `defineFunction: false`.
+    func appendOnlyTriggers(_ tables: [AppendOnly], defineFunction: Bool = true) -> [String] {
         switch self {
         case .sqlite:
             tables.flatMap { t in
@@ -66,12 +67,13 @@ enum SchemaDialect: Sendable, CaseIterable {
                 }
             }
         case .postgres:
-            [
-                """
-                CREATE FUNCTION carevault_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$
-                """
-            ]
+            (defineFunction
+                ? [
+                    """
+                    CREATE FUNCTION carevault_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$
+                    """
+                ] : [])
                 + tables.map { t in
                     "CREATE TRIGGER \(t.trigger) BEFORE UPDATE OR DELETE ON \(t.table) FOR EACH ROW EXECUTE FUNCTION carevault_append_only()"
                 }

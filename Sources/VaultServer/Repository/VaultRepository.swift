@@ -282,6 +282,12 @@ public protocol VaultRepository: Sendable {
     func auditEntries(after: UInt64, limit: Int, patientID: UUID?) async throws -> [AuditEntry]
     /// The sequence and hash of the newest entry, as recorded separately from the entries.
     func auditHead() async throws -> (sequence: UInt64, hash: String)
+    /// The sequence, previous hash and hash of entries after `after`, at most `limit`, without contents.
+    func auditLinks(after: UInt64, limit: Int) async throws -> [AuditLink]
+    /// Stores an admin-signed checkpoint (checked by the caller); one at a sequence already stored throws `.conflict`.
+    func insertAuditCheckpoint(_ checkpoint: AuditCheckpoint, storedAt: UnixMillis) async throws
+    /// Every stored checkpoint, by ascending sequence.
+    func auditCheckpoints() async throws -> [AuditCheckpoint]
 
     // MARK: Admin request replay protection
 

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import VaultAPI
+import VaultCore
 
 /// The admin's routes under /v1/admin (Docs/design.md §2, §3): each request is signed with the admin key,
 /// checked by `AdminSignatureAuthenticator` before a handler runs; bodies are decoded from what was signed.
@@ -16,6 +17,8 @@ struct AdminController: APIController {
             .get(RouterPath(Routes.adminUsers), use: users)
             .get(RouterPath(Routes.adminAudit), use: audit)
             .get(RouterPath(Routes.adminAuditVerify), use: verifyAudit)
+            .get(RouterPath(Routes.adminAuditCheckpoints), use: auditCheckpoints)
+            .post(RouterPath(Routes.adminAuditCheckpoints), use: storeAuditCheckpoint)
     }
 
     /// A handler deciding on the registration or share named in the path, from the signed body. The id
@@ -50,4 +53,19 @@ struct AdminController: APIController {
         _ = try context.requireAdmin()
         return try await service.repository.verifyAudit()
     }
+
+    @Sendable func auditCheckpoints(_ request: Request, context: Context) async throws -> AuditCheckpointList {
+        _ = try context.requireAdmin()
+        return AuditCheckpointList(checkpoints: try await service.repository.auditCheckpoints())
+    }
+
+    @Sendable func storeAuditCheckpoint(_ request: Request, context: Context) async throws -> AuditCheckpoint {
+        let signed = try context.requireAdmin()
+        return try await service.storeAuditCheckpoint(try signed.decode(AuditCheckpoint.self))
+    }
 }
+
+// The checkpoint messages are answers of these routes and of the patient's access-log routes.
+extension AuditCheckpoint: ResponseEncodable {}
+extension AuditCheckpointList: ResponseEncodable {}
+extension AuditLinkPage: ResponseEncodable {}

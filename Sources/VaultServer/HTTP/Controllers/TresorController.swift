@@ -12,6 +12,8 @@ struct TresorController: APIController {
             .post(RouterPath(Routes.records), use: push)
             .get(RouterPath(Routes.records), use: pull)
             .get(RouterPath(Routes.accessLog), use: accessLog)
+            .get(RouterPath(Routes.accessLogChain), use: accessLogChain)
+            .get(RouterPath(Routes.accessLogCheckpoints), use: accessLogCheckpoints)
     }
 
     @Sendable func putTresor(_ request: Request, context: Context) async throws -> TresorInfo {
@@ -44,5 +46,17 @@ struct TresorController: APIController {
             after: try request.query("after", default: 0),
             limit: try request.queryLimit(default: 200)
         )
+    }
+
+    @Sendable func accessLogChain(_ request: Request, context: Context) async throws -> AuditLinkPage {
+        try await service.accessLogChain(
+            try context.requireCaller(),
+            after: try request.query("after", default: 0),
+            limit: try request.queryLimit(default: APILimits.defaultLinkLimit)
+        )
+    }
+
+    @Sendable func accessLogCheckpoints(_ request: Request, context: Context) async throws -> AuditCheckpointList {
+        try await service.accessLogCheckpoints(try context.requireCaller())
     }
 }

@@ -126,6 +126,27 @@ extension VaultService {
         return try await shareInfo(row)
     }
 
+    /// Stores an admin-signed checkpoint of the audit chain (Docs/envelope-v1.md §3.1) once its signature
+    /// verifies and the server's own entry at its sequence has the signed hash. Sending the same checkpoint
+    /// again is answered with it (a retried request); another one at a stored sequence is a conflict.
+    func storeAuditCheckpoint(_ c: AuditCheckpoint) async throws -> AuditCheckpoint {
+        do { try c.verify(adminKey: adminKey) } catch {
+            throw APIError(.badRequest, .invalidApproval, "checkpoint rejected: \(error)")
+        }
+        guard let link = try await repository.auditLinks(after: c.sequence - 1, limit: 1).first, link.sequence == c.sequence else {
+            throw APIError.conflict("the audit log has no entry \(c.sequence)")
+        }
+        guard link.hash == c.headHash else {
+            throw APIError.conflict("the audit log's hash at entry \(c.sequence) differs from the checkpoint's")
+        }
+        do {
+            try await repository.insertAuditCheckpoint(c, storedAt: clock())
+        } catch RepositoryError.conflict(let message) {
+            guard try await repository.auditCheckpoints().contains(c) else { throw APIError.conflict(message) }
+        }
+        return c
+    }
+
     func users() async throws -> UserList {
         UserList(users: try await repository.users().map(summary))
     }

@@ -146,4 +146,19 @@ extension VaultService {
         try require(caller, role: .patient)
         return try await auditPage(after: after, limit: limit, patientID: caller.id)
     }
+
+    /// The chain without contents, for a patient to check its entries against a signed checkpoint
+    /// (Docs/design.md §6).
+    func accessLogChain(_ caller: Caller, after: UInt64, limit: Int) async throws -> AuditLinkPage {
+        try require(caller, role: .patient)
+        let clamped = max(1, min(limit, APILimits.maxLinkLimit))
+        let links = try await repository.auditLinks(after: after, limit: clamped)
+        return AuditLinkPage(links: links, nextCursor: links.last?.sequence ?? after, done: links.count < clamped)
+    }
+
+    /// The admin-signed checkpoints, which the patient verifies under the pinned admin key.
+    func accessLogCheckpoints(_ caller: Caller) async throws -> AuditCheckpointList {
+        try require(caller, role: .patient)
+        return AuditCheckpointList(checkpoints: try await repository.auditCheckpoints())
+    }
 }

@@ -1,0 +1,26 @@
+import Foundation
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// A row of `audit_checkpoints`, read the same way by both backends.
+extension AuditCheckpoint: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(
+            sequence: UInt64(r.int64("sequence")),
+            headHash: r.string("head_hash"),
+            signedAt: r.int64("signed_at"),
+            signature: Signature(base64URL: r.string("signature"))
+        )
+    }
+
+    /// The conflict reported when a checkpoint at this sequence is stored already.
+    static func alreadyStored(_ sequence: UInt64) -> String { "a checkpoint at entry \(sequence) is stored already" }
+}
+
+/// The chain columns of an `audit_log` row, without its contents.
+extension AuditLink: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        try self.init(sequence: UInt64(r.int64("sequence")), previousHash: r.string("previous_hash"), hash: r.string("hash"))
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import Testing
+import VaultCrypto
+
+@testable import VaultCore
+
+/// The audit checkpoint statement and the entry hash, pinned byte for byte to the vectors in
+/// Docs/envelope-v1.md §3.1, and the chain walk that checks a log against checkpoints.
+@Suite("Audit checkpoints")
+struct AuditCheckpointTests {
+    struct Entry: AuditChainEntry {
+        var sequence: UInt64
+        var at: UnixMillis
+        var actor: String
+        var action: String
+        var patientID: UUID?
+        var details: [String: String]
+        var previousHash: String
+    }
+
+    static let headHash = Hex.encode(Array(UInt8(0)...UInt8(31)))
+
+    @Test func statementBytesAreTheDocumentedVector() throws {
+        let admin = try SigningKeyPair(seed: SecureBytes(copying: [UInt8](repeating: 7, count: 32)))
+        let c = AuditCheckpoint.sign(sequence: 42, headHash: Self.headHash, signedAt: 1_767_225_600_000, adminKey: admin)
+        let vector =
+            "0000001d436172655661756c742d61756469742d636865636b706f696e742d7631" + "01" + "000000000000002a"
+            + "00000020000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f" + "0000019b76daa800"
+        #expect(Hex.encode(c.statementBytes) == vector)
+        #expect(admin.publicKey.isValidSignature(c.signature, for: try Hex.decode(vector)))
+        try c.verify(adminKey: admin.publicKey)
+    }
+
+    @Test func entryHashIsTheDocumentedVector() throws {
+        let entry = Entry(
+            sequence: 3,
+            at: 1_767_225_600_123,
+            actor: "admin",
+            action: "share.approved",
+            patientID: UUID(uuidString: "0F8FAD5B-D9CB-469F-A165-70867728950E"),
+            details: ["share": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "category": "interventions"],
+            previousHash: String(repeating: "ab", count: 32)
+        )
+        #expect(AuditChain.hash(of: entry) == "361f76906c1b5c24d08d899e340b1fa9d09b697562310733d7bef1ad3e439d5f")
+    }
+
+    @Test func aCheckpointWithAnyFieldChangedOrAnotherKeyDoesNotVerify() throws {
+        let admin = SigningKeyPair.generate()
+        let c = AuditCheckpoint.sign(sequence: 5, headHash: Self.headHash, signedAt: 1, adminKey: admin)
+        try c.verify(adminKey: admin.publicKey)
+        var changed = [c, c, c, c, c]
+        changed[0].sequence = 6
+        changed[1].headHash = String(Self.headHash.dropLast()) + "0"
+        changed[2].signedAt = 2
+        changed[3].headHash = Self.headHash.uppercased()
+        changed[4].version = 2
+        for bad in changed { #expect(throws: TrustError.self) { try bad.verify(adminKey: admin.publicKey) } }
+        #expect(throws: TrustError.invalidSignature(what: "audit checkpoint")) { try c.verify(adminKey: SigningKeyPair.generate().publicKey) }
+        let zero = AuditCheckpoint.sign(sequence: 0, headHash: Self.headHash, signedAt: 1, adminKey: admin)
+        #expect(throws: TrustError.self) { try zero.verify(adminKey: admin.publicKey) }
+    }
+
+    /// A chain of `n` hashes: sequence, previous hash, hash.
+    static func chain(_ n: UInt64) -> [(UInt64, String, String)] {
+        var previous = AuditChain.genesis
+        return (1...n).map { i in
+            let hash = Hex.encode(try! BLAKE2b.hash(Array("\(i)".utf8)))
+            defer { previous = hash }
+            return (i, previous, hash)
+        }
+    }
+
+    static func walk(
+        _ links: [(UInt64, String, String)],
+        _ checkpoints: [AuditCheckpoint],
+        key: SigningPublicKey,
+        remembered: AuditCheckpoint? = nil
+    )
+        throws(AuditChainBreak) -> AuditChainCheck
+    {
+        var check = try AuditChainCheck(checkpoints: checkpoints, adminKey: key, remembered: remembered)
+        for (s, p, h) in links { try check.append(sequence: s, previousHash: p, hash: h) }
+        try check.finish()
+        return check
+    }
+
+    static func breakOf(_ body: () throws -> AuditChainCheck) -> AuditChainBreak? {
+        do {
+            _ = try body()
+            return nil
+        } catch { return error as? AuditChainBreak }
+    }
+
+    @Test func theWalkNamesTheFirstBrokenSequenceAndWhy() throws {
+        let admin = SigningKeyPair.generate()
+        let links = Self.chain(6)
+        let at3 = AuditCheckpoint.sign(sequence: 3, headHash: links[2].2, signedAt: 1, adminKey: admin)
+        let at5 = AuditCheckpoint.sign(sequence: 5, headHash: links[4].2, signedAt: 2, adminKey: admin)
+        let intact = try Self.walk(links, [at3, at5], key: admin.publicKey)
+        #expect(intact.newestMatched == at5 && intact.last == 6)
+
+        var gap = links
+        gap.remove(at: 3)
+        #expect(Self.breakOf { try Self.walk(gap, [], key: admin.publicKey) }?.reason == .missingEntry)
+        #expect(Self.breakOf { try Self.walk(gap, [], key: admin.publicKey) }?.sequence == 4)
+        var relinked = links
+        relinked[4].1 = AuditChain.genesis
+        #expect(
+            Self.breakOf { try Self.walk(relinked, [], key: admin.publicKey) }
+                == AuditChainBreak(
+                    sequence: 5,
+                    reason: .brokenLink,
+                    detail: "its previous hash is not the hash of entry 4"
+                )
+        )
+        // Entry 4 removed and everything after renumbered and rehashed: consistent on its own, caught at 5.
+        var rewritten = Self.chain(5)
+        rewritten[3].2 = Hex.encode(try BLAKE2b.hash(Array("x".utf8)))
+        rewritten[4].1 = rewritten[3].2
+        rewritten[4].2 = Hex.encode(try BLAKE2b.hash(Array("y".utf8)))
+        let mismatch = Self.breakOf { try Self.walk(rewritten, [at3, at5], key: admin.publicKey) }
+        #expect(mismatch?.sequence == 5 && mismatch?.reason == .checkpointMismatch)
+        #expect(mismatch?.detail.contains("from 4 to 5") == true)
+        // A log cut short before a checkpoint.
+        let short = Self.breakOf { try Self.walk(Array(links.prefix(4)), [at3, at5], key: admin.publicKey) }
+        #expect(short?.sequence == 5 && short?.reason == .checkpointMismatch)
+        // A checkpoint this device remembers, gone from the server's list.
+        let dropped = Self.breakOf { try Self.walk(links, [at3], key: admin.publicKey, remembered: at5) }
+        #expect(dropped?.sequence == 5 && dropped?.reason == .checkpointMissing)
+        // A checkpoint signed by another key.
+        let forged = AuditCheckpoint.sign(sequence: 3, headHash: links[2].2, signedAt: 1, adminKey: .generate())
+        #expect(Self.breakOf { try Self.walk(links, [forged], key: admin.publicKey) }?.reason == .forgedCheckpoint)
+    }
+}

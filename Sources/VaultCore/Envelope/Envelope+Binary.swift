@@ -84,6 +84,7 @@ extension RecordHeader {
     /// byte stops the reader before it guesses at the rest.
     init(reading r: inout BinaryReader) throws(EnvelopeError) {
         let version = try r.byte("format version")
+        guard version != UInt8(ascii: "{") else { throw .malformed("the bytes are JSON, not the binary encoding") }
         guard version == Envelope.formatVersion else { throw .unsupportedVersion(version) }
         let owner = try r.uuid("owner id")
         let tresor = try r.uuid("tresor id")

@@ -87,7 +87,11 @@ public struct PullPageFrame: Sendable {
     /// Encodes a page. `changes` hold each sequence with the envelope as the server stores it (sent as
     /// is, also when it would not decode) or nil for none. Refuses more than `maxCount` changes or
     /// `maxBytes` bytes: a server ends the page earlier instead, with `done` false.
-    public static func encode(changes: [(sequence: UInt64, envelope: [UInt8]?)], done: Bool, nextCursor: UInt64) throws(EnvelopeFrameError)
+    public static func encode(
+        changes: [(sequence: UInt64, envelope: [UInt8]?)],
+        done: Bool,
+        nextCursor: UInt64
+    ) throws(EnvelopeFrameError)
         -> [UInt8]
     {
         guard changes.count <= maxCount else { throw .tooLarge("\(changes.count) changes; at most \(maxCount) are allowed") }

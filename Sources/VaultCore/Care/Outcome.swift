@@ -72,8 +72,21 @@ public struct Outcome: Codable, Sendable, Hashable {
         case activityID, occurrence, values, removedValueIDs, note, createdAt, updatedAt
     }
 
+    /// Decodes an outcome, giving absent fields the defaults of Docs/payload-v1.md §4: no values, no
+    /// removed value ids, and `createdAt` and `updatedAt` each defaulting to the other (both absent:
+    /// 1970-01-01). `activityID` and `occurrence` stay required.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        activityID = try c.decode(String.self, forKey: .activityID)
+        occurrence = try c.decode(Int.self, forKey: .occurrence)
+        values = try c.decodeIfPresent([OutcomeValue].self, forKey: .values) ?? []
+        removedValueIDs = try c.decodeIfPresent(Set<String>.self, forKey: .removedValueIDs) ?? []
+        note = try c.decodeIfPresent(String.self, forKey: .note)
+        (createdAt, updatedAt) = try Activity.decodeDates(c, created: .createdAt, updated: .updatedAt)
+    }
+
     /// Encodes with the tombstone set sorted: a `Set` has no stable order, and one outcome should have one
-    /// spelling. (Decoding is synthesized.)
+    /// spelling.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(activityID, forKey: .activityID)

@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 
 /// One reading inside an outcome (after CareKit's `OCKOutcomeValue`): a number, a text or a yes/no,
 /// recorded by one device. Values are the unit of merging: two devices that record readings for the
@@ -63,6 +64,43 @@ public struct OutcomeValue: Codable, Sendable, Hashable {
         self.units = units
         self.kind = kind
         self.createdAt = createdAt
+    }
+
+    private enum CodingKeys: String, CodingKey { case id, value, units, kind, createdAt }
+
+    /// Decodes a value, giving absent fields the defaults of Docs/payload-v1.md §5: `createdAt` 1970-01-01
+    /// and an id derived from the content (`derivedID`), the same on every device, so copies of the value
+    /// still merge as one. `value` stays required.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        value = try c.decode(Value.self, forKey: .value)
+        units = try c.decodeIfPresent(String.self, forKey: .units)
+        kind = try c.decodeIfPresent(String.self, forKey: .kind)
+        createdAt = try c.decodeIfPresent(Date.self, forKey: .createdAt) ?? Date(timeIntervalSince1970: 0)
+        id = try c.decodeIfPresent(String.self, forKey: .id) ?? Self.derivedID(value: value, units: units, kind: kind, createdAt: createdAt)
+    }
+
+    /// The id of a value stored without one (Docs/payload-v1.md §5): `"h-"` and the hex of the first 16
+    /// bytes of BLAKE2b over the canonical encoding of its content. Random ids would differ per reader
+    /// and turn one reading into several at the next merge; equal content gives one id, as it should.
+    public static func derivedID(value: Value, units: String?, kind: String?, createdAt: Date) -> String {
+        var w = CanonicalWriter(domain: "CareVault-value-id-v1")
+        switch value {
+        case let .number(n):
+            w.append(UInt8(1))
+            w.append(n.bitPattern)
+        case let .text(t):
+            w.append(UInt8(2))
+            w.append(t)
+        case let .boolean(b):
+            w.append(UInt8(3))
+            w.append(b)
+        }
+        w.append(units)
+        w.append(kind)
+        w.append(Int64((createdAt.timeIntervalSince1970 * 1000).rounded()))
+        // A 16-byte output is always a valid BLAKE2b length.
+        return "h-" + Hex.encode(try! BLAKE2b.hash(w.bytes, outputLength: 16))
     }
 
     /// Checks the id (1-128 characters, no control characters) and that a number is finite: NaN would

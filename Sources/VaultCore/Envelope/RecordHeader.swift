@@ -99,22 +99,14 @@ public struct RecordHeader: Codable, Sendable, Hashable {
         self.authorID = authorID
     }
 
-    /// The canonical associated data (§4.1): every field, in order, after the domain label.
+    /// The canonical associated data (§4.1): every field, in order, after the domain label. The fields
+    /// are written by `appendBinary`, so the binary encoding (Docs/envelope-v1.md §7.1) cannot drift from it.
     public func associatedData() -> [UInt8] {
-        var w = CanonicalWriter(domain: "CareVault-envelope-v1")
-        w.append(formatVersion)
-        w.append(ownerID)
-        w.append(tresorID)
-        w.append(category)
-        w.append(epoch)
-        w.append(recordType.code)
-        w.append(recordID.bytes)
-        w.append(timestamp.physicalMs)
-        w.append(timestamp.counter)
-        w.append(timestamp.deviceID)
-        w.append(deleted)
-        w.append(authorID)
-        return w.bytes
+        var out: [UInt8] = []
+        out.reserveCapacity(25 + binaryCount)
+        out.appendField("CareVault-envelope-v1")
+        appendBinary(to: &out)
+        return out
     }
 
     /// §4.4 step 1 and the author rule of step 2: what can be checked without keys.

@@ -19,12 +19,25 @@ public struct HLCTimestamp: Codable, Sendable, Hashable, Comparable, CustomStrin
         self.deviceID = deviceID
     }
 
-    /// Orders by physical time, then counter, then device id. Device ids compare as Swift strings, the
-    /// same comparison the server uses for its record heads.
+    /// Orders by physical time, then counter, then device id as UTF-8 bytes (Docs/envelope-v1.md §6).
     public static func < (a: HLCTimestamp, b: HLCTimestamp) -> Bool {
         if a.physicalMs != b.physicalMs { return a.physicalMs < b.physicalMs }
         if a.counter != b.counter { return a.counter < b.counter }
-        return a.deviceID < b.deviceID
+        return deviceIDPrecedes(a.deviceID, b.deviceID)
+    }
+
+    /// Equal when all three parts are, the device id byte for byte: Swift's `==` on strings would call
+    /// two spellings of one accented letter equal, which the bytes signed in the envelope are not.
+    public static func == (a: HLCTimestamp, b: HLCTimestamp) -> Bool {
+        a.physicalMs == b.physicalMs && a.counter == b.counter && a.deviceID.utf8.elementsEqual(b.deviceID.utf8)
+    }
+
+    /// The device-id order of every comparison of versions (Docs/envelope-v1.md §6): lexicographic over
+    /// the UTF-8 bytes, as any other client and any database's binary collation orders them. Swift's `<`
+    /// on strings orders by canonically normalised Unicode scalars instead, which differs for ids whose
+    /// bytes are not in normal form (`"e\u{301}"` against `"\u{e9}"`).
+    public static func deviceIDPrecedes(_ a: String, _ b: String) -> Bool {
+        a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 
     /// `physicalMs.counter@deviceID`, e.g. `1700000000000.3@device-a`: readable in logs, sorts by eye.

@@ -75,7 +75,7 @@ public struct VersionRow: Sendable {
     public func wins(over head: HeadKey) -> Bool {
         if hlcPhysical != head.hlcPhysical { return hlcPhysical > head.hlcPhysical }
         if hlcCounter != head.hlcCounter { return hlcCounter > head.hlcCounter }
-        if hlcDevice != head.hlcDevice { return hlcDevice > head.hlcDevice }
+        if !hlcDevice.utf8.elementsEqual(head.hlcDevice.utf8) { return HLCTimestamp.deviceIDPrecedes(head.hlcDevice, hlcDevice) }
         return deleted && !head.deleted
     }
 }

@@ -80,6 +80,35 @@ struct RepositoryTests {
         }
     }
 
+    /// The upgrade to key-less requests drops pending requests that carry keys (version-1 grants) and
+    /// keeps everything else.
+    @Test(arguments: Backend.allCases)
+    func theUpgradeDropsPendingRequestsThatCarryKeys(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let world = try await ShareWorld.make(repo)
+            func legacy() -> ShareRow {
+                var row = world.shareRow(expiresAt: nil)
+                row.grant.version = 1
+                row.grant.tresorVersion = nil
+                return row
+            }
+            let waiting = legacy()
+            try await repo.insertShare(waiting, audit: Fixtures.audit)
+            try await repo.attackerExecutes(Schema.dropPendingRequestsWithKeys)
+            #expect(try await repo.share(id: waiting.id) == nil, "a pending request with keys is gone")
+            let approved = legacy()
+            try await repo.insertShare(approved, audit: Fixtures.audit)
+            _ = try await repo.move(approved.id, from: [.pending], to: .active, reason: nil, now: 5)
+            try await repo.attackerExecutes(Schema.dropPendingRequestsWithKeys)
+            #expect(try await repo.share(id: approved.id)?.state == .active, "an approved share stays")
+            _ = try await repo.move(approved.id, from: [.active], to: .revoked, reason: nil, now: 6)
+            let current = world.shareRow(expiresAt: 7)
+            try await repo.insertShare(current, audit: Fixtures.audit)
+            try await repo.attackerExecutes(Schema.dropPendingRequestsWithKeys)
+            #expect(try await repo.share(id: current.id)?.state == .pending, "a version-2 request stays")
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func expiredSharesEndOnTime(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in

@@ -15,10 +15,18 @@ enum Schema {
         [
             Migration(id: "v1-initial", statements: v1(dialect)),
             Migration(id: "v2-audit-checkpoints", statements: v2AuditCheckpoints(dialect)),
-            // The patient's signed end of a share, shown to its doctor (Docs/envelope-v1.md §3.3).
-            Migration(id: "v3-share-revocations", statements: ["ALTER TABLE shares ADD COLUMN revocation_json \(dialect.text)"]),
+            // The patient's signed end of a share, shown to its doctor (Docs/envelope-v1.md §3.3); and no
+            // sealed keys before approval: requests filed with keys (version-1 grants) that still wait go.
+            Migration(
+                id: "v3-share-revocations",
+                statements: ["ALTER TABLE shares ADD COLUMN revocation_json \(dialect.text)", Schema.dropPendingRequestsWithKeys]
+            ),
         ]
     }
+
+    /// Deletes pending shares whose request is a version-1 grant, which always carried sealed keys
+    /// (Docs/design.md §3): no key may wait for an approval anywhere. The patient's device asks again.
+    static let dropPendingRequestsWithKeys = #"DELETE FROM shares WHERE state = 'pending' AND grant_json LIKE '%"version":1%'"#
 
     static let shareStates = ShareState.allCases.map { "'\($0.rawValue)'" }.joined(separator: ",")
 

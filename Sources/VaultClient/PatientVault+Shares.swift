@@ -7,6 +7,16 @@ extension PatientVault {
     /// Looks a user up in the server's directory and trusts the answer only if its certificate verifies
     /// under the pinned admin key with the expected name and role: a substituted key is caught here.
     func certifiedUser(username: String, role: Role) async throws -> Certificate {
+        let certificate = try await directoryCertificate(username: username, role: role)
+        // Pinned on first use: a second key certified under a name this device trusts needs a person's word.
+        var pins = try CertificatePins(store: account.store)
+        try pins.check(certificate)
+        return certificate
+    }
+
+    /// The directory's certificate of `username`, verified under the pinned admin key with that name and
+    /// role (not checked against the pins: its user id is what the admin signed, whatever the key).
+    func directoryCertificate(username: String, role: Role) async throws -> Certificate {
         let entry: DirectoryEntry
         do { entry = try await transport.send(.GET, Routes.userByName(username), auth: try auth) } catch ClientError.notFound {
             throw ClientError.notFound("no approved \(role.rawValue) named '\(username)'")
@@ -15,9 +25,6 @@ extension PatientVault {
             if case .wrongRole = error { throw ClientError.invalidRequest("'\(username)' is not a \(role.rawValue)") }
             throw ClientError.integrity("the server's certificate for '\(username)' does not verify under the pinned admin key: \(error)")
         }
-        // Pinned on first use: a second key certified under a name this device trusts needs a person's word.
-        var pins = try CertificatePins(store: account.store)
-        try pins.check(entry.certificate)
         return entry.certificate
     }
 
@@ -96,8 +103,8 @@ extension PatientVault {
         let name = username.lowercased()
         try await reconcileTresors()
         let listed = try await shares()
-        let known = try store.marks(category: category)?.ledger.members.values.filter { $0.username == name && !$0.status.isFinal }
-            .max { $0.changedAt < $1.changedAt }
+        let ledger = try store.marks(category: category)?.ledger
+        let known = ledger?.members.values.filter { $0.username == name && !$0.status.isFinal }.max { $0.changedAt < $1.changedAt }
         let open = listed.filter {
             $0.doctorUsername == name && $0.category == category && [.pending, .active, .expired].contains($0.state) && $0.revocation == nil
         }
@@ -108,6 +115,10 @@ extension PatientVault {
             try share.grant.verify(patient: account.certificate, adminKey: adminKey)
             guard share.grant.patientID == me, share.grant.category == category else { throw TrustError.mismatch(what: "share", field: "parties") }
         } catch { throw ClientError.integrity("the server lists a share of \(category) that this patient did not sign") }
+        // The server's names are labels: the request the patient signed must name the doctor asked for.
+        guard share.grant.memberID == (try await memberID(of: name, share: share, ledger: ledger)) else {
+            throw ClientError.integrity("the share the server lists as one with \(username) names another doctor; nothing was revoked")
+        }
         let at = now().unixMillis
         let revocation = ShareRevocation.make(shareID: share.shareID, request: share.grant, patient: account.identity, revokedAt: at)
         let ended: ShareInfo = try await transport.send(
@@ -119,8 +130,9 @@ extension PatientVault {
         guard ended.shareID == share.shareID, ended.state == .revoked || (share.state == .expired && ended.state == .expired) else {
             throw ClientError.integrity("the server did not confirm the revocation")
         }
+        let recorded = ledger?.members[share.shareID]
         var member =
-            known
+            recorded
             ?? LedgerMember(
                 shareID: share.shareID,
                 memberID: share.grant.memberID,
@@ -129,8 +141,9 @@ extension PatientVault {
                 expiresAt: share.grant.expiresAt,
                 changedAt: at
             )
-        // A request whose keys were never delivered needs no new epoch: the doctor holds nothing.
-        let heldKeys = member.status != .requested || !share.grant.isRequest
+        // No new epoch when the doctor holds nothing: a request whose keys were never delivered, or a member
+        // the tresor already rotated past (expired). A share missing from the ledger may hold keys.
+        let heldKeys = recorded.map { !$0.status.isFinal && ($0.status != .requested || !share.grant.isRequest) } ?? true
         member.status = .revoked
         member.changedAt = at
         if heldKeys {
@@ -140,6 +153,19 @@ extension PatientVault {
             try await reconcileTresors()
         }
         return ended
+    }
+
+    /// The user id of doctor `name`: from this tresor's ledger (the entry of `share`, which must carry that
+    /// name, or any entry of the name), else from the certified directory.
+    func memberID(of name: String, share: ShareInfo, ledger: TresorLedger?) async throws -> UUID {
+        if let recorded = ledger?.members[share.shareID] {
+            guard recorded.username == name else {
+                throw ClientError.integrity("the server lists the share with \(recorded.username) as one with \(name); nothing was revoked")
+            }
+            return recorded.memberID
+        }
+        if let entry = ledger?.members.values.first(where: { $0.username == name }) { return entry.memberID }
+        return try await directoryCertificate(username: name, role: .doctor).userID
     }
 
     /// Starts a new epoch of `category` (after a sync): records `ending` in the ledger, declares the epoch,

@@ -87,6 +87,14 @@ struct ThrowawayPostgres {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else is inherited: a cluster left running would otherwise hold the pipes through which
+        // Foundation's Process, in tests running meanwhile, learns that its children ended, and those
+        // tests would wait for as long as the cluster lives.
+        // (glibc >= 2.34 has posix_spawn_file_actions_addclosefrom_np; Swift's Glibc module does not show it.)
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        if let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") {
+            _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+        }
         let cArguments = argv.map { strdup($0) } + [nil]
         defer { for argument in cArguments { free(argument) } }
         var pid = pid_t()

@@ -29,7 +29,8 @@ struct PullPage: ResponseGenerator {
             b.writeString("}")
         }
         b.writeString("],\"done\":\(done),\"nextCursor\":\(nextCursor)")
-        if done {
+        // Only when there are some: the answer to an owner without commitments stays what older clients read.
+        if done, !commitments.isEmpty {
             b.writeString(",\"commitments\":[")
             for (i, c) in commitments.enumerated() {
                 if i > 0 { b.writeString(",") }

@@ -145,20 +145,18 @@ struct ServerStates {
             }
         }
         for (id, category) in tresors.sorted(by: { $0.value < $1.value }) {
-            let seen = commitments[id]
-            guard let c = byTresor[id] else {
-                if let seen { problems.append("the server no longer shows the state of \(category) (commitment \(seen.sequence) was seen before)") }
-                continue
+            let skip = skipping.contains(id) || uncommitted.contains(id)
+            if let problem = CommitmentJudge.problem(
+                byTresor[id],
+                seen: commitments[id],
+                copy: sets[id] ?? HeadSet(),
+                category: category,
+                checkSet: !skip
+            ) {
+                problems.append(problem)
+            } else if let c = byTresor[id] {
+                remember(c)
             }
-            if let seen, c.sequence < seen.sequence || (c.sequence == seen.sequence && c != seen) {
-                problems.append("the server shows an older state of \(category) (commitment \(c.sequence), after \(seen.sequence) was seen)")
-                continue
-            }
-            if !skipping.contains(id), !uncommitted.contains(id), !c.describes(sets[id] ?? HeadSet()) {
-                problems.append("the records of \(category) the server sent are not the set the patient committed to (commitment \(c.sequence))")
-                continue
-            }
-            remember(c)
         }
         return problems
     }
@@ -210,5 +208,27 @@ struct PageCommitments: Decodable {
         do { return try Transport.decoder.decode(PageCommitments.self, from: Data(bytes)).commitments ?? [] } catch {
             throw ClientError.integrity("the server's state commitments are not readable: \(ClientError.plainWords(error))")
         }
+    }
+}
+
+/// The one rule both readers (a patient's device, a doctor's cache) apply to a tresor's newest commitment
+/// once a pull is done (Docs/envelope-v1.md §3.4), after checking its signature and tresor.
+enum CommitmentJudge {
+    /// What is wrong with `shown` (nil when the server showed none) given the newest commitment the
+    /// reader accepted before (`seen`) and its own copy of the heads; nil when nothing is. Without
+    /// `checkSet` (the tresor holds quarantined records) only a rollback or a vanished commitment counts.
+    static func problem(_ shown: StateCommitment?, seen: StateCommitment?, copy: HeadSet, category: String, checkSet: Bool) -> String? {
+        guard let c = shown else {
+            // Data from before commitments existed is accepted until a first commitment is seen.
+            guard let seen else { return nil }
+            return "the server no longer shows the state of \(category) (commitment \(seen.sequence) was seen before)"
+        }
+        if let seen, c.sequence < seen.sequence || (c.sequence == seen.sequence && c != seen) {
+            return "the server shows an older state of \(category) (commitment \(c.sequence), after \(seen.sequence) was seen)"
+        }
+        if checkSet, !c.describes(copy) {
+            return "the records of \(category) the server sent are not the set the patient committed to (commitment \(c.sequence))"
+        }
+        return nil
     }
 }

@@ -60,15 +60,7 @@ final class DoctorCache: Sendable {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM share_state WHERE owner_id = ? AND tresor_id = ?", arguments: [owner, tresor]) else {
             return (HeadSet(), nil)
         }
-        guard let hash = try? LtHash(bytes: [UInt8](row["state"] as Data)),
-            let newest = LocalStore.timestamp(row["hlc_physical"], row["hlc_counter"], row["hlc_device"])
-        else { throw ClientError.localState("the local cache is damaged; remove it and view again") }
-        let set = HeadSet(
-            hash: hash,
-            live: UInt64(bitPattern: row["live"] as Int64),
-            deleted: UInt64(bitPattern: row["deleted"] as Int64),
-            newest: newest
-        )
+        guard let set = HeadSet(row: row) else { throw ClientError.localState("the local cache is damaged; remove it and view again") }
         let commitment = (row["commitment"] as Data?).flatMap { try? LocalStore.decoder.decode(StateCommitment.self, from: $0) }
         return (set, commitment)
     }
@@ -214,8 +206,8 @@ final class DoctorCache: Sendable {
                     INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, hlc_physical = excluded.hlc_physical,
-                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope,
-                        version_id = excluded.version_id
+                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted,
+                        envelope = excluded.envelope, version_id = excluded.version_id
                     """
             )
             let releaseSequence = try db.cachedStatement(sql: "DELETE FROM quarantine WHERE owner_id = ? AND sequence = ?")

@@ -53,15 +53,10 @@ struct ServerStates {
         var states = ServerStates()
         for row in try Row.fetchAll(tx.db, sql: "SELECT * FROM server_state") {
             guard let id = UUID(uuidString: row["tresor_id"]) else { continue }
-            guard let hash = try? LtHash(bytes: [UInt8](row["state"] as Data)),
-                let newest = LocalStore.timestamp(row["hlc_physical"], row["hlc_counter"], row["hlc_device"])
-            else { throw ClientError.localState("the local copy of the server's state is damaged; sign in again on this device") }
-            states.sets[id] = HeadSet(
-                hash: hash,
-                live: UInt64(bitPattern: row["live"] as Int64),
-                deleted: UInt64(bitPattern: row["deleted"] as Int64),
-                newest: newest
-            )
+            guard let set = HeadSet(row: row) else {
+                throw ClientError.localState("the local copy of the server's state is damaged; sign in again on this device")
+            }
+            states.sets[id] = set
             if let json = row["commitment"] as Data? { states.commitments[id] = try? LocalStore.decoder.decode(StateCommitment.self, from: json) }
             if (row["uncommitted"] as Int64? ?? 0) != 0 { states.uncommitted.insert(id) }
         }
@@ -159,6 +154,17 @@ struct ServerStates {
             }
         }
         return problems
+    }
+}
+
+extension HeadSet {
+    /// A set from a row of `state, live, deleted, hlc_physical, hlc_counter, hlc_device`, or nil when damaged.
+    init?(row: Row) {
+        guard let data = row["state"] as Data?, let hash = try? LtHash(bytes: [UInt8](data)),
+            let live = row["live"] as Int64?, let deleted = row["deleted"] as Int64?,
+            let newest = LocalStore.timestamp(row["hlc_physical"], row["hlc_counter"], row["hlc_device"])
+        else { return nil }
+        self.init(hash: hash, live: UInt64(bitPattern: live), deleted: UInt64(bitPattern: deleted), newest: newest)
     }
 }
 

@@ -7,7 +7,14 @@ import VaultCrypto
 /// A batch of envelopes to store.
 public struct PushRequest: Codable, Sendable {
     public var envelopes: [Envelope]
-    public init(envelopes: [Envelope]) { self.envelopes = envelopes }
+    /// The patient's commitment to each changed tresor's state after this batch (Docs/envelope-v1.md §3.4),
+    /// each at the stored sequence + 1; the server refuses the whole push (409) when one is stale. Absent
+    /// from older clients, whose pushes are still accepted.
+    public var commitments: [StateCommitment]?
+    public init(envelopes: [Envelope], commitments: [StateCommitment]? = nil) {
+        self.envelopes = envelopes
+        self.commitments = commitments
+    }
 }
 
 /// What happened to one pushed envelope.
@@ -59,9 +66,13 @@ public struct PullResponse: Codable, Sendable {
     public var nextCursor: UInt64
     /// True when there is nothing after `nextCursor` yet.
     public var done: Bool
-    public init(changes: [Change], nextCursor: UInt64, done: Bool) {
+    /// On the final page (`done`), the newest state commitment of each tresor the pull covers, read in
+    /// the same snapshot as the page (Docs/envelope-v1.md §3.4).
+    public var commitments: [StateCommitment]?
+    public init(changes: [Change], nextCursor: UInt64, done: Bool, commitments: [StateCommitment]? = nil) {
         self.changes = changes
         self.nextCursor = nextCursor
         self.done = done
+        self.commitments = commitments
     }
 }

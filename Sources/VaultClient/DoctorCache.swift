@@ -29,6 +29,93 @@ final class DoctorCache: Sendable {
         )
         try Self.quarantineTable.migrate(queue)
         try Self.revokedTable.migrate(queue)
+        try Self.commitmentTables.migrate(queue)
+    }
+
+    /// Added after the first schema (Docs/envelope-v1.md §3.4): the version id of each cached head, and per
+    /// share the LtHash state of the cached heads with their counts and newest HLC, and the newest state
+    /// commitment accepted. A cache from before has no such state, so the migration forgets the cursors:
+    /// the next view pulls every head again, once, and builds it.
+    static let commitmentTables = DatabaseMigrator.later(
+        "v4-doctor-commitments",
+        sql: """
+            ALTER TABLE shared_records ADD COLUMN version_id TEXT;
+            CREATE TABLE share_state (
+                owner_id TEXT NOT NULL,
+                tresor_id TEXT NOT NULL,
+                state BLOB NOT NULL,
+                live INTEGER NOT NULL,
+                deleted INTEGER NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                commitment BLOB,
+                PRIMARY KEY (owner_id, tresor_id));
+            DELETE FROM cursors;
+            """
+    )
+
+    /// The heads' set of one share and the newest commitment accepted of it.
+    private static func shareState(_ db: Database, owner: String, tresor: String) throws -> (HeadSet, StateCommitment?) {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM share_state WHERE owner_id = ? AND tresor_id = ?", arguments: [owner, tresor]) else {
+            return (HeadSet(), nil)
+        }
+        guard let set = HeadSet(row: row) else { throw ClientError.localState("the local cache is damaged; remove it and view again") }
+        let commitment = (row["commitment"] as Data?).flatMap { try? LocalStore.decoder.decode(StateCommitment.self, from: $0) }
+        return (set, commitment)
+    }
+
+    private static func saveShareState(_ db: Database, owner: String, tresor: String, _ set: HeadSet, _ commitment: StateCommitment?) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO share_state (owner_id, tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (owner_id, tresor_id) DO UPDATE SET state = excluded.state, live = excluded.live, deleted = excluded.deleted,
+                    hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
+                    commitment = excluded.commitment
+                """,
+            arguments: [
+                owner, tresor, Data(set.hash.bytes), Int64(bitPattern: set.live), Int64(bitPattern: set.deleted),
+                Int64(clamping: set.newest.physicalMs), Int64(set.newest.counter), set.newest.deviceID,
+                try commitment.map { try LocalStore.encoder.encode($0) },
+            ]
+        )
+    }
+
+    /// Checks the newest commitment the server showed of a share once its pull is done (Docs/envelope-v1.md
+    /// §3.4): the patient's signature, the tresor and category, no rollback, and, unless the share holds
+    /// quarantined records, that it describes exactly the cached heads. Remembers it when it holds; returns
+    /// what is wrong in plain words, or nil.
+    func check(_ shown: [StateCommitment], patient: Certificate, tresor: UUID, category: String, quarantined: Bool) async throws -> String? {
+        let owner = patient.userID.uuidString
+        let tresorID = tresor.uuidString
+        return try await queue.write { db in
+            let (set, seen) = try Self.shareState(db, owner: owner, tresor: tresorID)
+            guard shown.count <= 1 else { return "the server shows two state commitments of \(category)" }
+            if let c = shown.first {
+                do { try c.verify(patient: patient, tresorID: tresor, category: category) } catch {
+                    return "the state commitment of \(category) does not verify: \(error)"
+                }
+            }
+            if let problem = CommitmentJudge.problem(shown.first, seen: seen, copy: set, category: category, checkSet: !quarantined) {
+                return problem
+            }
+            if let c = shown.first { try Self.saveShareState(db, owner: owner, tresor: tresorID, set, c) }
+            return nil
+        }
+    }
+
+    /// The newest accepted commitment of each share of `owner`, by tresor.
+    func acceptedCommitments(owner: UUID) async throws -> [UUID: StateCommitment] {
+        try await queue.read { db in
+            var out: [UUID: StateCommitment] = [:]
+            let rows = try Row.fetchAll(db, sql: "SELECT tresor_id, commitment FROM share_state WHERE owner_id = ?", arguments: [owner.uuidString])
+            for row in rows {
+                guard let id = UUID(uuidString: row["tresor_id"]), let json = row["commitment"] as Data? else { continue }
+                out[id] = try? LocalStore.decoder.decode(StateCommitment.self, from: json)
+            }
+            return out
+        }
     }
 
     /// Shares the patient revoked in a statement this doctor verified (Docs/envelope-v1.md §3.3): never
@@ -111,15 +198,16 @@ final class DoctorCache: Sendable {
         try await queue.write { db in
             let readHead = try db.cachedStatement(
                 sql: """
-                    SELECT hlc_physical, hlc_counter, hlc_device FROM shared_records WHERE owner_id = ? AND record_id = ?
+                    SELECT hlc_physical, hlc_counter, hlc_device, version_id, deleted FROM shared_records WHERE owner_id = ? AND record_id = ?
                     """
             )
             let upsert = try db.cachedStatement(
                 sql: """
-                    INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, hlc_physical = excluded.hlc_physical,
-                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted, envelope = excluded.envelope
+                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted,
+                        envelope = excluded.envelope, version_id = excluded.version_id
                     """
             )
             let releaseSequence = try db.cachedStatement(sql: "DELETE FROM quarantine WHERE owner_id = ? AND sequence = ?")
@@ -137,24 +225,40 @@ final class DoctorCache: Sendable {
                 )
             }
             for sequence in release.compactMap({ Int64(exactly: $0) }) { try releaseSequence.execute(arguments: [ownerID, sequence]) }
+            let (before, seen) = try Self.shareState(db, owner: ownerID, tresor: tresorID)
+            var set = before
             for item in pulled {
                 guard case let .verified(entry) = item else {
                     if case let .failed(q) = item { try hold(q) }
                     continue
                 }
                 let h = entry.header
-                let held = try Row.fetchOne(readHead, arguments: [ownerID, h.recordID.hex]).flatMap { LocalStore.timestamp($0[0], $0[1], $0[2]) }
+                let row = try Row.fetchOne(readHead, arguments: [ownerID, h.recordID.hex])
+                let held = row.flatMap { LocalStore.timestamp($0[0], $0[1], $0[2]) }
                 if let held, h.timestamp < held {
                     try hold(QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed))
                     continue
                 }
+                let old = row.flatMap { r in
+                    (r[3] as String?).map { HeadSet.Head(versionID: $0, deleted: r[4] as Bool, timestamp: held ?? HeadSet.noTimestamp) }
+                }
+                do {
+                    try set.replace(
+                        recordID: h.recordID.hex,
+                        old: old,
+                        with: HeadSet.Head(versionID: entry.versionID, deleted: h.deleted, timestamp: h.timestamp)
+                    )
+                } catch {
+                    throw ClientError.integrity("the server sent a record with a malformed id")
+                }
                 try upsert.execute(arguments: [
                     ownerID, h.recordID.hex, tresorID, Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter),
-                    h.timestamp.deviceID, h.deleted, entry.json,
+                    h.timestamp.deviceID, h.deleted, entry.json, entry.versionID,
                 ])
                 if let sequence = Int64(exactly: entry.sequence) { try releaseSequence.execute(arguments: [ownerID, sequence]) }
                 try releaseRecord.execute(arguments: [ownerID, h.recordID.hex])
             }
+            if set != before { try Self.saveShareState(db, owner: ownerID, tresor: tresorID, set, seen) }
             guard let next else { return }
             try db.execute(
                 sql: """
@@ -183,5 +287,14 @@ final class DoctorCache: Sendable {
                 arguments: [owner.uuidString, tresor.uuidString]
             )
         }
+    }
+}
+
+extension DoctorReader {
+    /// How current this doctor's cached view of `patientID` is confirmed to be: the oldest time among the
+    /// patient's commitments the cache accepted, one per viewed share (nil before any was accepted). It is
+    /// what the last views checked, not a fresh check.
+    public func asOf(patientID: UUID) async throws -> UnixMillis? {
+        try await cache.acceptedCommitments(owner: patientID).values.map(\.committedAt).min()
     }
 }

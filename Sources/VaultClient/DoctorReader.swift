@@ -32,6 +32,18 @@ public struct PatientView: Sendable {
     public var awaitingKeys: [String] = []
     /// Records of the viewed categories that failed their integrity check and were not shown (Docs/design.md §5).
     public var quarantined: [QuarantinedRecord] = []
+    /// Per category, when the patient signed the state commitment the cached records were checked against
+    /// (Docs/envelope-v1.md §3.4): the view is complete and current as of then. Absent for a category
+    /// without a commitment yet (data from before commitments) or whose check failed.
+    public var asOf: [String: UnixMillis] = [:]
+    /// Why categories could not be confirmed complete and current: the records the server sent are not
+    /// the set the patient committed to, or it showed an older commitment than before.
+    public var incomplete: [String] = []
+
+    /// The message that says the view is not complete and current, or nil when every category checked out.
+    public var completenessMessage: String? {
+        incomplete.isEmpty ? nil : "what the server sent of \(patient.username) is not complete and current: " + incomplete.joined(separator: "; ")
+    }
 
     /// The message that names the records not shown and their reasons, or nil when every record verified.
     public var quarantineMessage: String? {
@@ -131,8 +143,11 @@ public actor DoctorReader {
     /// Pulls what changed since the last view into the cache, after fetching the share's quarantined
     /// records again. Every envelope is checked (signature, context and, under an epoch the doctor holds,
     /// decryption and payload) before it is stored; one that fails is quarantined and the rest goes on.
-    /// A page is stored with its cursor in one transaction.
-    func refresh(_ patient: Certificate, _ share: VerifiedShare, progress: (@Sendable (Int) -> Void)?) async throws -> Int {
+    /// A page is stored with its cursor in one transaction. Once the server says it sent every change, the
+    /// newest state commitment it showed is checked against the cached heads (Docs/envelope-v1.md §3.4);
+    /// returns how many changes were pulled and what is wrong with the share's state, if anything.
+    func refresh(_ patient: Certificate, _ share: VerifiedShare, progress: (@Sendable (Int) -> Void)?) async throws -> (pulled: Int, problem: String?)
+    {
         let owner = patient.userID
         let tresor = share.tresor.id
         let check = SharedRecordCheck(
@@ -142,10 +157,11 @@ public actor DoctorReader {
         )
         let auth = try self.auth
         let transport = self.transport
-        let fetch = { (since: UInt64) async throws -> PulledPage in
+        let fetchBytes = { (since: UInt64) async throws -> [UInt8] in
             let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(since)&limit=\(SyncPolicy.pullPage)"
-            return try PulledPage.parse(try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: auth), after: since)
+            return try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: auth)
         }
+        let fetch = { (since: UInt64) async throws -> PulledPage in try PulledPage.parse(try await fetchBytes(since), after: since) }
         var cursor = try await cache.cursor(owner: owner, tresor: tresor)
         let held = try await cache.quarantined(owner: owner, tresor: tresor)
         if !held.isEmpty {
@@ -154,13 +170,26 @@ public actor DoctorReader {
         }
         var pulled = 0
         while true {
-            let page = try await fetch(cursor)
+            let bytes = try await fetchBytes(cursor)
+            let page = try PulledPage.parse(bytes, after: cursor)
             let next = page.changes.last?.sequence ?? cursor
             try await cache.store(try await check.run(page.changes), release: [], owner: owner, tresor: tresor, cursor: next)
             pulled += page.changes.count
             progress?(pulled)
             cursor = next
-            if page.done || page.changes.isEmpty { return pulled }
+            if page.done {
+                let quarantined = !(try await cache.quarantined(owner: owner, tresor: tresor)).isEmpty
+                let problem = try await cache.check(
+                    try PageCommitments.parse(bytes),
+                    patient: patient,
+                    tresor: tresor,
+                    category: share.share.category,
+                    quarantined: quarantined
+                )
+                return (pulled, problem)
+            }
+            // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
+            if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
         }
     }
 
@@ -173,8 +202,12 @@ public actor DoctorReader {
         }
         var view = PatientView(patient: cert, categories: chosen.map(\.share.category).sorted(), activities: [], outcomes: [], unreadable: 0)
         view.awaitingKeys = chosen.filter(\.awaitingKeys).map(\.share.category).sorted()
+        var unconfirmed = Set<String>()
         for share in chosen {
-            _ = try await refresh(cert, share, progress: progress)
+            if let problem = try await refresh(cert, share, progress: progress).problem {
+                view.incomplete.append(problem)
+                unconfirmed.insert(share.share.category)
+            }
             view.quarantined += try await cache.quarantined(owner: cert.userID, tresor: share.tresor.id)
             let stored = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id)
             let context = EnvelopeContext(ownerID: cert.userID, tresorID: share.tresor.id, category: share.share.category)
@@ -197,6 +230,10 @@ public actor DoctorReader {
                 case .some(nil): break
                 }
             }
+        }
+        let accepted = try await cache.acceptedCommitments(owner: cert.userID)
+        for share in chosen where !unconfirmed.contains(share.share.category) {
+            if let c = accepted[share.tresor.id] { view.asOf[share.share.category] = c.committedAt }
         }
         view.activities.sort { $0.id < $1.id }
         view.outcomes.sort { ($0.activityID, $0.occurrence) < ($1.activityID, $1.occurrence) }

@@ -79,6 +79,7 @@ final class LocalStore: Sendable {
         )
         try Self.quarantineTable.migrate(queue)
         try Self.ledgerTable.migrate(queue)
+        try Self.commitmentTables.migrate(queue)
     }
 
     /// Records from the server kept aside (Docs/design.md §5), added after the first schema: one row per
@@ -370,4 +371,6 @@ public enum SyncPolicy {
     public static let pushBatch = 500
     /// Changes per pull page.
     public static let pullPage = 1_000
+    /// How often a push refused because another device committed first is pulled, recomputed and sent again.
+    public static let staleCommitmentRetries = 4
 }

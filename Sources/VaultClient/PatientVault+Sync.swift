@@ -62,66 +62,136 @@ extension PatientVault {
         return summary
     }
 
-    /// Pushes the outbox in batches, two in flight: while the server verifies and stores one batch, this
-    /// device reads the next and acknowledges the previous, so both sides work at once. The batches hold
-    /// different records (one outbox entry per record), so their order at the server does not matter;
-    /// each batch is acknowledged in its own transaction, and an interrupted push leaves the unacknowledged
-    /// batches queued (the server answers a repeat as a duplicate).
+    /// Pushes the outbox in batches, one at a time, each with the patient's commitment to every tresor it
+    /// changes (Docs/envelope-v1.md §3.4): the state after the batch is known only once the batch before
+    /// it is acknowledged, and commitments of one tresor must reach the server in order. Each batch is
+    /// acknowledged in its own transaction, and an interrupted push leaves the unacknowledged batches
+    /// queued (the server answers a repeat as a duplicate). When another device committed first, the
+    /// server refuses the batch as stale: this device pulls, recomputes and pushes again, a few times.
     func push(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
-        let total = try store.outboxCount()
-        var done = 0
-        var position: Int64 = 0
-        var inFlight: (batch: [OutboxItem], answer: Task<PushResponse, any Error>)?
-        defer { inFlight?.answer.cancel() }
-        let auth = try self.auth
+        var attempts = 0
         while true {
-            let batch = try store.outbox(after: position, limit: SyncPolicy.pushBatch)
-            var next: (batch: [OutboxItem], answer: Task<PushResponse, any Error>)?
-            if let last = batch.last {
-                position = last.position
-                let body = Self.pushBody(batch)
-                let transport = self.transport
-                next = (batch, Task { try await transport.send(.POST, Routes.records, json: body, auth: auth) })
-            }
-            if let (previous, answer) = inFlight {
-                inFlight = nil
-                let response: PushResponse
-                do { response = try await answer.value } catch {
-                    next?.answer.cancel()
-                    throw error
+            do {
+                try await pushOutbox(&summary, progress: progress)
+                return
+            } catch ClientError.conflict(let message) {
+                attempts += 1
+                guard attempts <= SyncPolicy.staleCommitmentRetries else {
+                    throw ClientError.temporary("other devices keep changing the same records (\(message)); sync again")
                 }
-                guard response.results.count == previous.count else {
-                    throw ClientError.integrity("the server answered a push with the wrong number of results")
-                }
-                let rejected = try acknowledge(previous, response.results)
-                summary.pushed += response.results.filter { $0.status == .stored }.count
-                summary.duplicates += response.results.filter { $0.status == .duplicate }.count
-                summary.rejected += rejected
-                done += previous.count
-                progress?(SyncProgress(phase: .push, done: done, total: max(total, done)))
+                try await pull(&summary, progress: progress)
             }
-            guard let next else { return }
-            inFlight = next
         }
     }
 
-    /// A push request made of the envelopes' stored JSON: `{"envelopes":[…]}`.
-    static func pushBody(_ batch: [OutboxItem]) -> [UInt8] {
+    private func pushOutbox(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
+        let total = try store.outboxCount()
+        var done = 0
+        var position: Int64 = 0
+        var recommit = try store.serverStates().uncommitted
+        while true {
+            let batch = try store.outbox(after: position, limit: SyncPolicy.pushBatch)
+            guard let last = batch.last else { break }
+            position = last.position
+            let plan = try commitmentPlan(batch)
+            let response: PushResponse = try await transport.send(
+                .POST,
+                Routes.records,
+                json: Self.pushBody(batch, commitments: plan.map(\.commitment)),
+                auth: try auth
+            )
+            guard response.results.count == batch.count else {
+                throw ClientError.integrity("the server answered a push with the wrong number of results")
+            }
+            let (rejected, stale) = try acknowledge(batch, response.results, plan: plan)
+            recommit.formUnion(stale)
+            summary.pushed += response.results.filter { $0.status == .stored }.count
+            summary.duplicates += response.results.filter { $0.status == .duplicate }.count
+            summary.rejected += rejected
+            done += batch.count
+            progress?(SyncProgress(phase: .push, done: done, total: max(total, done)))
+        }
+        // A version the server refused or did not make the head left its committed state different from
+        // the one signed: commit again to what it holds.
+        let plan = try commitmentPlan([], tresors: recommit)
+        guard !plan.isEmpty else { return }
+        let _: PushResponse = try await transport.send(
+            .POST,
+            Routes.records,
+            json: Self.pushBody([], commitments: plan.map(\.commitment)),
+            auth: try auth
+        )
+        _ = try acknowledge([], [], plan: plan)
+    }
+
+    /// The commitment to each tresor `batch` changes (and to each of `tresors`), signed over the state the
+    /// server will hold once it stores the batch: this device's copy of the server's heads with each pushed
+    /// version in place of its record's head, at the sequence after the newest commitment seen. None while
+    /// records are quarantined: this device's copy then lacks their heads.
+    func commitmentPlan(_ batch: [OutboxItem], tresors: Set<UUID> = []) throws -> [PlannedCommitment] {
+        try store.write { tx in
+            guard !(try tx.holdsQuarantine()) else { return [] }
+            var states = try ServerStates.load(tx)
+            var categories: [UUID: String] = [:]
+            for t in tresors { categories[t] = keyring.tresors.values.first { $0.id == t }?.category }
+            for item in batch {
+                let h = item.envelope.header
+                let head = HeadSet.Head(versionID: item.versionID, deleted: h.deleted, timestamp: h.timestamp)
+                do {
+                    try states.sets[h.tresorID, default: HeadSet()].replace(
+                        recordID: h.recordID.hex,
+                        old: try tx.serverHead(h.recordID.hex),
+                        with: head
+                    )
+                } catch {
+                    throw ClientError.localState("a record id or version id on this device is damaged")
+                }
+                categories[h.tresorID] = h.category
+            }
+            let now = self.now().unixMillis
+            return try categories.sorted { $0.value < $1.value }.map { id, category in
+                let state = states.sets[id] ?? HeadSet()
+                let commitment = StateCommitment.make(
+                    patient: account.identity,
+                    tresorID: id,
+                    category: category,
+                    sequence: (states.commitments[id]?.sequence ?? 0) &+ 1,
+                    state: state,
+                    topEpoch: keyring[category]?.currentEpoch ?? 0,
+                    tresorVersion: try tx.marks(category: category)?.seenVersion ?? 0,
+                    committedAt: now
+                )
+                return PlannedCommitment(commitment: commitment, state: state)
+            }
+        }
+    }
+
+    /// A push request made of the envelopes' stored JSON: `{"envelopes":[…],"commitments":[…]}`.
+    static func pushBody(_ batch: [OutboxItem], commitments: [StateCommitment] = []) throws -> [UInt8] {
         var body: [UInt8] = []
-        body.reserveCapacity(batch.reduce(32) { $0 + $1.json.count + 1 })
+        body.reserveCapacity(batch.reduce(64 + commitments.count * 600) { $0 + $1.json.count + 1 })
         body.append(contentsOf: #"{"envelopes":["#.utf8)
         for (i, item) in batch.enumerated() {
             if i > 0 { body.append(UInt8(ascii: ",")) }
             body.append(contentsOf: item.json)
         }
-        body.append(contentsOf: "]}".utf8)
+        body.append(contentsOf: "]".utf8)
+        if !commitments.isEmpty {
+            body.append(contentsOf: #","commitments":"#.utf8)
+            body.append(contentsOf: try LocalStore.encoder.encode(commitments))
+        }
+        body.append(contentsOf: "}".utf8)
         return body
     }
 
-    /// Removes acknowledged versions from the outbox and records refused ones, in one transaction.
-    func acknowledge(_ batch: [OutboxItem], _ results: [PushResult]) throws -> [String] {
+    /// Removes acknowledged versions from the outbox and records refused ones, notes the versions that
+    /// became the server's heads and remembers the commitments the server stored with them, in one
+    /// transaction. Returns the refusals, and the tresors whose committed state is not what the server now
+    /// holds (a version was refused, or another head won).
+    func acknowledge(_ batch: [OutboxItem], _ results: [PushResult], plan: [PlannedCommitment] = []) throws -> ([String], Set<UUID>) {
         try store.write { tx in
             var rejected: [String] = []
+            var states = try ServerStates.load(tx)
             for (item, result) in zip(batch, results) {
                 guard result.versionID == item.versionID else {
                     throw ClientError.integrity("the server acknowledged a version that was not sent")
@@ -129,27 +199,68 @@ extension PatientVault {
                 switch result.status {
                 case .stored, .duplicate:
                     try tx.acknowledge(item)
+                    // A duplicate is taken as the head, as the commitment took it: it was this device's
+                    // newest version of the record, and a newer head from elsewhere would have come with a
+                    // newer commitment that made this push stale.
+                    if result.status == .duplicate || result.sequence != nil { try states.note(item.envelope, versionID: item.versionID, tx) }
                 case .rejected:
                     let reason = "\(result.code?.rawValue ?? "rejected"): \(result.reason ?? "no reason given")"
                     try tx.reject(item, reason: reason, at: Date().unixMillis)
                     rejected.append(reason)
                 }
             }
-            return rejected
+            var stale = Set<UUID>()
+            for p in plan {
+                states.remember(p.commitment)
+                let matches = states.sets[p.commitment.tresorID] ?? HeadSet() == p.state
+                if !matches { stale.insert(p.commitment.tresorID) }
+                states.setUncommitted(p.commitment.tresorID, !matches)
+            }
+            let committed = Set(plan.map(\.commitment.tresorID))
+            for (item, result) in zip(batch, results) where result.status != .rejected && !committed.contains(item.envelope.header.tresorID) {
+                states.setUncommitted(item.envelope.header.tresorID, true)
+            }
+            try states.save(tx)
+            return (rejected, stale)
         }
     }
 
+    /// Pulls pages until the server says it sent everything, then checks the newest state commitments
+    /// that final page carried against this device's copy of the server's heads (Docs/envelope-v1.md §3.4).
     func pull(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
         var cursor = try store.cursor()
         while true {
             let query = "?since=\(cursor)&limit=\(SyncPolicy.pullPage)"
-            let page = try PulledPage.parse(try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: try auth), after: cursor)
+            let bytes = try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: try auth)
+            let page = try PulledPage.parse(bytes, after: cursor)
             summary.conflictsResolved += try apply(page.changes, release: [], cursor: page.changes.last?.sequence ?? cursor)
             summary.pulled += page.changes.count
             progress?(SyncProgress(phase: .pull, done: summary.pulled, total: nil))
-            if page.changes.isEmpty || page.done { return }
+            if page.done { return try checkCommitments(PageCommitments.parse(bytes)) }
+            // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
+            if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
             cursor = page.nextCursor
         }
+    }
+
+    /// Checks the server's newest commitments, remembers those that hold, and throws an integrity failure
+    /// naming every tresor whose records are not the set the patient committed to.
+    func checkCommitments(_ shown: [StateCommitment]) throws {
+        var tresors = Dictionary(keyring.tresors.values.map { ($0.id, $0.category) }) { a, _ in a }
+        // A tresor of this patient's the device has no keys for yet is still this patient's: its id is derived.
+        for c in shown where Tresor.id(ownerID: me, category: c.category) == c.tresorID { tresors[c.tresorID] = c.category }
+        let problems = try store.write { tx in
+            var states = try ServerStates.load(tx)
+            let problems = states.check(
+                shown,
+                patient: account.certificate,
+                tresors: tresors,
+                skipping: try tx.quarantinedTresors(among: Set(tresors.keys))
+            )
+            try states.save(tx)
+            return problems
+        }
+        guard problems.isEmpty else { throw ClientError.integrity(problems.joined(separator: "; ")) }
     }
 
     /// Verifies and applies pulled changes, quarantines those that fail their own checks, releases the
@@ -165,12 +276,15 @@ extension PatientVault {
         )
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             var resolved = 0
+            var states = try ServerStates.load(tx)
             for sequence in release { try tx.release(sequence: sequence) }
             var anyHeld = try tx.holdsQuarantine()
             for change in changes {
                 do {
                     guard let env = change.envelope else { throw QuarantineError(reason: .malformed) }
                     if try pulled.apply(env, tx, &clock) { resolved += 1 }
+                    // Applied or kept local, it is the server's head of its record now.
+                    try states.note(env, tx)
                     // A verified version heals its record: older quarantined versions of it are superseded.
                     if anyHeld { try tx.release(sequence: change.sequence, recordID: env.header.recordID.hex) }
                 } catch let failure as QuarantineError {
@@ -183,6 +297,7 @@ extension PatientVault {
                 }
             }
             if let cursor { try tx.setCursor(cursor) }
+            try states.save(tx)
             return resolved
         }
     }

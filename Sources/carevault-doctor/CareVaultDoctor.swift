@@ -52,10 +52,20 @@ struct PatientSelection: ParsableArguments {
     }
 }
 
-/// Ends a command that showed what verified with exit status 65 when some records did not.
+/// Ends a command that showed what verified with exit status 65 when some records did not, or when the
+/// server's records are not the complete, current set the patient committed to (Docs/envelope-v1.md §3.4).
 func failIfQuarantined(_ view: PatientView) throws {
-    guard let message = view.quarantineMessage else { return }
-    throw CLIError(message, hint: "everything else was shown; every view fetches these records again", status: .integrity)
+    if let message = view.quarantineMessage {
+        throw CLIError(message, hint: "everything else was shown; every view fetches these records again", status: .integrity)
+    }
+    if let message = view.completenessMessage {
+        throw CLIError(message, hint: "what was shown may be out of date or have records missing; do not rely on it", status: .integrity)
+    }
+}
+
+/// "as of" per category, from the patient's commitments the view was checked against.
+func asOfText(_ asOf: [String: UnixMillis]) -> String {
+    asOf.sorted { $0.key < $1.key }.map { "\($0.key) as of \(Output.date(millis: $0.value))" }.joined(separator: ", ")
 }
 
 struct Range: ParsableArguments {
@@ -81,10 +91,14 @@ struct Patients: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "My Patients: everyone with an active share naming you.")
     @OptionGroup var options: GlobalOptions
     func run() async throws {
-        let list = try await openReader(options).patients()
-        let headers = ["PATIENT", "CATEGORIES", "LAST CHANGE"]
+        let reader = try openReader(options)
+        var list: [ListedPatient] = []
+        for p in try await reader.patients() { list.append(ListedPatient(summary: p, asOf: try await reader.asOf(patientID: p.patientID))) }
+        let headers = ["PATIENT", "CATEGORIES", "LAST CHANGE", "AS OF"]
         try await Output.show(list, json: options.json, headers: headers, empty: "no patients share data with you yet") {
-            list.map { [$0.username, $0.categories.joined(separator: ", "), Output.date(millis: $0.lastChange)] }
+            list.map { p in
+                [p.username, p.categories.joined(separator: ", "), Output.date(millis: p.lastChange), p.asOf.map { Output.date(millis: $0) } ?? "-"]
+            }
         }
     }
 }
@@ -111,6 +125,8 @@ struct Show: AsyncParsableCommand {
             return
         }
         Output.line("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))")
+        if !view.asOf.isEmpty { Output.line(asOfText(view.asOf)) }
+        if view.completenessMessage != nil { Output.note("NOT confirmed complete and current: see the error below") }
         print("")
         Output.table(
             ["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"],
@@ -131,6 +147,24 @@ struct Show: AsyncParsableCommand {
     }
 }
 
+/// One row of `patients`: the server's summary, and the time of the patient's state commitments this
+/// device's cache last checked its views against ("as of"; none before a view with a commitment).
+struct ListedPatient: Encodable {
+    var patientID: UUID
+    var username: String
+    var categories: [String]
+    var lastChange: UnixMillis
+    var asOf: UnixMillis?
+
+    init(summary: PatientSummary, asOf: UnixMillis?) {
+        patientID = summary.patientID
+        username = summary.username
+        categories = summary.categories
+        lastChange = summary.lastChange
+        self.asOf = asOf
+    }
+}
+
 /// What `show --json` and `export --format json` print: the view, with the outcomes the command kept.
 struct ShownPatient: Encodable {
     var patient: String
@@ -139,6 +173,10 @@ struct ShownPatient: Encodable {
     var outcomes: [Outcome]
     var unreadable: Int
     var awaitingKeys: [String]
+    /// Per category, when the patient signed the state the view was checked against (Unix ms).
+    var asOf: [String: UnixMillis]
+    /// Whether every category was confirmed complete and current.
+    var complete: Bool
 
     init(_ patient: String, view: PatientView, outcomes: [Outcome]) {
         self.patient = patient
@@ -147,6 +185,8 @@ struct ShownPatient: Encodable {
         self.outcomes = outcomes
         unreadable = view.unreadable
         awaitingKeys = view.awaitingKeys
+        asOf = view.asOf
+        complete = view.incomplete.isEmpty
     }
 }
 

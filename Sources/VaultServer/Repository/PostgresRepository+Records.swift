@@ -16,8 +16,8 @@ extension PostgresRepository {
         }
     }
 
-    public func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome] {
-        guard !versions.isEmpty else { return [] }
+    public func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
+        guard !versions.isEmpty || !commitments.isEmpty else { return [] }
         let now = Date().unixMillis
         return try await transaction { conn in
             let logger = self.logger
@@ -29,6 +29,9 @@ extension PostgresRepository {
             let locked = try await conn.query("SELECT last_sequence FROM owner_sequences WHERE owner_id = \(ownerID) FOR UPDATE", logger: logger)
             for try await v in locked.decode(Int64.self) { last = v }
             let start = last
+            // Under the owner's lock, so two pushes to one tresor are serialised; a stale one throws and rolls back.
+            try await self.replaceCommitments(conn, owner: ownerID, commitments, now: now)
+            guard !versions.isEmpty else { return [] }
 
             // One round trip inserts the whole batch; RETURNING tells which ids were new.
             var inserted = Set<String>()
@@ -117,6 +120,69 @@ extension PostgresRepository {
             WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
             """
         )
+    }
+
+    public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> (changes: [ChangeRow], commitments: [CommitmentRow]) {
+        // REPEATABLE READ: one snapshot for both queries, so the commitments describe exactly the heads the page saw.
+        try await transaction { conn in
+            try await conn.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: self.logger)
+            let after = Int64(bitPattern: since)
+            let changes: [ChangeRow]
+            let commitments: [CommitmentRow]
+            if let tresorID {
+                changes = try await self.all(
+                    ChangeRow.self,
+                    """
+                    SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
+                    WHERE h.owner_id = \(ownerID) AND h.tresor_id = \(tresorID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
+                    """,
+                    on: conn
+                )
+                guard changes.count < limit else { return (changes, []) }
+                commitments = try await self.all(
+                    CommitmentRow.self,
+                    "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)",
+                    on: conn
+                )
+            } else {
+                changes = try await self.all(
+                    ChangeRow.self,
+                    """
+                    SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
+                    WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
+                    """,
+                    on: conn
+                )
+                guard changes.count < limit else { return (changes, []) }
+                commitments = try await self.all(
+                    CommitmentRow.self,
+                    "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) ORDER BY tresor_id",
+                    on: conn
+                )
+            }
+            return (changes, commitments)
+        }
+    }
+
+    /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
+    /// replaces it, inside the caller's transaction; throws `.conflict` at the first stale one.
+    func replaceCommitments(_ conn: PostgresConnection, owner: UUID, _ commitments: [CommitmentRow], now: UnixMillis) async throws {
+        for c in commitments {
+            var stored: Int64?
+            for try await s in try await conn.query(
+                "SELECT sequence FROM tresor_commitments WHERE tresor_id = \(c.tresorID)",
+                logger: logger
+            ).decode(Int64.self) { stored = s }
+            if let stored, UInt64(bitPattern: stored) &+ 1 != c.sequence { throw CommitmentRow.stale(c, stored: UInt64(bitPattern: stored)) }
+            try await conn.query(
+                """
+                INSERT INTO tresor_commitments (tresor_id, owner_id, sequence, statement, updated_at)
+                VALUES (\(c.tresorID), \(owner), \(Int64(bitPattern: c.sequence)), \(ByteBuffer(bytes: c.json)), \(now))
+                ON CONFLICT (tresor_id) DO UPDATE SET sequence = excluded.sequence, statement = excluded.statement, updated_at = excluded.updated_at
+                """,
+                logger: logger
+            )
+        }
     }
 
     public func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis? {

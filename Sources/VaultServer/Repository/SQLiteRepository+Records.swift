@@ -4,10 +4,12 @@ import VaultCore
 
 /// Append-only versions, last-writer-wins heads and per-owner change sequences (Docs/design.md §5).
 extension SQLiteRepository {
-    public func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome] {
+    public func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
         let owner = Self.id(ownerID)
         let now = Date().unixMillis
         return try await pool.write { db in
+            // First, so a stale commitment refuses the push before anything of it is written (the throw rolls back).
+            try Self.replaceCommitments(db, owner: owner, commitments, now: now)
             var last = try Int64.fetchOne(db, sql: "SELECT last_sequence FROM owner_sequences WHERE owner_id = ?", arguments: [owner]) ?? 0
             let start = last
             let insertVersion = try db.cachedStatement(
@@ -67,17 +69,52 @@ extension SQLiteRepository {
     }
 
     public func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow] {
+        try await pool.read { db in try Self.changes(db, ownerID: ownerID, tresorID: tresorID, since: since, limit: limit) }
+    }
+
+    static func changes(_ db: Database, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) throws -> [ChangeRow] {
+        let sql = """
+            SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
+            WHERE h.owner_id = ? \(tresorID == nil ? "" : "AND h.tresor_id = ?") AND h.sequence > ? ORDER BY h.sequence LIMIT ?
+            """
+        var args: [(any DatabaseValueConvertible)?] = [Self.id(ownerID)]
+        if let tresorID { args.append(Self.id(tresorID)) }
+        args.append(Int64(bitPattern: since))
+        args.append(limit)
+        let statement = try db.cachedStatement(sql: sql)
+        return try Row.fetchAll(statement, arguments: StatementArguments(args)).map { try ChangeRow(stored: $0) }
+    }
+
+    public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> (changes: [ChangeRow], commitments: [CommitmentRow]) {
+        // One read transaction: a WAL snapshot, so the commitments describe exactly the heads the page saw.
         try await pool.read { db in
-            let sql = """
-                SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
-                WHERE h.owner_id = ? \(tresorID == nil ? "" : "AND h.tresor_id = ?") AND h.sequence > ? ORDER BY h.sequence LIMIT ?
-                """
-            var args: [(any DatabaseValueConvertible)?] = [Self.id(ownerID)]
-            if let tresorID { args.append(Self.id(tresorID)) }
-            args.append(Int64(bitPattern: since))
-            args.append(limit)
-            let statement = try db.cachedStatement(sql: sql)
-            return try Row.fetchAll(statement, arguments: StatementArguments(args)).map { try ChangeRow(stored: $0) }
+            let changes = try Self.changes(db, ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
+            guard changes.count < limit else { return (changes, []) }
+            var sql = "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = ?"
+            var args: [any DatabaseValueConvertible] = [Self.id(ownerID)]
+            if let tresorID {
+                sql += " AND tresor_id = ?"
+                args.append(Self.id(tresorID))
+            }
+            return (changes, try Self.all(CommitmentRow.self, db, sql + " ORDER BY tresor_id", StatementArguments(args)))
+        }
+    }
+
+    /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
+    /// replaces it, inside the caller's transaction; throws `.conflict` at the first stale one.
+    static func replaceCommitments(_ db: Database, owner: String, _ commitments: [CommitmentRow], now: UnixMillis) throws {
+        for c in commitments {
+            let tresor = id(c.tresorID)
+            let stored = try Int64.fetchOne(db, sql: "SELECT sequence FROM tresor_commitments WHERE tresor_id = ?", arguments: [tresor])
+            if let stored, UInt64(bitPattern: stored) &+ 1 != c.sequence { throw CommitmentRow.stale(c, stored: UInt64(bitPattern: stored)) }
+            try db.execute(
+                sql: """
+                    INSERT INTO tresor_commitments (tresor_id, owner_id, sequence, statement, updated_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (tresor_id) DO UPDATE SET sequence = excluded.sequence, statement = excluded.statement,
+                        updated_at = excluded.updated_at
+                    """,
+                arguments: [tresor, owner, Int64(bitPattern: c.sequence), Data(c.json), now]
+            )
         }
     }
 

@@ -21,6 +21,8 @@ enum Schema {
                 id: "v3-share-revocations",
                 statements: ["ALTER TABLE shares ADD COLUMN revocation_json \(dialect.text)", Schema.dropPendingRequestsWithKeys]
             ),
+            // The patient's newest signed state commitment per tresor (Docs/envelope-v1.md §3.4).
+            Migration(id: "v4-state-commitments", statements: v4StateCommitments(dialect)),
         ]
     }
 
@@ -139,6 +141,22 @@ enum Schema {
                 [.init(trigger: "audit_checkpoints_append_only", table: "audit_checkpoints", message: "audit checkpoints are append-only")],
                 defineFunction: false
             )
+    }
+
+    /// One row per tresor: the newest commitment, replaced (never appended) by its successor, whose
+    /// sequence is one more. `statement` is the commitment's JSON as pushed.
+    static func v4StateCommitments(_ t: SchemaDialect) -> [String] {
+        statements(
+            """
+            CREATE TABLE tresor_commitments (
+                tresor_id \(t.uuid) PRIMARY KEY REFERENCES tresors(id),
+                owner_id \(t.uuid) NOT NULL REFERENCES users(id),
+                sequence \(t.int64) NOT NULL,
+                statement \(t.bytes) NOT NULL,
+                updated_at \(t.int64) NOT NULL);
+            CREATE INDEX tresor_commitments_owner ON tresor_commitments (owner_id);
+            """
+        )
     }
 
     /// Splits SQL into statements at semicolons that end a line.

@@ -102,6 +102,35 @@ public struct ChangeRow: Sendable {
     public var envelopeJSON: [UInt8]
 }
 
+/// A tresor's newest state commitment as stored (Docs/envelope-v1.md §3.4): its sequence, and the
+/// statement's JSON as the patient pushed it (checked by the service before it is stored).
+public struct CommitmentRow: Sendable, Equatable {
+    public var tresorID: UUID
+    public var sequence: UInt64
+    public var json: [UInt8]
+    public init(tresorID: UUID, sequence: UInt64, json: [UInt8]) {
+        self.tresorID = tresorID
+        self.sequence = sequence
+        self.json = json
+    }
+
+    /// The refusal of a commitment that does not follow the stored one: the whole push is refused.
+    static func stale(_ c: CommitmentRow, stored: UInt64) -> RepositoryError {
+        .conflict(
+            "the state commitment of tresor \(c.tresorID.uuidString.lowercased()) is stale: sequence \(c.sequence) was sent, "
+                + "the server holds \(stored); pull, recompute and commit sequence \(stored + 1)"
+        )
+    }
+}
+
+extension CommitmentRow: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        tresorID = try r.uuid("tresor_id")
+        sequence = UInt64(bitPattern: try r.int64("sequence"))
+        json = try r.bytes("statement")
+    }
+}
+
 /// Something to write to the audit log, in the same transaction as the change it records.
 public struct AuditEvent: Sendable, Equatable {
     public var actor: String
@@ -264,6 +293,13 @@ public protocol VaultRepository: Sendable {
     /// number of the owner's change sequence. Writers of one owner are serialised so that a reader's
     /// cursor can never pass a sequence number that is not yet committed.
     func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome]
+    /// `storeVersions`, and in the same transaction each tresor's newest state commitment replaced by
+    /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is
+    /// stored); otherwise nothing is stored and this throws `.conflict` naming the stale commitment.
+    func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome]
+    /// Like `changes`, and on a final page (fewer than `limit` changes) the newest commitments of the
+    /// tresors it covers (all of the owner's, or `tresorID`'s), read in the same snapshot as the changes.
+    func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> (changes: [ChangeRow], commitments: [CommitmentRow])
 
     /// Heads changed after `since`, in sequence order, at most `limit`; only `tresorID`'s when given.
     func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow]
@@ -296,6 +332,11 @@ public protocol VaultRepository: Sendable {
 }
 
 extension VaultRepository {
+    /// Versions without commitments, as older clients push them.
+    public func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome] {
+        try await storeVersions(ownerID: ownerID, versions, commitments: [])
+    }
+
     /// Sets a pending user's status with its certificate and approval (or rejection reason); throws
     /// `.invalidTransition` unless the user is pending.
     public func decideUser(

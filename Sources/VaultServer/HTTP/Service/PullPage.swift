@@ -7,6 +7,9 @@ struct PullPage: ResponseGenerator {
     let rows: [ChangeRow]
     let limit: Int
     let since: UInt64
+    /// The newest state commitments of the tresors the pull covers, sent on the final page only
+    /// (Docs/envelope-v1.md §3.4), as the JSON the patient pushed.
+    var commitments: [CommitmentRow] = []
 
     var nextCursor: UInt64 { rows.last?.sequence ?? since }
     var done: Bool { rows.count < limit }
@@ -17,7 +20,7 @@ struct PullPage: ResponseGenerator {
 
     func body() -> ByteBuffer {
         var b = ByteBuffer()
-        b.reserveCapacity(rows.reduce(64) { $0 + $1.envelopeJSON.count + 40 })
+        b.reserveCapacity(rows.reduce(64) { $0 + $1.envelopeJSON.count + 40 } + commitments.reduce(0) { $0 + $1.json.count + 1 })
         b.writeString("{\"changes\":[")
         for (i, r) in rows.enumerated() {
             if i > 0 { b.writeString(",") }
@@ -25,7 +28,17 @@ struct PullPage: ResponseGenerator {
             b.writeBytes(r.envelopeJSON)
             b.writeString("}")
         }
-        b.writeString("],\"done\":\(done),\"nextCursor\":\(nextCursor)}")
+        b.writeString("],\"done\":\(done),\"nextCursor\":\(nextCursor)")
+        // Only when there are some: the answer to an owner without commitments stays what older clients read.
+        if done, !commitments.isEmpty {
+            b.writeString(",\"commitments\":[")
+            for (i, c) in commitments.enumerated() {
+                if i > 0 { b.writeString(",") }
+                b.writeBytes(c.json)
+            }
+            b.writeString("]")
+        }
+        b.writeString("}")
         return b
     }
 }

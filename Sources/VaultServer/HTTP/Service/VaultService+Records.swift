@@ -15,6 +15,7 @@ extension VaultService {
         let now = clock()
         let signingKey = caller.certificate.signingKey
         let me = caller.id
+        let commitments = try Self.check(r.commitments ?? [], caller: caller, tresors: tresors)
 
         // Checks that need no database, including the Ed25519 verification, spread over every core.
         let envelopes = r.envelopes
@@ -40,7 +41,7 @@ extension VaultService {
                 results.append(PushResult(versionID: envelopes[i].versionID, status: .rejected, code: err.code, reason: err.message))
             }
         }
-        let outcomes = try await repository.storeVersions(ownerID: me, rows)
+        let outcomes = try await repository.storeVersions(ownerID: me, rows, commitments: commitments)
         for (k, outcome) in zip(accepted, outcomes) {
             switch outcome {
             case let .stored(seq): results[k].sequence = seq
@@ -49,6 +50,25 @@ extension VaultService {
         }
         ServerMetrics.shared.recordsPushed.increment(by: results.filter { $0.status == .stored }.count)
         return PushResponse(results: results)
+    }
+
+    /// The checks of pushed state commitments that need no database (Docs/envelope-v1.md §3.4): each is
+    /// signed by the caller, names one of the caller's tresors with its category, and at most one per
+    /// tresor. Their sequence is checked against the stored one in the push's transaction.
+    static func check(_ commitments: [StateCommitment], caller: Caller, tresors: [UUID: TresorRow]) throws -> [CommitmentRow] {
+        guard commitments.count <= APILimits.maxPushBatch else {
+            throw APIError(.contentTooLarge, .payloadTooLarge, "at most \(APILimits.maxPushBatch) commitments per push")
+        }
+        var seen = Set<UUID>()
+        return try commitments.map { c in
+            guard let t = tresors[c.tresorID] else { throw APIError.badRequest("a state commitment names an unknown tresor: declare it first") }
+            do { try c.verify(patient: caller.certificate, tresorID: t.id, category: t.category) } catch {
+                throw APIError(.badRequest, .invalidSignature, "a state commitment does not verify: \(error)")
+            }
+            guard seen.insert(c.tresorID).inserted else { throw APIError.badRequest("two state commitments name one tresor") }
+            guard let json = try? VaultResponseEncoder.json.encode(c) else { throw APIError.badRequest("a state commitment cannot be encoded") }
+            return CommitmentRow(tresorID: c.tresorID, sequence: c.sequence, json: Array(json))
+        }
     }
 
     /// Every server-side check of one envelope (Docs/design.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
@@ -105,9 +125,9 @@ extension VaultService {
         let clamped = max(1, min(limit, APILimits.maxPullLimit))
         if owner == caller.id {
             guard caller.user.role == .patient else { throw APIError.badRequest("a doctor names the patient and category: ?owner=ID&tresor=ID") }
-            let rows = try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
+            let (rows, commitments) = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
             ServerMetrics.shared.recordsPulled.increment(by: rows.count)
-            return PullPage(rows: rows, limit: clamped, since: since)
+            return PullPage(rows: rows, limit: clamped, since: since, commitments: commitments)
         }
         try require(caller, role: .doctor)
         guard let tresor else { throw APIError.badRequest("a doctor pulls one tresor: add ?tresor=ID") }
@@ -122,7 +142,7 @@ extension VaultService {
             }
             throw APIError.forbidden("no share of this patient's data with you")
         }
-        let rows = try await repository.changes(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
+        let (rows, commitments) = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
         let category = mine.first?.category ?? "?"
         try await repository.appendAudit(
             [
@@ -139,7 +159,7 @@ extension VaultService {
             now: now
         )
         ServerMetrics.shared.recordsPulled.increment(by: rows.count)
-        return PullPage(rows: rows, limit: clamped, since: since)
+        return PullPage(rows: rows, limit: clamped, since: since, commitments: commitments)
     }
 
     func accessLog(_ caller: Caller, after: UInt64, limit: Int) async throws -> AuditPage {

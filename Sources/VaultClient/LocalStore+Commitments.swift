@@ -1,0 +1,240 @@
+import Foundation
+import GRDB
+import VaultCore
+
+/// What this device knows of the heads the server holds per tresor (Docs/envelope-v1.md §3.4): their
+/// LtHash, counts and newest HLC, kept up to date from every verified pulled change and every
+/// acknowledged push, and the newest state commitment the device verified. The device signs the
+/// commitment of each push from this copy, and checks the server's newest commitment against it.
+extension LocalStore {
+    /// Added after the first schema. The server's head of each record (`server_version`, `server_deleted`),
+    /// and per tresor the copy of the server's state and the newest commitment seen. A device upgraded
+    /// from before has no such copy, so the migration forgets the pull cursor: the next sync pulls every
+    /// head again, once, and rebuilds it (pulled heads the device already holds change nothing else).
+    static let commitmentTables = DatabaseMigrator.later(
+        "v4-state-commitments",
+        sql: """
+            ALTER TABLE records ADD COLUMN server_version TEXT;
+            ALTER TABLE records ADD COLUMN server_deleted INTEGER;
+            CREATE TABLE server_state (
+                tresor_id TEXT PRIMARY KEY,
+                state BLOB NOT NULL,
+                live INTEGER NOT NULL,
+                deleted INTEGER NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                commitment BLOB,
+                uncommitted INTEGER NOT NULL DEFAULT 0);
+            DELETE FROM meta WHERE key = 'cursor';
+            """
+    )
+
+    /// The copy of the server's state of every tresor, with the newest commitment seen of each.
+    func serverStates() throws -> ServerStates {
+        try queue.read { db in try ServerStates.load(Transaction(db: db)) }
+    }
+}
+
+/// The device's copy of the server's heads per tresor, loaded once per transaction, changed in memory
+/// and saved at its end (one 2 KiB row per changed tresor, not one per record).
+struct ServerStates {
+    /// The heads' set per tresor.
+    var sets: [UUID: HeadSet] = [:]
+    /// The newest verified commitment per tresor.
+    var commitments: [UUID: StateCommitment] = [:]
+    /// Tresors this device pushed versions to without a commitment (it held quarantined records, so its
+    /// copy lacked their heads): the server's newest commitment is stale by this device's own doing, so it
+    /// is not held against the server, and the device commits again once its copy is whole.
+    var uncommitted = Set<UUID>()
+    private var changed = Set<UUID>()
+
+    static func load(_ tx: LocalStore.Transaction) throws -> ServerStates {
+        var states = ServerStates()
+        for row in try Row.fetchAll(tx.db, sql: "SELECT * FROM server_state") {
+            guard let id = UUID(uuidString: row["tresor_id"]) else { continue }
+            guard let set = HeadSet(row: row) else {
+                throw ClientError.localState("the local copy of the server's state is damaged; sign in again on this device")
+            }
+            states.sets[id] = set
+            if let json = row["commitment"] as Data? { states.commitments[id] = try? LocalStore.decoder.decode(StateCommitment.self, from: json) }
+            if (row["uncommitted"] as Int64? ?? 0) != 0 { states.uncommitted.insert(id) }
+        }
+        return states
+    }
+
+    /// The server's head of `env`'s record is now `env` (a verified pulled change, or an acknowledged push).
+    mutating func note(_ env: Envelope, versionID: String? = nil, _ tx: LocalStore.Transaction) throws {
+        let h = env.header
+        let rid = h.recordID.hex
+        let head = HeadSet.Head(versionID: versionID ?? env.versionID, deleted: h.deleted, timestamp: h.timestamp)
+        let old = try tx.serverHead(rid)
+        guard old?.versionID != head.versionID else { return }
+        do { try sets[h.tresorID, default: HeadSet()].replace(recordID: rid, old: old, with: head) } catch {
+            throw ClientError.localState("a record id or version id on this device is damaged")
+        }
+        changed.insert(h.tresorID)
+        try tx.db.cachedStatement(sql: "UPDATE records SET server_version = ?, server_deleted = ? WHERE record_id = ?")
+            .execute(arguments: [head.versionID, head.deleted, rid])
+    }
+
+    /// Remembers `c` as the newest commitment of its tresor.
+    mutating func remember(_ c: StateCommitment) {
+        commitments[c.tresorID] = c
+        changed.insert(c.tresorID)
+    }
+
+    /// Marks whether `tresor`'s newest pushed versions went without a commitment.
+    mutating func setUncommitted(_ tresor: UUID, _ value: Bool) {
+        guard uncommitted.contains(tresor) != value else { return }
+        if value { uncommitted.insert(tresor) } else { uncommitted.remove(tresor) }
+        changed.insert(tresor)
+    }
+
+    /// Writes the tresors that changed.
+    func save(_ tx: LocalStore.Transaction) throws {
+        for id in changed {
+            let set = sets[id] ?? HeadSet()
+            let commitment = try commitments[id].map { try LocalStore.encoder.encode($0) }
+            try tx.db.execute(
+                sql: """
+                    INSERT INTO server_state (tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment, uncommitted)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (tresor_id) DO UPDATE SET state = excluded.state, live = excluded.live, deleted = excluded.deleted,
+                        hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
+                        commitment = excluded.commitment, uncommitted = excluded.uncommitted
+                    """,
+                arguments: [
+                    id.uuidString, Data(set.hash.bytes), Int64(bitPattern: set.live), Int64(bitPattern: set.deleted),
+                    Int64(clamping: set.newest.physicalMs), Int64(set.newest.counter), set.newest.deviceID, commitment,
+                    uncommitted.contains(id),
+                ]
+            )
+        }
+    }
+
+    /// Checks the newest commitments a final pull page carried (Docs/envelope-v1.md §3.4) against this
+    /// copy, and remembers those that verify. Returns what is wrong, in plain words (empty when all is
+    /// well). `tresors` maps the patient's tresor ids to their categories; a tresor in `skipping` (it
+    /// holds quarantined records, whose failure already stands) is checked for signature and rollback only.
+    mutating func check(
+        _ shown: [StateCommitment],
+        patient: Certificate,
+        tresors: [UUID: String],
+        skipping: Set<UUID> = []
+    ) -> [String] {
+        var problems: [String] = []
+        var byTresor: [UUID: StateCommitment] = [:]
+        for c in shown {
+            guard let category = tresors[c.tresorID] else {
+                problems.append("the server shows a state commitment of a tresor this patient does not have")
+                continue
+            }
+            do { try c.verify(patient: patient, tresorID: c.tresorID, category: category) } catch {
+                problems.append("the state commitment of \(category) does not verify: \(error)")
+                continue
+            }
+            guard byTresor.updateValue(c, forKey: c.tresorID) == nil else {
+                problems.append("the server shows two state commitments of \(category)")
+                continue
+            }
+        }
+        for (id, category) in tresors.sorted(by: { $0.value < $1.value }) {
+            let skip = skipping.contains(id) || uncommitted.contains(id)
+            if let problem = CommitmentJudge.problem(
+                byTresor[id],
+                seen: commitments[id],
+                copy: sets[id] ?? HeadSet(),
+                category: category,
+                checkSet: !skip
+            ) {
+                problems.append(problem)
+            } else if let c = byTresor[id] {
+                remember(c)
+            }
+        }
+        return problems
+    }
+}
+
+extension HeadSet {
+    /// A set from a row of `state, live, deleted, hlc_physical, hlc_counter, hlc_device`, or nil when damaged.
+    init?(row: Row) {
+        guard let data = row["state"] as Data?, let hash = try? LtHash(bytes: [UInt8](data)),
+            let live = row["live"] as Int64?, let deleted = row["deleted"] as Int64?,
+            let newest = LocalStore.timestamp(row["hlc_physical"], row["hlc_counter"], row["hlc_device"])
+        else { return nil }
+        self.init(hash: hash, live: UInt64(bitPattern: live), deleted: UInt64(bitPattern: deleted), newest: newest)
+    }
+}
+
+extension LocalStore.Transaction {
+    /// The server's head of a record as this device last learnt it, if any.
+    func serverHead(_ recordID: String) throws -> HeadSet.Head? {
+        let statement = try db.cachedStatement(
+            sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
+        )
+        guard let r = try Row.fetchOne(statement, arguments: [recordID]), let version = r["server_version"] as String? else { return nil }
+        return HeadSet.Head(
+            versionID: version,
+            deleted: (r["server_deleted"] as Int64? ?? 0) != 0,
+            timestamp: LocalStore.timestamp(r["server_physical"], r["server_counter"], r["server_device"]) ?? HeadSet.noTimestamp
+        )
+    }
+}
+
+extension LocalStore.Transaction {
+    /// The tresors among `tresors` holding quarantined records: all of them when a quarantined record is
+    /// one this device does not hold (its tresor is then unknown).
+    func quarantinedTresors(among tresors: Set<UUID>) throws -> Set<UUID> {
+        let rows = try Row.fetchAll(db, sql: "SELECT DISTINCT r.tresor_id FROM quarantine q LEFT JOIN records r ON r.record_id = q.record_id")
+        var held = Set<UUID>()
+        for row in rows {
+            guard let text = row["tresor_id"] as String?, let id = UUID(uuidString: text) else { return tresors }
+            held.insert(id)
+        }
+        return held
+    }
+}
+
+/// A commitment a push carries, with the state it describes (compared with what the server then holds).
+struct PlannedCommitment: Sendable {
+    var commitment: StateCommitment
+    var state: HeadSet
+}
+
+/// The commitments of a final pull page, read from the page's bytes on their own (the page's changes are
+/// parsed elsewhere, each on its own).
+struct PageCommitments: Decodable {
+    var commitments: [StateCommitment]?
+
+    /// The commitments of the page `bytes`; none when the server sent none. Unreadable ones are an
+    /// integrity failure.
+    static func parse(_ bytes: [UInt8]) throws -> [StateCommitment] {
+        do { return try Transport.decoder.decode(PageCommitments.self, from: Data(bytes)).commitments ?? [] } catch {
+            throw ClientError.integrity("the server's state commitments are not readable: \(ClientError.plainWords(error))")
+        }
+    }
+}
+
+/// The one rule both readers (a patient's device, a doctor's cache) apply to a tresor's newest commitment
+/// once a pull is done (Docs/envelope-v1.md §3.4), after checking its signature and tresor.
+enum CommitmentJudge {
+    /// What is wrong with `shown` (nil when the server showed none) given the newest commitment the
+    /// reader accepted before (`seen`) and its own copy of the heads; nil when nothing is. Without
+    /// `checkSet` (the tresor holds quarantined records) only a rollback or a vanished commitment counts.
+    static func problem(_ shown: StateCommitment?, seen: StateCommitment?, copy: HeadSet, category: String, checkSet: Bool) -> String? {
+        guard let c = shown else {
+            // Data from before commitments existed is accepted until a first commitment is seen.
+            guard let seen else { return nil }
+            return "the server no longer shows the state of \(category) (commitment \(seen.sequence) was seen before)"
+        }
+        if let seen, c.sequence < seen.sequence || (c.sequence == seen.sequence && c != seen) {
+            return "the server shows an older state of \(category) (commitment \(c.sequence), after \(seen.sequence) was seen)"
+        }
+        if checkSet, !c.describes(copy) {
+            return "the records of \(category) the server sent are not the set the patient committed to (commitment \(c.sequence))"
+        }
+        return nil
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+import VaultAPI
+import VaultCore
+import VaultCrypto
+import VaultTestSupport
+
+@testable import VaultClient
+@testable import VaultServer
+
+/// Signed state commitments (Docs/envelope-v1.md §3.4): a server that shows a view which verifies record
+/// by record but is wrong as a whole (an older head, a missing head, a lost tombstone, a dropped outcome,
+/// an older commitment) is caught by a fresh doctor device and by a fresh patient device.
+@Suite("Client: state commitments catch an incomplete or stale view")
+struct CommitmentTests {
+    /// A patient with walk (updated once), run, swim (removed) and one outcome of walk, shared with "doc",
+    /// who viewed it once. Returns the vault, the patient's password and what the attacks need.
+    struct Story {
+        var vault: PatientVault
+        var password: String
+        var walkV1: String
+        var walk: String
+        var run: String
+        var swim: String
+        var swimLive: String
+        var outcome: String
+    }
+
+    static func story(_ world: ClientWorld, _ backend: Backend) async throws -> Story {
+        let (vault, password) = try await world.patient("pat", on: try world.device("pat-a"))
+        let doctor = try await world.doctor("doc", on: try world.device("doc-a"))
+        try await vault.addActivity(try Sample.activity("walk", title: "v1"))
+        try await vault.addActivity(try Sample.activity("swim"))
+        _ = try await vault.sync()
+        let id = { (a: String) in RecordID.make(type: .activity, activityID: a, occurrence: nil, key: vault.account.identity.recordIDKey).hex }
+        let version = { (rid: String) in try #require(try vault.store.records().first { $0.envelope.header.recordID.hex == rid }).envelope.versionID }
+        let walkV1 = try version(id("walk"))
+        let swimLive = try version(id("swim"))
+        try await vault.updateActivity(try Sample.activity("walk", title: "v2"))
+        try await vault.addActivity(try Sample.activity("run"))
+        try await vault.removeActivity(id: "swim")
+        _ = try await vault.recordOutcome(activityID: "walk", occurrence: 0, value: Sample.value(1))
+        _ = try await vault.grant(doctor: "doc", category: "interventions")
+        try await world.approveAll()
+        _ = try await vault.sync()
+        let view = try await doctor.view(patient: "pat")
+        #expect(view.incomplete.isEmpty)
+        #expect(view.asOf["interventions"] != nil, "the doctor's view says how current it is")
+        #expect(view.activities.map(\.title) == ["Walk", "v2"], "run, and walk's newest version")
+        let outcome = try #require(try vault.store.records(type: .outcome).first).envelope.header.recordID.hex
+        try await MaliciousServerTests.allowTampering(world.repository, backend)
+        try await world.repository.attackerExecutes("CREATE TABLE heads_backup AS SELECT * FROM heads")
+        return Story(
+            vault: vault,
+            password: password,
+            walkV1: walkV1,
+            walk: id("walk"),
+            run: id("run"),
+            swim: id("swim"),
+            swimLive: swimLive,
+            outcome: outcome
+        )
+    }
+
+    /// A doctor's device that has never seen this patient: "doc" logging in afresh.
+    static func freshDoctor(_ world: ClientWorld, _ name: String) async throws -> DoctorReader {
+        let device = try world.device(name)
+        let account = try await device.accounts.login(username: "doc", password: "doctor-password")
+        return try DoctorReader(account: account, transport: device.transport, adminKey: world.admin.publicKey)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func everyAttackOnTheSetIsReportedByFreshReaders(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let s = try await Self.story(world, backend)
+            let attacks: [(String, String)] = [
+                ("a head set back to an older version", "UPDATE heads SET version_id = '\(s.walkV1)' WHERE record_id = '\(s.walk)'"),
+                ("a head row deleted", "DELETE FROM heads WHERE record_id = '\(s.run)'"),
+                ("a tombstone removed", "UPDATE heads SET version_id = '\(s.swimLive)', deleted = false WHERE record_id = '\(s.swim)'"),
+                ("an outcome version removed", "DELETE FROM heads WHERE record_id = '\(s.outcome)'"),
+            ]
+            for (n, (what, sql)) in attacks.enumerated() {
+                try await world.repository.attackerExecutes(sql)
+                let view = try await Self.freshDoctor(world, "doc-\(n)").view(patient: "pat")
+                #expect(view.completenessMessage != nil, "\(what): the doctor is told")
+                #expect(view.asOf.isEmpty, "\(what): nothing is shown as current")
+                let fresh = try await world.device("pat-\(n)").loginPatient("pat", password: s.password)
+                await #expect(throws: ClientError.self, "\(what): a fresh patient device is told") { _ = try await fresh.sync() }
+                do { _ = try await fresh.sync() } catch let e as ClientError {
+                    guard case let .integrity(m) = e else { throw e }
+                    #expect(m.contains("not the set the patient committed to"), "\(what): \(m)")
+                }
+                #expect(try await fresh.pendingCount() == 0, "\(what): the fresh device pushed nothing")
+                try await world.repository.attackerExecutes("DELETE FROM heads")
+                try await world.repository.attackerExecutes("INSERT INTO heads SELECT * FROM heads_backup")
+            }
+            // Restored, a fresh doctor and a fresh patient device accept the view.
+            let view = try await Self.freshDoctor(world, "doc-ok").view(patient: "pat")
+            #expect(view.completenessMessage == nil)
+            _ = try await world.device("pat-ok").loginPatient("pat", password: s.password).sync()
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aRolledBackCommitmentIsCaughtByReadersThatSawTheNewerOne(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let s = try await Self.story(world, backend)
+            let doctor = try await Self.freshDoctor(world, "doc-b")
+            #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
+            try await world.repository.attackerExecutes("CREATE TABLE commitments_backup AS SELECT * FROM tresor_commitments")
+            try await s.vault.addActivity(try Sample.activity("yoga"))
+            _ = try await s.vault.sync()
+            let newer = try await doctor.view(patient: "pat")
+            #expect(newer.completenessMessage == nil)
+            #expect(newer.activities.contains { $0.id == "yoga" })
+            // The server shows the older commitment again, with the heads it described.
+            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
+            try await world.repository.attackerExecutes("INSERT INTO tresor_commitments SELECT * FROM commitments_backup")
+            let rolledBack = try await doctor.view(patient: "pat")
+            #expect(rolledBack.completenessMessage?.contains("older state of interventions") == true)
+            #expect(rolledBack.asOf.isEmpty)
+            await #expect(throws: ClientError.self, "the patient's device saw the newer one") { _ = try await s.vault.sync() }
+            // A commitment that vanishes is as bad.
+            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
+            #expect(try await doctor.view(patient: "pat").completenessMessage?.contains("no longer shows") == true)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func concurrentPushesFromTwoDevicesEndWithACommitmentEveryReaderAccepts(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (a, password) = try await world.patient("pat", on: try world.device("pat-a"))
+            try await a.addActivity(try Sample.activity("walk"))
+            _ = try await a.sync()
+            let b = try await world.device("pat-b").loginPatient("pat", password: password)
+            _ = try await b.sync()
+            for i in 0..<3 {
+                try await a.addActivity(try Sample.activity("a\(i)"))
+                try await b.addActivity(try Sample.activity("b\(i)"))
+            }
+            async let first = a.sync()
+            async let second = b.sync()
+            _ = try await (first, second)
+            _ = try await a.sync()
+            _ = try await b.sync()
+            #expect(try await a.activities().count == 7)
+            #expect(try await b.activities().count == 7)
+            let fresh = try await world.device("pat-c").loginPatient("pat", password: password)
+            _ = try await fresh.sync()
+            _ = try await world.doctor("doc", on: try world.device("doc"))
+            _ = try await a.grant(doctor: "doc", category: "interventions")
+            try await world.approveAll()
+            _ = try await a.sync()
+            let view = try await Self.freshDoctor(world, "doc-2").view(patient: "pat")
+            #expect(view.completenessMessage == nil)
+            #expect(view.asOf["interventions"] != nil)
+            #expect(view.activities.count == 7)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aPushWithAStaleCommitmentIsRefusedAsAWhole(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (vault, _) = try await world.patient("pat", on: try world.device("pat-a"))
+            try await vault.addActivity(try Sample.activity("walk"))
+            _ = try await vault.sync()
+            let owner = vault.account.profile.userID
+            let before = try await world.repository.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100).count
+            try await vault.addActivity(try Sample.activity("run"))
+            let batch = try vault.store.outbox(limit: 10)
+            var plan = try await vault.commitmentPlan(batch)
+            let transport = await vault.transport
+            #expect(plan.count == 1)
+            let stored = try #require(try vault.store.serverStates().commitments.values.first)
+            // Sequence 5 after 1: the server must refuse it, and the envelope with it.
+            plan[0].commitment = StateCommitment.make(
+                patient: vault.account.identity,
+                tresorID: stored.tresorID,
+                category: "interventions",
+                sequence: stored.sequence + 4,
+                state: plan[0].state,
+                topEpoch: 1,
+                tresorVersion: stored.tresorVersion,
+                committedAt: 1
+            )
+            let body = try PatientVault.pushBody(batch, commitments: [plan[0].commitment])
+            do {
+                let _: PushResponse = try await transport.send(.POST, Routes.records, json: body, auth: try vault.account.sessionAuth)
+                Issue.record("a stale commitment was accepted")
+            } catch let e as ClientError {
+                guard case let .conflict(m) = e else { throw e }
+                #expect(m.contains("stale") && m.contains("commit sequence \(stored.sequence + 1)"), "\(m)")
+            }
+            #expect(try await world.repository.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100).count == before, "nothing was stored")
+            // A commitment signed by someone else is refused too.
+            let rogue = StateCommitment.make(
+                patient: Identity.generate(userID: owner),
+                tresorID: stored.tresorID,
+                category: "interventions",
+                sequence: stored.sequence + 1,
+                state: plan[0].state,
+                topEpoch: 1,
+                tresorVersion: 0,
+                committedAt: 1
+            )
+            await #expect(throws: ClientError.self) {
+                let _: PushResponse = try await transport.send(
+                    .POST,
+                    Routes.records,
+                    json: try PatientVault.pushBody(batch, commitments: [rogue]),
+                    auth: try vault.account.sessionAuth
+                )
+            }
+            // The honest sync still goes through.
+            #expect(try await vault.sync().pushed == 1)
+        }
+    }
+}

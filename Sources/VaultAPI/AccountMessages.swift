@@ -133,7 +133,15 @@ public struct CredentialUpdate: Codable, Sendable, Hashable {
     public static let domain = "CareVault-credential-update-v1"
 
     /// A credential update; sign `statementBytes` and set `signature` before sending.
-    public init(userID: UUID, kdf: KDFParameters, salt: Salt, loginVerifier: String, keyBundle: KeyBundle, changedAt: UnixMillis, signature: Signature) {
+    public init(
+        userID: UUID,
+        kdf: KDFParameters,
+        salt: Salt,
+        loginVerifier: String,
+        keyBundle: KeyBundle,
+        changedAt: UnixMillis,
+        signature: Signature
+    ) {
         self.userID = userID
         self.kdf = kdf
         self.salt = salt

@@ -94,7 +94,10 @@ public struct PasswordCommand: AsyncParsableCommand {
             abstract: "Change the password: your keys are re-wrapped under it and every other session ends.",
             discussion: "Example: carevault-patient password change   (asks for the current password, then the new one twice)"
         )
-        @Flag(name: .customLong("new-password-stdin"), help: "Read the new password from the next line of standard input (else env CAREVAULT_NEW_PASSWORD, else a prompt).")
+        @Flag(
+            name: .customLong("new-password-stdin"),
+            help: "Read the new password from the next line of standard input (else env CAREVAULT_NEW_PASSWORD, else a prompt)."
+        )
         var newPasswordStdin = false
         @OptionGroup var options: GlobalOptions
         public init() {}
@@ -105,7 +108,11 @@ public struct PasswordCommand: AsyncParsableCommand {
             let account = try manager.unlockRemembered() ?? manager.unlock(password: current)
             let new = try options.newPassword(fromStdin: newPasswordStdin)
             try await manager.changePassword(account, current: current, new: new)
-            if options.json { try Output.json(["status": "password changed"]) } else { Output.line("password changed; every other session has ended") }
+            if options.json {
+                try Output.json(["status": "password changed"])
+            } else {
+                Output.line("password changed; every other session has ended")
+            }
         }
     }
 }

@@ -181,7 +181,9 @@ public struct DeleteAccountCommand: AsyncParsableCommand {
         if options.json {
             try Output.json(["status": "deleted", "versions": String(d.versions), "tresors": String(d.tresors), "shares": String(d.shares)])
         } else {
-            Output.line("deleted \(name): \(d.versions) record versions, \(d.tresors) categories and \(d.shares) shares; this device's copies are erased")
+            Output.line(
+                "deleted \(name): \(d.versions) record versions, \(d.tresors) categories and \(d.shares) shares; this device's copies are erased"
+            )
         }
     }
 }

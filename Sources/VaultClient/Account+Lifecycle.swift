@@ -119,7 +119,12 @@ extension RecoveryBundle {
         }
         var plain: [UInt8]
         do {
-            plain = try AEAD.open(sealed, key: recoveryKey.wrappingKey, nonce: nonce, associatedData: Self.associatedData(version: version, userID: userID))
+            plain = try AEAD.open(
+                sealed,
+                key: recoveryKey.wrappingKey,
+                nonce: nonce,
+                associatedData: Self.associatedData(version: version, userID: userID)
+            )
         } catch { throw ClientError.integrity("the recovery bundle does not open under this recovery key (altered or not this account's)") }
         defer { Memory.zero(&plain) }
         do {

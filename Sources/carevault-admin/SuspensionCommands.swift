@@ -15,7 +15,11 @@ struct Suspend: AsyncParsableCommand {
 
     func run() async throws {
         let answer = try await admin.client().suspend(username: user, reason: reason)
-        if admin.global.json { try Output.json(answer) } else { Output.line("suspended \(Output.printable(answer.username)); its sessions have ended") }
+        if admin.global.json {
+            try Output.json(answer)
+        } else {
+            Output.line("suspended \(Output.printable(answer.username)); its sessions have ended")
+        }
     }
 }
 

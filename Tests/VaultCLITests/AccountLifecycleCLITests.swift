@@ -30,7 +30,9 @@ struct AccountLifecycleCLITests {
     @Test(arguments: FaultBackend.allCases)
     func passwordChangeEndsOtherSessionsAndOnlyTheNewPasswordWorks(backend: FaultBackend) async throws {
         try await FaultWorld.run(backend) { world in
-            let add = try world.patient(["activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00"])
+            let add = try world.patient([
+                "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00",
+            ])
             #expect(add.status == 0, "\(add.stderr)")
             // A second device that knows the account (its profile holds the old salt) and a session.
             #expect(try world.patient(["login", "--username", "alice"], home: "phone").status == 0)
@@ -85,11 +87,20 @@ struct AccountLifecycleCLITests {
     func recoveryKeySetsANewPasswordAndIsNeverWrittenToDisk(backend: FaultBackend) async throws {
         try await FaultWorld.run(backend) { world in
             let pw = "carol's first password"
-            let reg = try world.tools.run("carevault-patient", ["register", "--username", "carol", "--json"], home: "carol", password: pw, extra: world.common)
+            let reg = try world.tools.run(
+                "carevault-patient",
+                ["register", "--username", "carol", "--json"],
+                home: "carol",
+                password: pw,
+                extra: world.common
+            )
             #expect(reg.status == 0, "\(reg.stderr)")
             let key = try #require((try Self.json(reg.stdout) as? [String: Any])?["recoveryKey"] as? String)
             #expect(try world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
-            #expect(try world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "carol", password: pw, extra: world.common).status == 0)
+            #expect(
+                try world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "carol", password: pw, extra: world.common).status
+                    == 0
+            )
 
             func recover(_ user: String, key: String) throws -> Tools.Result {
                 try world.tools.run(
@@ -109,10 +120,18 @@ struct AccountLifecycleCLITests {
 
             let ok = try recover("carol", key: key)
             #expect(ok.status == 0, "\(ok.stderr)")
-            #expect(try world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "c2", password: pw, extra: world.common).status == 77)
             #expect(
-                try world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "c2", password: Self.newPassword, extra: world.common)
-                    .status == 0
+                try world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "c2", password: pw, extra: world.common).status == 77
+            )
+            #expect(
+                try world.tools.run(
+                    "carevault-patient",
+                    ["login", "--username", "carol"],
+                    home: "c2",
+                    password: Self.newPassword,
+                    extra: world.common
+                )
+                .status == 0
             )
 
             // Neither the key's text nor its bytes are in any file but the test's own capture of stdout.
@@ -134,7 +153,9 @@ struct AccountLifecycleCLITests {
         try await FaultWorld.run(backend) { world in
             let id = try #require((try Self.json(try world.patient(["whoami", "--json"]).stdout) as? [String: String])?["userID"]?.lowercased())
             #expect(try world.patient(["activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions"]).status == 0)
-            let doctor = { (args: [String]) in try world.tools.run("carevault-doctor", args, home: "bob", password: "drbob's password!", extra: world.common) }
+            let doctor = { (args: [String]) in
+                try world.tools.run("carevault-doctor", args, home: "bob", password: "drbob's password!", extra: world.common)
+            }
             #expect(try doctor(["register", "--username", "drbob"]).status == 0)
             #expect(try world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
             #expect(try doctor(["login", "--username", "drbob"]).status == 0)
@@ -153,6 +174,11 @@ struct AccountLifecycleCLITests {
             #expect(try admin(["reinstate", "alice"]).status == 0)
             #expect(try world.patient(["login", "--username", "alice", "--remember"]).status == 0)
             #expect(try world.patient(["activity", "list", "--json"]).stdout.contains("walk"))
+
+            // The patient's own export: every category, JSON or the doctor's FHIR R4 Bundle.
+            let fhir = try world.patient(["export", "--format", "fhir"])
+            #expect(fhir.status == 0 && fhir.stdout.contains("\"Bundle\"") && fhir.stdout.contains("Walk"), "\(fhir.stderr)")
+            #expect(try world.patient(["export", "--format", "json"]).stdout.contains("\"walk\""))
 
             // Deletion needs a confirmation; with --yes it removes every row of alice's and the doctor's share.
             #expect(try world.patient(["account", "delete"]).status == 64)

@@ -86,7 +86,12 @@ extension SQLiteRepository: AccountLifecycleRepository {
     public func setRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis) async throws {
         let bundle = try RowJSON.encode(enrollment.bundle)
         try await pool.write { db in
-            try Self.upsertCredentials(db, userID: userID, columns: [("recovery_bundle", bundle), ("recovery_verifier", enrollment.verifier)], now: now)
+            try Self.upsertCredentials(
+                db,
+                userID: userID,
+                columns: [("recovery_bundle", bundle), ("recovery_verifier", enrollment.verifier)],
+                now: now
+            )
         }
     }
 

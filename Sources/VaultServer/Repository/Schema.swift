@@ -173,7 +173,8 @@ extension SchemaDialect {
         case .sqlite:
             return [
                 "DROP TRIGGER versions_append_only_d",
-                "CREATE TRIGGER versions_append_only_d BEFORE DELETE ON versions WHEN NOT \(exempt) BEGIN SELECT RAISE(ABORT, 'versions are append-only'); END",
+                "CREATE TRIGGER versions_append_only_d BEFORE DELETE ON versions WHEN NOT \(exempt) "
+                    + "BEGIN SELECT RAISE(ABORT, 'versions are append-only'); END",
             ]
         case .postgres:
             return [
@@ -185,7 +186,8 @@ extension SchemaDialect {
                     END $$
                 """,
                 "DROP TRIGGER versions_append_only ON versions",
-                "CREATE TRIGGER versions_append_only BEFORE UPDATE OR DELETE ON versions FOR EACH ROW EXECUTE FUNCTION carevault_versions_append_only()",
+                "CREATE TRIGGER versions_append_only BEFORE UPDATE OR DELETE ON versions FOR EACH ROW "
+                    + "EXECUTE FUNCTION carevault_versions_append_only()",
             ]
         }
     }

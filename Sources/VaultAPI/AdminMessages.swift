@@ -194,3 +194,31 @@ public struct HealthResponse: Codable, Sendable {
         self.version = version
     }
 }
+
+/// Suspends an account (`POST /v1/admin/users/{id}/suspend`): it cannot log in or read, its sessions end,
+/// its data stays.
+public struct SuspendRequest: Codable, Sendable {
+    /// Why, shown to the user when a login is refused.
+    public var reason: String
+    /// A suspension for `reason`.
+    public init(reason: String) { self.reason = reason }
+}
+
+/// An account's suspension state after a suspend or reinstate.
+public struct SuspensionResponse: Codable, Sendable, Equatable {
+    /// The account.
+    public var userID: UUID
+    /// Its username.
+    public var username: String
+    /// When it was suspended; nil once reinstated.
+    public var suspendedAt: UnixMillis?
+    /// Why.
+    public var reason: String?
+    /// The state of one account.
+    public init(userID: UUID, username: String, suspendedAt: UnixMillis?, reason: String?) {
+        self.userID = userID
+        self.username = username
+        self.suspendedAt = suspendedAt
+        self.reason = reason
+    }
+}

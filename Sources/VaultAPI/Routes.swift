@@ -30,6 +30,17 @@ public enum Routes {
     public static let adminAudit = "/v1/admin/audit"
     public static let adminAuditVerify = "/v1/admin/audit/verify"
     public static let adminAuditCheckpoints = "/v1/admin/audit/checkpoints"
+
+    // The account lifecycle (Docs/design.md §2).
+    public static let passwordChange = "/v1/accounts/password"
+    public static let deleteAccount = "/v1/accounts/delete"
+    public static let recoveryBundle = "/v1/auth/recovery/bundle"
+    public static let recover = "/v1/auth/recovery"
+    public static let sessions = "/v1/sessions"
+    public static let sessionsRevokeOthers = "/v1/sessions/revoke-others"
+    public static func sessionRevoke(_ id: String) -> String { "/v1/sessions/\(id)/revoke" }
+    public static func adminSuspend(_ id: String) -> String { "/v1/admin/users/\(id)/suspend" }
+    public static func adminReinstate(_ id: String) -> String { "/v1/admin/users/\(id)/reinstate" }
 }
 
 /// Limits the server enforces and clients respect.

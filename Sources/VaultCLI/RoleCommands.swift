@@ -96,15 +96,19 @@ public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
         // Checked here so the refusal can echo the name neutralised (the library's message quotes it raw).
         do { _ = try Username.normalize(username) } catch { throw CLIError.usage(Output.printable("\(error)")) }
         let accounts = try options.accounts()
-        let response = try await accounts.register(
+        let registration = try await accounts.registerWithRecovery(
             username: username,
             password: try options.password(prompt: "Choose a password (8+ characters): "),
             role: R.role
         )
+        let response = registration.response
+        // Shown once and stored nowhere: with neither the password nor this key, the account cannot be opened.
         if options.json {
-            try Output.json(response)
+            try Output.json(["userID": response.userID.uuidString, "status": response.status.rawValue, "recoveryKey": registration.recoveryKey.text])
         } else {
             Output.line("registered \(username.lowercased()) (\(response.status.rawValue)); \(R.wording.registeredNote)")
+            Output.line("recovery key (shown once; write it down and keep it away from this device): \(registration.recoveryKey.text)")
+            Output.line("without your password or this key, your account and its data cannot be opened again")
         }
     }
 }
@@ -124,13 +128,62 @@ public struct LoginCommand<R: ToolRole>: AsyncParsableCommand {
     public init() {}
 
     public func run() async throws {
-        let account = try await options.accounts().login(username: username, password: try options.password(), remember: remember)
+        let account = try await options.accounts().login(
+            username: username,
+            password: try options.password(),
+            remember: remember,
+            deviceName: options.deviceName
+        )
         try options.require(R.role, account) { "'\(Output.printable(username))' is a \($0)'s account" }
         let suffix = try await R.afterLogin(account, options: options)
         if options.json {
             try Output.json(["username": account.profile.username, "userID": account.profile.userID.uuidString, "role": R.role.rawValue])
         } else {
             Output.line("logged in as \(account.profile.username) (\(R.role.rawValue)) at \(options.serverURL)\(suffix)")
+        }
+    }
+}
+
+/// `account recover` (both tools) and, for patients, `account delete`.
+public struct AccountCommand<R: ToolRole>: AsyncParsableCommand {
+    public static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "account",
+            abstract: R.role == .patient ? "Recover or delete your account." : "Recover your account with its recovery key.",
+            subcommands: R.role == .patient ? [RecoverCommand.self, DeleteAccountCommand.self] : [RecoverCommand.self]
+        )
+    }
+    public init() {}
+}
+
+/// `account delete` (patients): every record, tresor and share on the server, and this device's copies.
+public struct DeleteAccountCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete your account: your records, categories and shares on the server and the copies on this device.",
+        discussion: "Example: carevault-patient account delete --yes"
+    )
+    @Flag(help: "Do not ask; delete at once.") var yes = false
+    @OptionGroup var options: GlobalOptions
+    public init() {}
+
+    public func run() async throws {
+        let account = try options.unlock(as: .patient)
+        let name = account.profile.username
+        if !yes {
+            guard isatty(STDIN_FILENO) == 1 else { throw CLIError.usage("deleting needs confirmation", hint: "pass --yes, or run in a terminal") }
+            FileHandle.standardError.write(Data("This deletes every record of \(name) for good. Type the username to confirm: ".utf8))
+            guard readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces).lowercased() == name else {
+                throw CLIError("not confirmed; nothing was deleted", status: .notPermitted)
+            }
+        }
+        let d = try await options.accounts().deleteAccount(account)
+        if options.json {
+            try Output.json(["status": "deleted", "versions": String(d.versions), "tresors": String(d.tresors), "shares": String(d.shares)])
+        } else {
+            Output.line(
+                "deleted \(name): \(d.versions) record versions, \(d.tresors) categories and \(d.shares) shares; this device's copies are erased"
+            )
         }
     }
 }

@@ -72,6 +72,12 @@ public struct AccountManager: Sendable {
     /// Makes keys, derives login and wrapping keys with Argon2id (from the password's NFC form), wraps the
     /// key bundle and submits the signed registration. The account is pending until the admin approves it.
     public func register(username raw: String, password: String, role: Role) async throws -> RegisterResponse {
+        try await registerWithRecovery(username: raw, password: password, role: role).response
+    }
+
+    /// Registers as `register` does, and enrolls a new recovery key: its bundle and verifier go to the
+    /// server, the key itself only to the caller, to be shown once (Docs/envelope-v1.md §2.3).
+    public func registerWithRecovery(username raw: String, password: String, role: Role) async throws -> Registration {
         let username: String
         do { username = try Username.normalize(raw) } catch { throw ClientError.invalidRequest("\(error)") }
         guard password.count >= 8 else { throw ClientError.invalidRequest("the password must have at least 8 characters") }
@@ -87,7 +93,10 @@ public struct AccountManager: Sendable {
             salt: salt,
             requestedAt: Date().unixMillis
         )
-        let response: RegisterResponse = try await transport.send(.POST, Routes.register, body: request)
+        let recoveryKey = RecoveryKey.generate()
+        let recovery = RecoveryEnrollment(bundle: .seal(identity, recoveryKey: recoveryKey), verifier: recoveryKey.verifier)
+        let submission = RegistrationSubmission(request: request, recovery: recovery)
+        let response: RegisterResponse = try await transport.send(.POST, Routes.register, body: submission)
         let store = configuration.home.store(server: configuration.server, username: username)
         try store.save(
             Profile(
@@ -101,7 +110,7 @@ public struct AccountManager: Sendable {
             )
         )
         try configuration.home.setCurrent(server: configuration.server, username: username)
-        return response
+        return Registration(response: response, recoveryKey: recoveryKey)
     }
 
     /// Logs in (on this or a new device): fetches the KDF parameters (refusing weak ones, and any that
@@ -109,7 +118,7 @@ public struct AccountManager: Sendable {
     /// key, unwraps the key bundle and checks the account's own certificate against the pinned admin key
     /// before trusting anything. With `remember`, keeps a random device key and a copy of the private keys
     /// sealed under it (Docs/envelope-v1.md §2.2); without, erases any.
-    public func login(username raw: String, password: String, remember: Bool = false) async throws -> UnlockedAccount {
+    public func login(username raw: String, password: String, remember: Bool = false, deviceName: String? = nil) async throws -> UnlockedAccount {
         let username = Username.lookupKey(raw)
         let store = configuration.home.store(server: configuration.server, username: username)
         let existing = try store.loadProfile()
@@ -118,8 +127,8 @@ public struct AccountManager: Sendable {
             Routes.loginParameters,
             body: LoginParametersRequest(username: username)
         )
-        let (kdf, salt) = try offered.check(against: existing?.keyBundle, username: username, folder: store.folder.path)
-        let (keys, response) = try await proveLogin(username: username, password: password, kdf: kdf, salt: salt)
+        let (kdf, salt) = try offered.check(against: existing, username: username, folder: store.folder.path)
+        let (keys, response) = try await proveLogin(username: username, password: password, kdf: kdf, salt: salt, deviceName: deviceName)
         guard response.keyBundle.kdf == kdf, response.keyBundle.salt == salt, response.keyBundle.userID == response.userID else {
             throw ClientError.integrity("the key bundle does not match the parameters the server gave")
         }
@@ -151,14 +160,20 @@ public struct AccountManager: Sendable {
     /// Derives under `kdf` and `salt` and proves the login key. The password goes in as NFC; an account
     /// registered with a non-NFC password before passwords were normalised gets a second try with the
     /// raw bytes when the server refuses the NFC form (Docs/envelope-v1.md §2).
-    func proveLogin(username: String, password: String, kdf: KDFParameters, salt: Salt) async throws -> (PasswordKeys, LoginResponse) {
+    func proveLogin(
+        username: String,
+        password: String,
+        kdf: KDFParameters,
+        salt: Salt,
+        deviceName: String? = nil
+    ) async throws -> (PasswordKeys, LoginResponse) {
         let forms = PasswordKeys.forms(of: password)
         for (index, form) in forms.enumerated() {
             let keys: PasswordKeys
             do { keys = try PasswordKeys.derive(password: password, salt: salt, parameters: kdf, form: form) } catch {
                 throw ClientError.from(error)
             }
-            let request = LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()))
+            let request = LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()), deviceName: deviceName)
             do {
                 return (keys, try await transport.send(.POST, Routes.login, body: request))
             } catch ClientError.notPermitted(code: .invalidCredentials?, _) where index + 1 < forms.count {
@@ -281,12 +296,16 @@ struct OfferedParameters: Decodable {
 
     var kdf: KDF
     var salt: Salt
+    /// The account's signed password change, when there was one (Docs/envelope-v1.md §2.4).
+    var credentialUpdate: CredentialUpdate?
 
     /// The parameters and salt to derive under. With a profile of the account on this device (from its
-    /// registration or an earlier login), its stored parameters and salt: a server offering weaker ones, or
-    /// any others, is refused. Without one, the server's, which must lie between the floor and the ceiling.
-    func check(against stored: KeyBundle?, username: String, folder: String) throws -> (KDFParameters, Salt) {
-        if let stored {
+    /// registration or an earlier login), its stored parameters and salt: a server offering weaker ones is
+    /// refused, and others only when the account's own key signed them (a password change). Without one,
+    /// the server's, which must lie between the floor and the ceiling.
+    func check(against profile: Profile?, username: String, folder: String) throws -> (KDFParameters, Salt) {
+        if let profile {
+            let stored = profile.keyBundle
             let weaker = kdf.algorithm != stored.kdf.algorithm || kdf.opsLimit < stored.kdf.opsLimit || kdf.memLimitBytes < stored.kdf.memLimitBytes
             let shown = "\(kdf.algorithm)(ops: \(kdf.opsLimit), mem: \(kdf.memLimitBytes / 1_048_576) MiB)"
             if weaker {
@@ -295,6 +314,7 @@ struct OfferedParameters: Decodable {
                         + "(\(stored.kdf)); refused before deriving or sending anything"
                 )
             }
+            if let changed = signedChange(for: profile) { return changed }
             guard kdf.opsLimit == stored.kdf.opsLimit, kdf.memLimitBytes == stored.kdf.memLimitBytes, salt == stored.salt else {
                 throw ClientError.integrity(
                     "the server's password-hashing parameters or salt for '\(username)' differ from what this device stored; "
@@ -306,5 +326,16 @@ struct OfferedParameters: Decodable {
         do { return (try KDFParameters(algorithm: kdf.algorithm, opsLimit: kdf.opsLimit, memLimitBytes: kdf.memLimitBytes), salt) } catch {
             throw ClientError.integrity("the server offered unacceptable password-hashing parameters: \(error)")
         }
+    }
+
+    /// The offered parameters and salt, when they differ from the stored ones, are not weaker (checked
+    /// before) and come with a password change signed by the key the account's certificate names.
+    func signedChange(for profile: Profile) -> (KDFParameters, Salt)? {
+        guard let update = credentialUpdate, let certificate = profile.certificate, update.userID == profile.userID,
+            update.kdf.algorithm == kdf.algorithm, update.kdf.opsLimit == kdf.opsLimit, update.kdf.memLimitBytes == kdf.memLimitBytes,
+            update.salt == salt, update.kdf.opsLimit <= KDFParameters.maxOpsLimit, update.kdf.memLimitBytes <= KDFParameters.maxMemLimitBytes,
+            update.isValid(signedBy: certificate.signingKey)
+        else { return nil }
+        return (update.kdf, update.salt)
     }
 }

@@ -24,7 +24,7 @@ struct CareVaultAdmin: AsyncParsableCommand {
               carevault-admin approve --all --admin-secret /secure/admin/admin.key
             """,
         version: CareVaultVersion.current,
-        subcommands: [Keygen.self, Pending.self, Approve.self, Reject.self, Review.self, Users.self, Audit.self]
+        subcommands: [Keygen.self, Pending.self, Approve.self, Reject.self, Review.self, Users.self, Audit.self, Suspend.self, Reinstate.self]
     )
 
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-admin") }

@@ -27,7 +27,7 @@ struct CareVaultDoctor: AsyncParsableCommand {
         version: CareVaultVersion.current,
         subcommands: [
             RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
-            Adherence.self, Export.self,
+            Adherence.self, Export.self, PasswordCommand.self, AccountCommand<DoctorRole>.self, SessionsCommand.self,
         ]
     )
 

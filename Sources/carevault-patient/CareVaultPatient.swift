@@ -27,7 +27,8 @@ struct CareVaultPatient: AsyncParsableCommand {
         version: CareVaultVersion.current,
         subcommands: [
             RegisterCommand<PatientRole>.self, LoginCommand<PatientRole>.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self,
-            OutcomeCommand.self, Import.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self,
+            OutcomeCommand.self, Import.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self, PasswordCommand.self,
+            AccountCommand<PatientRole>.self, SessionsCommand.self, PatientExport.self,
         ]
     )
 

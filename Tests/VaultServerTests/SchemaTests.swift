@@ -12,8 +12,13 @@ struct SchemaTests {
     /// Columns per table as first shipped; a column added, dropped, renamed or moved fails here.
     static let knownColumns: [String: [String]] = [
         "meta": ["key", "value"],
-        "users": ["id", "username", "role", "status", "registration", "certificate", "approval", "reject_reason", "created_at", "updated_at"],
-        "sessions": ["token_hash", "user_id", "created_at", "expires_at"],
+        "users": [
+            "id", "username", "role", "status", "registration", "certificate", "approval", "reject_reason", "created_at", "updated_at",
+            "suspended_at", "suspend_reason",
+        ],
+        "sessions": ["token_hash", "user_id", "created_at", "expires_at", "device_name", "last_used_at"],
+        "account_credentials": ["user_id", "credential_update", "recovery_bundle", "recovery_verifier", "updated_at"],
+        "account_deletions": ["owner_id"],
         "tresors": ["id", "owner_id", "category", "current_epoch", "self_grant", "updated_at"],
         "shares": [
             "id", "patient_id", "doctor_id", "tresor_id", "category", "state", "grant_json", "latest_grant", "approval",
@@ -43,6 +48,7 @@ struct SchemaTests {
         "audit_patient": .init(table: "audit_log", columns: ["patient_id", "sequence"], unique: false, partial: false),
         "admin_signatures_seen": .init(table: "admin_signatures", columns: ["seen_at"], unique: false, partial: false),
         "tresor_commitments_owner": .init(table: "tresor_commitments", columns: ["owner_id"], unique: false, partial: false),
+        "sessions_user": .init(table: "sessions", columns: ["user_id"], unique: false, partial: false),
     ]
 
     static func catalog(_ repo: any VaultRepository) async throws -> SchemaCatalog {
@@ -85,7 +91,7 @@ struct SchemaTests {
     ])
     func shippedMigrationIsFrozen(dialect: SchemaDialect, digest: String) throws {
         let migrations = Schema.migrations(dialect)
-        #expect(migrations.map(\.id) == ["v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments"])
+        #expect(migrations.map(\.id) == ["v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle"])
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")
         let hex = try BLAKE2b.hash(Array(normalized.utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(hex == digest)

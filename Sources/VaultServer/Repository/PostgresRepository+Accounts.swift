@@ -69,3 +69,141 @@ extension PostgresRepository {
         try await client.query("DELETE FROM sessions WHERE token_hash = \(tokenHash)", logger: logger)
     }
 }
+
+/// A count, as `SELECT count(*) AS n` answers it.
+struct CountRow: StoredRowDecodable {
+    var n: Int64
+    init(stored r: some StoredRow) throws { n = try r.int64("n") }
+}
+
+/// The account lifecycle (Docs/design.md §2): password changes, recovery, sessions, suspension, deletion.
+extension PostgresRepository: AccountLifecycleRepository {
+    public func accountState(userID: UUID) async throws -> AccountState {
+        try await all(AccountState.self, PostgresQuery(unsafeSQL: AccountStateSQL.select + " $1", binds: binds(userID))).first ?? .none
+    }
+
+    /// Writes columns of the account's credentials row, creating the row when needed.
+    func upsertCredentials(_ conn: PostgresConnection, userID: UUID, columns: [(String, String?)], now: UnixMillis) async throws {
+        try await conn.query(
+            "INSERT INTO account_credentials (user_id, updated_at) VALUES (\(userID), \(now)) ON CONFLICT (user_id) DO NOTHING",
+            logger: logger
+        )
+        for (column, value) in columns {
+            try await conn.query(
+                "UPDATE account_credentials SET \(unescaped: column) = \(value), updated_at = \(now) WHERE user_id = \(userID)",
+                logger: logger
+            )
+        }
+    }
+
+    public func setRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis) async throws {
+        let bundle = try RowJSON.encode(enrollment.bundle)
+        try await transaction { conn in
+            try await self.upsertCredentials(
+                conn,
+                userID: userID,
+                columns: [("recovery_bundle", bundle), ("recovery_verifier", enrollment.verifier)],
+                now: now
+            )
+        }
+    }
+
+    public func updateCredentials(
+        userID: UUID,
+        _ update: CredentialUpdate,
+        ending: SessionSelection,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws {
+        let json = try RowJSON.encode(update)
+        try await transaction { conn in
+            try await self.upsertCredentials(conn, userID: userID, columns: [("credential_update", json)], now: now)
+            _ = try await self.deleteSessions(conn, userID: userID, ending)
+            try await self.appendAudit(conn, [audit], now: now)
+        }
+    }
+
+    public func insertSession(_ s: SessionRow, deviceName: String?) async throws {
+        try await client.query("DELETE FROM sessions WHERE expires_at <= \(s.createdAt)", logger: logger)
+        try await client.query(
+            """
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, device_name)
+            VALUES (\(s.tokenHash), \(s.userID), \(s.createdAt), \(s.expiresAt), \(deviceName))
+            """,
+            logger: logger
+        )
+    }
+
+    public func sessionEntries(userID: UUID, now: UnixMillis) async throws -> [SessionEntry] {
+        try await all(
+            SessionEntry.self,
+            """
+            SELECT token_hash, device_name, created_at, last_used_at, expires_at FROM sessions
+            WHERE user_id = \(userID) AND expires_at > \(now) ORDER BY created_at DESC, token_hash
+            """
+        )
+    }
+
+    public func deleteSessions(userID: UUID, _ selection: SessionSelection) async throws -> Int {
+        try await transaction { conn in try await self.deleteSessions(conn, userID: userID, selection) }
+    }
+
+    func deleteSessions(_ conn: PostgresConnection, userID: UUID, _ selection: SessionSelection) async throws -> Int {
+        let (condition, value): (String, String?) =
+            switch selection {
+            case .all: ("", nil)
+            case .allExcept(let keep): (" AND token_hash <> $2", keep)
+            case .id(let id): (" AND substr(token_hash, 1, 16) = $2", id)
+            }
+        let sql = "WITH d AS (DELETE FROM sessions WHERE user_id = $1\(condition) RETURNING 1) SELECT count(*) AS n FROM d"
+        let query = PostgresQuery(unsafeSQL: sql, binds: value.map { binds(userID, $0) } ?? binds(userID))
+        return Int(try await all(CountRow.self, query, on: conn).first?.n ?? 0)
+    }
+
+    public func touchSession(tokenHash: String, now: UnixMillis) async throws {
+        let before = now - AccountStateSQL.touchIntervalMs
+        try await client.query(
+            """
+            UPDATE sessions SET last_used_at = \(now) WHERE token_hash = \(tokenHash) AND (last_used_at IS NULL OR last_used_at <= \(before))
+            """,
+            logger: logger
+        )
+    }
+
+    public func setSuspension(userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
+        let at: Int64? = reason == nil ? nil : now
+        try await transaction { conn in
+            let found = try await self.all(
+                CountRow.self,
+                """
+                WITH u AS (UPDATE users SET suspended_at = \(at), suspend_reason = \(reason), updated_at = \(now) WHERE id = \(userID) RETURNING 1)
+                SELECT count(*) AS n FROM u
+                """,
+                on: conn
+            )
+            guard found.first?.n == 1 else { throw RepositoryError.notFound("user") }
+            if reason != nil { _ = try await self.deleteSessions(conn, userID: userID, .all) }
+            try await self.appendAudit(conn, [audit], now: now)
+        }
+    }
+
+    public func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount {
+        try await transaction { conn in
+            // The owner's sequence row is what pushes lock: holding it orders a concurrent push before or after.
+            try await conn.query("SELECT 1 FROM owner_sequences WHERE owner_id = \(userID) FOR UPDATE", logger: logger)
+            func count(_ sql: String) async throws -> Int {
+                Int(try await self.all(CountRow.self, PostgresQuery(unsafeSQL: sql, binds: binds(userID)), on: conn).first?.n ?? 0)
+            }
+            let deleted = DeletedAccount(
+                versions: try await count("SELECT count(*) AS n FROM versions WHERE owner_id = $1"),
+                tresors: try await count("SELECT count(*) AS n FROM tresors WHERE owner_id = $1"),
+                shares: try await count("SELECT count(*) AS n FROM shares WHERE patient_id = $1")
+            )
+            for sql in AccountStateSQL.deleteAccount {
+                try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds(userID)), logger: self.logger)
+            }
+            try await self.appendAudit(conn, [audit], now: now)
+            return deleted
+        }
+    }
+}

@@ -62,3 +62,123 @@ extension SQLiteRepository {
         try await pool.write { db in try db.execute(sql: "DELETE FROM sessions WHERE token_hash = ?", arguments: [tokenHash]) }
     }
 }
+
+/// The account lifecycle (Docs/design.md §2): password changes, recovery, sessions, suspension, deletion.
+extension SQLiteRepository: AccountLifecycleRepository {
+    public func accountState(userID: UUID) async throws -> AccountState {
+        try await pool.read { db in try Self.one(AccountState.self, db, AccountStateSQL.select + " ?", [Self.id(userID)]) } ?? .none
+    }
+
+    /// Writes one column of the account's credentials row, creating the row when needed.
+    static func upsertCredentials(_ db: Database, userID: UUID, columns: [(String, String?)], now: UnixMillis) throws {
+        try db.execute(
+            sql: "INSERT INTO account_credentials (user_id, updated_at) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING",
+            arguments: [Self.id(userID), now]
+        )
+        for (column, value) in columns {
+            try db.execute(
+                sql: "UPDATE account_credentials SET \(column) = ?, updated_at = ? WHERE user_id = ?",
+                arguments: [value, now, Self.id(userID)]
+            )
+        }
+    }
+
+    public func setRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis) async throws {
+        let bundle = try RowJSON.encode(enrollment.bundle)
+        try await pool.write { db in
+            try Self.upsertCredentials(
+                db,
+                userID: userID,
+                columns: [("recovery_bundle", bundle), ("recovery_verifier", enrollment.verifier)],
+                now: now
+            )
+        }
+    }
+
+    public func updateCredentials(
+        userID: UUID,
+        _ update: CredentialUpdate,
+        ending: SessionSelection,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws {
+        let json = try RowJSON.encode(update)
+        try await pool.write { db in
+            try Self.upsertCredentials(db, userID: userID, columns: [("credential_update", json)], now: now)
+            _ = try Self.deleteSessions(db, userID: userID, ending)
+            try Self.appendAudit(db, [audit], now: now)
+        }
+    }
+
+    public func insertSession(_ s: SessionRow, deviceName: String?) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ?", arguments: [s.createdAt])
+            try db.execute(
+                sql: "INSERT INTO sessions (token_hash, user_id, created_at, expires_at, device_name) VALUES (?, ?, ?, ?, ?)",
+                arguments: [s.tokenHash, Self.id(s.userID), s.createdAt, s.expiresAt, deviceName]
+            )
+        }
+    }
+
+    public func sessionEntries(userID: UUID, now: UnixMillis) async throws -> [SessionEntry] {
+        try await pool.read { db in
+            try Self.all(
+                SessionEntry.self,
+                db,
+                "SELECT * FROM sessions WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC, token_hash",
+                [Self.id(userID), now]
+            )
+        }
+    }
+
+    public func deleteSessions(userID: UUID, _ selection: SessionSelection) async throws -> Int {
+        try await pool.write { db in try Self.deleteSessions(db, userID: userID, selection) }
+    }
+
+    static func deleteSessions(_ db: Database, userID: UUID, _ selection: SessionSelection) throws -> Int {
+        switch selection {
+        case .all: try db.execute(sql: "DELETE FROM sessions WHERE user_id = ?", arguments: [Self.id(userID)])
+        case .allExcept(let keep):
+            try db.execute(sql: "DELETE FROM sessions WHERE user_id = ? AND token_hash <> ?", arguments: [Self.id(userID), keep])
+        case .id(let id):
+            try db.execute(sql: "DELETE FROM sessions WHERE user_id = ? AND substr(token_hash, 1, 16) = ?", arguments: [Self.id(userID), id])
+        }
+        return db.changesCount
+    }
+
+    public func touchSession(tokenHash: String, now: UnixMillis) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET last_used_at = ? WHERE token_hash = ? AND (last_used_at IS NULL OR last_used_at <= ?)",
+                arguments: [now, tokenHash, now - AccountStateSQL.touchIntervalMs]
+            )
+        }
+    }
+
+    public func setSuspension(userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE users SET suspended_at = ?, suspend_reason = ?, updated_at = ? WHERE id = ?",
+                arguments: [reason == nil ? nil : now, reason, now, Self.id(userID)]
+            )
+            guard db.changesCount == 1 else { throw RepositoryError.notFound("user") }
+            if reason != nil { _ = try Self.deleteSessions(db, userID: userID, .all) }
+            try Self.appendAudit(db, [audit], now: now)
+        }
+    }
+
+    public func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount {
+        let owner = Self.id(userID)
+        return try await pool.write { db in
+            func count(_ sql: String) throws -> Int { try Int.fetchOne(db, sql: sql, arguments: [owner]) ?? 0 }
+            let deleted = DeletedAccount(
+                versions: try count("SELECT count(*) AS n FROM versions WHERE owner_id = ?"),
+                tresors: try count("SELECT count(*) AS n FROM tresors WHERE owner_id = ?"),
+                shares: try count("SELECT count(*) AS n FROM shares WHERE patient_id = ?")
+            )
+            for sql in AccountStateSQL.deleteAccount { try db.execute(sql: sql.replacingOccurrences(of: "$1", with: "?"), arguments: [owner]) }
+            try Self.appendAudit(db, [audit], now: now)
+            return deleted
+        }
+    }
+}

@@ -23,6 +23,7 @@ enum Schema {
             ),
             // The patient's newest signed state commitment per tresor (Docs/envelope-v1.md §3.4).
             Migration(id: "v4-state-commitments", statements: v4StateCommitments(dialect)),
+            Migration(id: "v5-account-lifecycle", statements: v5AccountLifecycle(dialect)),
         ]
     }
 
@@ -159,9 +160,61 @@ enum Schema {
         )
     }
 
+    /// Password changes, recovery, session names, suspension and account deletion (Docs/design.md §2).
+    /// `account_credentials` holds what replaced the registration's password credentials and the recovery
+    /// bundle; `account_deletions` is the one deliberate way past the versions' append-only guard: a row
+    /// naming an owner lives only inside the transaction that deletes that owner's versions.
+    static func v5AccountLifecycle(_ t: SchemaDialect) -> [String] {
+        [
+            "ALTER TABLE users ADD COLUMN suspended_at \(t.int64)",
+            "ALTER TABLE users ADD COLUMN suspend_reason \(t.text)",
+            "ALTER TABLE sessions ADD COLUMN device_name \(t.text)",
+            "ALTER TABLE sessions ADD COLUMN last_used_at \(t.int64)",
+            """
+            CREATE TABLE account_credentials (
+                user_id \(t.uuid) PRIMARY KEY REFERENCES users(id),
+                credential_update \(t.text),
+                recovery_bundle \(t.text),
+                recovery_verifier \(t.text),
+                updated_at \(t.int64) NOT NULL)
+            """,
+            "CREATE TABLE account_deletions (owner_id \(t.uuid) PRIMARY KEY)",
+            "CREATE INDEX sessions_user ON sessions (user_id)",
+        ] + t.versionsDeletableByOwner
+    }
+
     /// Splits SQL into statements at semicolons that end a line.
     static func statements(_ sql: String) -> [String] {
         sql.components(separatedBy: ";\n").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
             .map { $0.hasSuffix(";") ? String($0.dropLast()) : $0 }.filter { !$0.isEmpty }
+    }
+}
+
+extension SchemaDialect {
+    /// Replaces the versions' delete guard, under its shipped name, by one that lets a row go only while
+    /// `account_deletions` names its owner; updates stay refused (Docs/design.md §2).
+    var versionsDeletableByOwner: [String] {
+        let exempt = "EXISTS (SELECT 1 FROM account_deletions WHERE owner_id = OLD.owner_id)"
+        switch self {
+        case .sqlite:
+            return [
+                "DROP TRIGGER versions_append_only_d",
+                "CREATE TRIGGER versions_append_only_d BEFORE DELETE ON versions WHEN NOT \(exempt) "
+                    + "BEGIN SELECT RAISE(ABORT, 'versions are append-only'); END",
+            ]
+        case .postgres:
+            return [
+                """
+                CREATE FUNCTION carevault_versions_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF TG_OP = 'DELETE' AND \(exempt) THEN RETURN OLD; END IF;
+                        RAISE EXCEPTION '% is append-only', TG_TABLE_NAME;
+                    END $$
+                """,
+                "DROP TRIGGER versions_append_only ON versions",
+                "CREATE TRIGGER versions_append_only BEFORE UPDATE OR DELETE ON versions FOR EACH ROW "
+                    + "EXECUTE FUNCTION carevault_versions_append_only()",
+            ]
+        }
     }
 }

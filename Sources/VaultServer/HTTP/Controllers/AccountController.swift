@@ -11,7 +11,14 @@ struct AccountController: APIController {
         group.post(RouterPath(Routes.register), use: register)
             .post(RouterPath(Routes.loginParameters), use: loginParameters)
             .post(RouterPath(Routes.login), use: login)
+            .post(RouterPath(Routes.recoveryBundle), use: recoveryBundle)
+            .post(RouterPath(Routes.recover), use: recover)
         authenticated.post(RouterPath(Routes.logout), use: logout)
+            .post(RouterPath(Routes.passwordChange), use: changePassword)
+            .post(RouterPath(Routes.deleteAccount), use: deleteAccount)
+            .get(RouterPath(Routes.sessions), use: sessions)
+            .post(RouterPath(Routes.sessionsRevokeOthers), use: revokeOthers)
+            .post(RouterPath(Routes.sessionRevoke(":id")), use: revokeSession)
             .get(RouterPath(Routes.me), use: me)
             .get(RouterPath(Routes.userByName(":username")), use: userByName)
             .get(RouterPath(Routes.userByID(":id")), use: userByID)
@@ -25,7 +32,7 @@ struct AccountController: APIController {
     @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<RegisterResponse> {
         // Counted before the body is read, so a flood costs the server as little as possible.
         try service.admitRegistration(address: context.clientAddress)
-        let (body, status) = try await service.register(try await decodeOpen(RegistrationRequest.self, request))
+        let (body, status) = try await service.register(try await decodeOpen(RegistrationSubmission.self, request))
         return EditedResponse(status: status, response: body)
     }
 
@@ -53,4 +60,43 @@ struct AccountController: APIController {
     @Sendable func userByID(_ request: Request, context: Context) async throws -> DirectoryEntry {
         try await service.directory(id: try context.parameters.uuid("id"))
     }
+
+    @Sendable func recoveryBundle(_ request: Request, context: Context) async throws -> RecoveryBundleResponse {
+        try await service.recoveryBundle(try await decodeOpen(RecoveryProof.self, request), address: context.clientAddress)
+    }
+
+    @Sendable func recover(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
+        try await service.recover(try await decodeOpen(RecoveryRequest.self, request), address: context.clientAddress)
+        return .noContent
+    }
+
+    @Sendable func changePassword(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
+        let caller = try context.requireCaller()
+        try await service.changePassword(caller, try await request.decode(as: PasswordChangeRequest.self, context: context))
+        return .noContent
+    }
+
+    @Sendable func deleteAccount(_ request: Request, context: Context) async throws -> DeleteAccountResponse {
+        let caller = try context.requireCaller()
+        return try await service.deleteAccount(caller, try await request.decode(as: DeleteAccountRequest.self, context: context))
+    }
+
+    @Sendable func sessions(_ request: Request, context: Context) async throws -> SessionList {
+        try await service.sessions(try context.requireCaller())
+    }
+
+    @Sendable func revokeSession(_ request: Request, context: Context) async throws -> RevokedSessions {
+        try await service.revokeSessions(try context.requireCaller(), id: context.parameters.get("id") ?? "")
+    }
+
+    @Sendable func revokeOthers(_ request: Request, context: Context) async throws -> RevokedSessions {
+        try await service.revokeSessions(try context.requireCaller(), id: nil)
+    }
 }
+
+// The lifecycle's answers.
+extension RecoveryBundleResponse: ResponseEncodable {}
+extension SessionList: ResponseEncodable {}
+extension RevokedSessions: ResponseEncodable {}
+extension DeleteAccountResponse: ResponseEncodable {}
+extension SuspensionResponse: ResponseEncodable {}

@@ -19,6 +19,8 @@ struct AdminController: APIController {
             .get(RouterPath(Routes.adminAuditVerify), use: verifyAudit)
             .get(RouterPath(Routes.adminAuditCheckpoints), use: auditCheckpoints)
             .post(RouterPath(Routes.adminAuditCheckpoints), use: storeAuditCheckpoint)
+            .post(RouterPath(Routes.adminSuspend(":id")), use: decision(VaultService.suspend))
+            .post(RouterPath(Routes.adminReinstate(":id")), use: decision(VaultService.reinstate))
     }
 
     /// A handler deciding on the registration or share named in the path, from the signed body. The id

@@ -22,7 +22,10 @@ struct SessionAuthenticator: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        context.caller = try await authenticate(request)
+        let caller = try await authenticate(request)
+        context.caller = caller
+        // "Last used" for `sessions`; a failed write of it must not fail the request it describes.
+        do { try await service.touch(caller) } catch { context.logger.warning("could not record a session's use: \(error)") }
         return try await next(request, context)
     }
 

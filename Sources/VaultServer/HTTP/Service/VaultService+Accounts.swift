@@ -13,8 +13,10 @@ extension VaultService {
         }
     }
 
-    func register(_ r: RegistrationRequest) async throws -> (RegisterResponse, HTTPResponse.Status) {
+    func register(_ submission: RegistrationSubmission) async throws -> (RegisterResponse, HTTPResponse.Status) {
+        let r = submission.request
         try Self.checkSizes(r)
+        if let recovery = submission.recovery { try Self.check(recovery, for: r.userID) }
         do { try r.verify() } catch {
             switch error {
             case .invalidSignature: throw APIError(.badRequest, .invalidSignature, "registration self-signature is not valid")
@@ -44,10 +46,17 @@ extension VaultService {
                     details: ["username": r.username, "role": r.role.rawValue]
                 )
             )
+            if let recovery = submission.recovery { try await lifecycle.setRecovery(userID: r.userID, recovery, now: now) }
             return (RegisterResponse(userID: r.userID, status: .pending), .accepted)
         } catch RepositoryError.conflict {
             // Repeating the same registration is idempotent; anything else under that name or id is a conflict.
             if let existing = try await repository.user(username: r.username), existing.registration == r {
+                // A repeat completes a registration whose recovery enrollment was not stored the first time.
+                if let recovery = submission.recovery, existing.status == .pending,
+                    try await lifecycle.accountState(userID: existing.id).recoveryVerifier == nil
+                {
+                    try await lifecycle.setRecovery(userID: existing.id, recovery, now: now)
+                }
                 return (RegisterResponse(userID: existing.id, status: existing.status), .ok)
             }
             throw APIError.conflict("username '\(r.username)' (or this user id) is already registered")
@@ -79,6 +88,9 @@ extension VaultService {
         try Self.checkUsernameLength(raw)
         let name = Username.lookupKey(raw)
         if let user = try await repository.user(username: name) {
+            if let update = try await lifecycle.accountState(userID: user.id).credentialUpdate {
+                return LoginParametersResponse(kdf: update.kdf, salt: update.salt, credentialUpdate: update)
+            }
             return LoginParametersResponse(kdf: user.registration.kdf, salt: user.registration.salt)
         }
         let secret = try await repository.serverSecret()
@@ -99,7 +111,9 @@ extension VaultService {
             throw APIError.badRequest("loginKey must be 32 bytes of base64url")
         }
         let user = try await repository.user(username: name)
-        let expected = user.flatMap { try? Base64URL.decode($0.registration.loginVerifier) } ?? [UInt8](repeating: 0, count: 32)
+        let state = if let user { try await lifecycle.accountState(userID: user.id) } else { AccountState.none }
+        let credentials = user.map { Self.credentials($0, state) }
+        let expected = credentials.flatMap { try? Base64URL.decode($0.verifier) } ?? [UInt8](repeating: 0, count: 32)
         // Always hash, so an unknown username costs the same as a wrong password.
         let verifier = PasswordKeys.verifier(for: try SymmetricKey(bytes: presented))
         guard let user, ConstantTime.equals(verifier, expected) else {
@@ -122,15 +136,13 @@ extension VaultService {
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or password")
         }
         rateLimiter.recordSuccess(username: name, address: address, now: now)
-        switch user.status {
-        case .pending: throw APIError(.forbidden, .pendingApproval, "account '\(name)' is waiting for admin approval")
-        case .rejected: throw APIError(.forbidden, .accountRejected, "account '\(name)' was rejected: \(user.rejectReason ?? "no reason given")")
-        case .active: break
-        }
-        guard let certificate = user.certificate else { throw APIError.internal }
+        try Self.requireUsable(user, state, name: name)
+        guard let certificate = user.certificate, let credentials else { throw APIError.internal }
+        let deviceName = try Self.validDeviceName(r.deviceName)
         let token = Base64URL.encode(RandomBytes.bytes(count: 32))
         let expires = now + APILimits.sessionLifetimeMs
-        try await repository.insertSession(SessionRow(tokenHash: Self.tokenHash(token), userID: user.id, createdAt: now, expiresAt: expires))
+        let session = SessionRow(tokenHash: Self.tokenHash(token), userID: user.id, createdAt: now, expiresAt: expires)
+        try await lifecycle.insertSession(session, deviceName: deviceName)
         try await repository.appendAudit(
             [
                 AuditEvent(
@@ -147,9 +159,16 @@ extension VaultService {
             expiresAt: expires,
             userID: user.id,
             role: user.role,
-            keyBundle: user.registration.keyBundle,
+            keyBundle: credentials.bundle,
             certificate: certificate
         )
+    }
+
+    /// A device name as given at login, trimmed; at most 64 characters (nil when empty).
+    static func validDeviceName(_ raw: String?) throws -> String? {
+        guard let name = raw?.trimmingCharacters(in: .whitespacesAndNewlines), !name.isEmpty else { return nil }
+        guard name.unicodeScalars.count <= 64 else { throw APIError.badRequest("deviceName must be at most 64 characters") }
+        return name
     }
 
     /// The audit log's stand-in for a username that matches no account: BLAKE2b keyed with the server

@@ -162,7 +162,7 @@ extension VaultService {
         )
     }
 
-    private func validReason(_ reason: String) throws -> String {
+    func validReason(_ reason: String) throws -> String {
         let r = reason.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...500).contains(r.count) else { throw APIError.badRequest("a reason of 1 to 500 characters is required") }
         return r

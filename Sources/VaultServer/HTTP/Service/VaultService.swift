@@ -13,6 +13,8 @@ struct VaultService: Sendable {
     let clock: @Sendable () -> UnixMillis
     let rateLimiter: LoginRateLimiter
     let registrationLimiter: RegistrationRateLimiter
+    /// Keeps `touch` to one write a minute per session.
+    let sessionTouches = SessionTouchLog()
 
     init(
         repository: any VaultRepository,

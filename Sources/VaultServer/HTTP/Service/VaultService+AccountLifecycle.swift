@@ -1,0 +1,214 @@
+import Foundation
+import Hummingbird
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// The account lifecycle (Docs/design.md §2): password change, recovery, sessions, deletion, suspension.
+extension VaultService {
+    /// The repository's lifecycle storage (both backends provide it).
+    var lifecycle: any AccountLifecycleRepository {
+        get throws {
+            guard let r = repository as? any AccountLifecycleRepository else { throw APIError.internal }
+            return r
+        }
+    }
+
+    /// The password credentials in force: the newest change, else the registration's.
+    static func credentials(_ user: UserRow, _ state: AccountState) -> (verifier: String, bundle: KeyBundle) {
+        if let u = state.credentialUpdate { return (u.loginVerifier, u.keyBundle) }
+        return (user.registration.loginVerifier, user.registration.keyBundle)
+    }
+
+    /// Whether a presented 32-byte key (base64url) hashes to `stored` under `hash`; always hashes, so an
+    /// unknown account costs the same as a wrong key.
+    static func proves(_ presented: String, stored: String?, hash: ([UInt8]) -> [UInt8]) throws -> Bool {
+        guard presented.utf8.count == APILimits.key32Base64Length,
+            let bytes = (try? Base64URL.decode(presented)).flatMap({ $0.count == 32 ? $0 : nil })
+        else { throw APIError.badRequest("the key must be 32 bytes of base64url") }
+        let expected = stored.flatMap { try? Base64URL.decode($0) } ?? [UInt8](repeating: 0, count: 32)
+        return ConstantTime.equals(hash(bytes), expected) && stored != nil
+    }
+
+    /// Checks new credentials of `user`: signed by the account's own key, a well-formed verifier and bundle.
+    func check(_ update: CredentialUpdate, of user: UserRow) throws {
+        guard let certificate = user.certificate else { throw APIError.forbidden("the account is not approved") }
+        guard update.userID == user.id, update.isValid(signedBy: certificate.signingKey) else {
+            throw APIError(.badRequest, .invalidSignature, "the new credentials are not signed by this account's key")
+        }
+        guard update.loginVerifier.utf8.count == APILimits.key32Base64Length else {
+            throw APIError.badRequest("loginVerifier must be 32 bytes of base64url")
+        }
+        guard update.keyBundle.ciphertext.utf8.count <= APILimits.maxKeyBundleCiphertextLength else {
+            throw APIError.badRequest("keyBundle.ciphertext must be at most \(APILimits.maxKeyBundleCiphertextLength) characters")
+        }
+    }
+
+    /// Checks a recovery enrollment's sizes and that it names the registering account.
+    static func check(_ recovery: RecoveryEnrollment, for userID: UUID) throws {
+        guard recovery.bundle.userID == userID, recovery.bundle.version == 1 else {
+            throw APIError.badRequest("the recovery bundle names another account or version")
+        }
+        guard recovery.verifier.utf8.count == APILimits.key32Base64Length,
+            recovery.bundle.ciphertext.utf8.count <= APILimits.maxKeyBundleCiphertextLength
+        else { throw APIError.badRequest("the recovery bundle or verifier has the wrong size") }
+    }
+
+    /// `POST /v1/accounts/password`: the session and the current login key, then new credentials; every
+    /// other session ends.
+    func changePassword(_ caller: Caller, _ r: PasswordChangeRequest) async throws {
+        let store = try lifecycle
+        let state = try await store.accountState(userID: caller.id)
+        let current = Self.credentials(caller.user, state)
+        guard try Self.proves(r.currentLoginKey, stored: current.verifier, hash: Self.loginVerifier) else {
+            throw APIError(.unauthorized, .invalidCredentials, "the current password is wrong")
+        }
+        try check(r.update, of: caller.user)
+        let event = AuditEvent(
+            actor: Self.idText(caller.id),
+            action: "account.password-changed",
+            patientID: caller.user.role == .patient ? caller.id : nil
+        )
+        try await store.updateCredentials(userID: caller.id, r.update, ending: .allExcept(tokenHash: caller.tokenHash), now: clock(), audit: event)
+    }
+
+    static func loginVerifier(_ key: [UInt8]) -> [UInt8] { PasswordKeys.verifier(for: try! SymmetricKey(bytes: key)) }
+
+    /// The hash the server keeps of a recovery login key (Docs/envelope-v1.md §2.3).
+    public static func recoveryVerifier(_ key: [UInt8]) -> [UInt8] {
+        var w = CanonicalWriter(domain: "CareVault-recovery-verifier-v1")
+        w.append(key)
+        defer { w.wipe() }
+        return try! BLAKE2b.hash(w.bytes)
+    }
+
+    /// The account a recovery proof opens, or 401 alike for an unknown name, no recovery bundle or a wrong
+    /// key, counted by the login rate limiter.
+    func provenRecovery(_ p: RecoveryProof, address: String) async throws -> (UserRow, AccountState) {
+        try Self.checkUsernameLength(p.username)
+        let name = Username.lookupKey(p.username)
+        let now = clock()
+        if let wait = rateLimiter.retryAfter(username: name, address: address, now: now) {
+            throw Self.tooManyRequests("too many failed attempts", waitMs: wait)
+        }
+        let user = try await repository.user(username: name)
+        let state: AccountState? = if let user { try await lifecycle.accountState(userID: user.id) } else { nil }
+        guard try Self.proves(p.recoveryLoginKey, stored: state?.recoveryVerifier, hash: Self.recoveryVerifier), let user, let state else {
+            rateLimiter.recordFailure(username: name, address: address, now: now)
+            throw APIError(.unauthorized, .invalidCredentials, "wrong username or recovery key")
+        }
+        rateLimiter.recordSuccess(username: name, address: address, now: now)
+        try Self.requireUsable(user, state, name: name)
+        return (user, state)
+    }
+
+    /// Refuses a login or recovery into an account that is not approved or is suspended.
+    static func requireUsable(_ user: UserRow, _ state: AccountState, name: String) throws {
+        switch user.status {
+        case .pending: throw APIError(.forbidden, .pendingApproval, "account '\(name)' is waiting for admin approval")
+        case .rejected: throw APIError(.forbidden, .accountRejected, "account '\(name)' was rejected: \(user.rejectReason ?? "no reason given")")
+        case .active: break
+        }
+        if state.suspendedAt != nil {
+            throw APIError(.forbidden, .forbidden, "account '\(name)' is suspended: \(state.suspendReason ?? "no reason given")")
+        }
+        guard user.certificate != nil else { throw APIError.internal }
+    }
+
+    /// `POST /v1/auth/recovery/bundle`.
+    func recoveryBundle(_ p: RecoveryProof, address: String) async throws -> RecoveryBundleResponse {
+        let (user, state) = try await provenRecovery(p, address: address)
+        guard let bundle = state.recoveryBundle, let certificate = user.certificate else { throw APIError.internal }
+        return RecoveryBundleResponse(userID: user.id, role: user.role, bundle: bundle, certificate: certificate)
+    }
+
+    /// `POST /v1/auth/recovery`: new credentials with the recovery key; every session ends.
+    func recover(_ r: RecoveryRequest, address: String) async throws {
+        let (user, _) = try await provenRecovery(r.proof, address: address)
+        try check(r.update, of: user)
+        let event = AuditEvent(
+            actor: Self.idText(user.id),
+            action: "account.recovered",
+            patientID: user.role == .patient ? user.id : nil,
+            details: ["address": address]
+        )
+        try await lifecycle.updateCredentials(userID: user.id, r.update, ending: .all, now: clock(), audit: event)
+    }
+
+    /// `GET /v1/sessions`.
+    func sessions(_ caller: Caller) async throws -> SessionList {
+        let entries = try await lifecycle.sessionEntries(userID: caller.id, now: clock())
+        return SessionList(
+            sessions: entries.map {
+                SessionInfo(
+                    id: $0.id,
+                    deviceName: $0.deviceName,
+                    createdAt: $0.createdAt,
+                    lastUsedAt: $0.lastUsedAt,
+                    expiresAt: $0.expiresAt,
+                    current: $0.tokenHash == caller.tokenHash
+                )
+            }
+        )
+    }
+
+    /// `POST /v1/sessions/{id}/revoke` (one session of the caller's) and `/v1/sessions/revoke-others`.
+    func revokeSessions(_ caller: Caller, id: String?) async throws -> RevokedSessions {
+        let selection: SessionSelection
+        if let id {
+            guard id.count == 16, id.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+                throw APIError.badRequest("a session id is 16 lower-case hex digits")
+            }
+            selection = .id(id)
+        } else {
+            selection = .allExcept(tokenHash: caller.tokenHash)
+        }
+        let n = try await lifecycle.deleteSessions(userID: caller.id, selection)
+        if id != nil, n == 0 { throw APIError.notFound("no session with that id") }
+        return RevokedSessions(revoked: n)
+    }
+
+    /// Records that the caller's session was used (at most once a minute).
+    func touch(_ caller: Caller) async throws {
+        let now = clock()
+        guard sessionTouches.shouldRecord(caller.tokenHash, now: now, interval: AccountStateSQL.touchIntervalMs) else { return }
+        try await lifecycle.touchSession(tokenHash: caller.tokenHash, now: now)
+    }
+
+    /// `POST /v1/accounts/delete`: a patient's records, tresors, shares, sessions and account go; the audit
+    /// log keeps the fact and the counts.
+    func deleteAccount(_ caller: Caller, _ r: DeleteAccountRequest) async throws -> DeleteAccountResponse {
+        try require(caller, role: .patient)
+        guard Username.lookupKey(r.confirmUsername) == caller.user.username else {
+            throw APIError.badRequest("confirmUsername does not name this account")
+        }
+        var event = Self.patientEvent(caller, "account.deleted", ["username": caller.user.username])
+        let now = clock()
+        let store = try lifecycle
+        let shares = try await repository.shares(patientID: caller.id)
+        event.details["sharesEnded"] = String(shares.count)
+        let d = try await store.deleteAccount(userID: caller.id, now: now, audit: event)
+        return DeleteAccountResponse(versions: d.versions, tresors: d.tresors, shares: d.shares)
+    }
+
+    /// `POST /v1/admin/users/{id}/suspend`.
+    func suspend(_ id: UUID, _ r: SuspendRequest) async throws -> SuspensionResponse {
+        let reason = try validReason(r.reason)
+        guard let user = try await repository.user(id: id) else { throw APIError.notFound("no such user") }
+        let event = Self.adminEvent("account.suspended", patientID: user.role == .patient ? id : nil, ["username": user.username, "reason": reason])
+        let now = clock()
+        try await lifecycle.setSuspension(userID: id, reason: reason, now: now, audit: event)
+        return SuspensionResponse(userID: id, username: user.username, suspendedAt: now, reason: reason)
+    }
+
+    /// `POST /v1/admin/users/{id}/reinstate`.
+    func reinstate(_ id: UUID, _ r: EmptyAdminBody) async throws -> SuspensionResponse {
+        guard let user = try await repository.user(id: id) else { throw APIError.notFound("no such user") }
+        let event = Self.adminEvent("account.reinstated", patientID: user.role == .patient ? id : nil, ["username": user.username])
+        try await lifecycle.setSuspension(userID: id, reason: nil, now: clock(), audit: event)
+        return SuspensionResponse(userID: id, username: user.username, suspendedAt: nil, reason: nil)
+    }
+}
+
+/// The body of an admin request that carries nothing but its signature.
+struct EmptyAdminBody: Decodable {}

@@ -31,6 +31,7 @@ struct SchemaTests {
         "audit_head": ["id", "sequence", "hash"],
         "admin_signatures": ["signature", "seen_at"],
         "audit_checkpoints": ["sequence", "head_hash", "signed_at", "signature", "stored_at"],
+        "login_throttle": ["key", "failures", "last_failure", "expires_at"],
     ]
 
     static let knownIndexes: [String: SchemaCatalog.Index] = [
@@ -41,6 +42,7 @@ struct SchemaTests {
         "heads_tresor_sequence": .init(table: "heads", columns: ["owner_id", "tresor_id", "sequence"], unique: false, partial: false),
         "audit_patient": .init(table: "audit_log", columns: ["patient_id", "sequence"], unique: false, partial: false),
         "admin_signatures_seen": .init(table: "admin_signatures", columns: ["seen_at"], unique: false, partial: false),
+        "login_throttle_expires": .init(table: "login_throttle", columns: ["expires_at"], unique: false, partial: false),
     ]
 
     static func catalog(_ repo: any VaultRepository) async throws -> SchemaCatalog {
@@ -83,7 +85,7 @@ struct SchemaTests {
     ])
     func shippedMigrationIsFrozen(dialect: SchemaDialect, digest: String) throws {
         let migrations = Schema.migrations(dialect)
-        #expect(migrations.map(\.id) == ["v1-initial", "v2-audit-checkpoints", "v3-share-revocations"])
+        #expect(migrations.map(\.id) == ["v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v6-login-throttle"])
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")
         let hex = try BLAKE2b.hash(Array(normalized.utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(hex == digest)

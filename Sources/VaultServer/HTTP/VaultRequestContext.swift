@@ -27,10 +27,12 @@ public struct VaultRequestContext: RequestContext, RemoteAddressRequestContext {
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        clientAddress = remoteAddress?.ipAddress ?? "unknown"
     }
 
-    /// The client address as text, for rate limiting and the audit log.
-    var clientAddress: String { remoteAddress?.ipAddress ?? "unknown" }
+    /// The client address as text, for rate limiting and the audit log: the peer's, or the one a trusted
+    /// proxy forwarded (`ForwardedAddressMiddleware`).
+    var clientAddress: String
 
     /// The session's caller. Only a route outside the session group finds none, which is a wiring
     /// mistake; it still answers 401 rather than trusting an anonymous request.

@@ -17,6 +17,8 @@ enum Schema {
             Migration(id: "v2-audit-checkpoints", statements: v2AuditCheckpoints(dialect)),
             // The patient's signed end of a share, shown to its doctor (Docs/envelope-v1.md §3.3).
             Migration(id: "v3-share-revocations", statements: ["ALTER TABLE shares ADD COLUMN revocation_json \(dialect.text)"]),
+            // Login back-off shared by every instance on one database (Docs/design.md §2).
+            Migration(id: "v6-login-throttle", statements: v6LoginThrottle(dialect)),
         ]
     }
 
@@ -131,6 +133,23 @@ enum Schema {
                 [.init(trigger: "audit_checkpoints_append_only", table: "audit_checkpoints", message: "audit checkpoints are append-only")],
                 defineFunction: false
             )
+    }
+
+    /// The login back-off (Docs/design.md §2), in the database so that several instances behind a load balancer
+    /// count one client's failures together. `key` is `u:` and the normalised username, `a:` and the client
+    /// address (failure counts, `last_failure` the newest), or `t:` username, newline, address (a pair that
+    /// logged in, exempt from the username's back-off). A row is meaningless after `expires_at`.
+    static func v6LoginThrottle(_ t: SchemaDialect) -> [String] {
+        [
+            """
+            CREATE TABLE login_throttle (
+                key \(t.text) PRIMARY KEY,
+                failures \(t.int64) NOT NULL,
+                last_failure \(t.int64) NOT NULL,
+                expires_at \(t.int64) NOT NULL)
+            """,
+            "CREATE INDEX login_throttle_expires ON login_throttle (expires_at)",
+        ]
     }
 
     /// Splits SQL into statements at semicolons that end a line.

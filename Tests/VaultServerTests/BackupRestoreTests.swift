@@ -15,23 +15,9 @@ import VaultTestSupport
 struct BackupRestoreTests {
     static let sqlite3 = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    /// Runs `sqlite3 SOURCE ".backup DESTINATION"` off the cooperative threads (it blocks while it copies).
+    /// SQLite's online backup of `source` into `destination`, as an operator runs it.
     static func onlineBackup(_ source: String, to destination: String) async throws -> Int32 {
-        let tool = try #require(sqlite3)
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                let p = Process()
-                p.executableURL = URL(fileURLWithPath: tool)
-                p.arguments = [source, ".backup '\(destination)'"]
-                p.standardOutput = FileHandle.nullDevice
-                p.standardError = FileHandle.nullDevice
-                do {
-                    try p.run()
-                    p.waitUntilExit()
-                    continuation.resume(returning: p.terminationStatus)
-                } catch { continuation.resume(throwing: error) }
-            }
-        }
+        await ChildProcess.runDetached([try #require(sqlite3), source, ".backup '\(destination)'"])
     }
 
     @Test(.enabled(if: sqlite3 != nil, "needs the sqlite3 tool (Scripts/setup installs it)"), .timeLimit(.minutes(2)))
@@ -45,7 +31,7 @@ struct BackupRestoreTests {
         try await repo.migrate()
         let harness = APIHarness(repository: repo)
         let app = Application(router: buildRouter(repository: repo, adminKey: harness.admin.publicKey, clock: harness.clock.function))
-        let (alice, tresor, versionIDs) = try await app.test(.live) { client in
+        let (alice, tresor, versionIDs) = try await app.test(.router) { client in
             let api = APIClient(client: client, harness: harness)
             let alice = try await api.user("alice", role: .patient)
             let tresor = Tresor.create(ownerID: alice.id, category: "interventions")
@@ -70,7 +56,7 @@ struct BackupRestoreTests {
         try await restoredRepo.migrate()
         #expect(try await restoredRepo.verifyAudit().ok, "the audit chain of the snapshot is whole")
         let restoredApp = Application(router: buildRouter(repository: restoredRepo, adminKey: harness.admin.publicKey, clock: harness.clock.function))
-        try await restoredApp.test(.live) { client in
+        try await restoredApp.test(.router) { client in
             // Only the HTTP client is new: login and pull go through the restored server.
             let api = APIClient(client: client, harness: harness)
             let login = try await api.login("alice", password: alice.password)

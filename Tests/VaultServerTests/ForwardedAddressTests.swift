@@ -58,7 +58,8 @@ struct ForwardedAddressTests {
         }
     }
 
-    /// Eleven wrong logins (the address's free ones plus one) sent with `forwarded` as X-Forwarded-For.
+    /// Wrong logins, the address's free ones and two more, sent with `forwarded` as X-Forwarded-For; the
+    /// routers run on a clock that stands still, so a slow run cannot outlast the back-off.
     static func guess(_ client: some TestClientProtocol, forwarded: @Sendable (Int) -> String) async throws -> [HTTPResponse.Status] {
         var statuses: [HTTPResponse.Status] = []
         for i in 0...LoginRateLimiter.Limits().freeAddressFailures + 1 {
@@ -76,7 +77,12 @@ struct ForwardedAddressTests {
 
     @Test func aTrustedProxysClientsAreLimitedAndAuditedByTheirOwnAddress() async throws {
         try await TestDatabase.with(.sqlite) { repo in
-            let router = buildRouter(repository: repo, adminKey: SigningKeyPair.generate().publicKey, trustedProxies: [try IPNetwork("127.0.0.0/8")])
+            let router = buildRouter(
+                repository: repo,
+                adminKey: SigningKeyPair.generate().publicKey,
+                clock: TestClock().function,
+                trustedProxies: [try IPNetwork("127.0.0.0/8")]
+            )
             try await Application(router: router).test(.live) { client in
                 let statuses = try await Self.guess(client) { _ in "198.51.100.1, 203.0.113.9" }
                 #expect(statuses.dropLast().allSatisfy { $0 == .unauthorized } && statuses.last == .tooManyRequests)
@@ -90,7 +96,12 @@ struct ForwardedAddressTests {
 
     @Test func aClientSendingItsOwnHeaderIsIgnored() async throws {
         try await TestDatabase.with(.sqlite) { repo in
-            let router = buildRouter(repository: repo, adminKey: SigningKeyPair.generate().publicKey, trustedProxies: Self.proxies)
+            let router = buildRouter(
+                repository: repo,
+                adminKey: SigningKeyPair.generate().publicKey,
+                clock: TestClock().function,
+                trustedProxies: Self.proxies
+            )
             try await Application(router: router).test(.live) { client in
                 // A new forged address on every guess does not reset the count: the peer's address is counted.
                 let statuses = try await Self.guess(client) { i in "203.0.113.\(i)" }

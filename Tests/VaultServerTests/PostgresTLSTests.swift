@@ -49,17 +49,10 @@ struct PostgresTLSTests {
         }
     }
 
-    /// Runs openssl in `dir`.
+    /// Runs openssl in `dir` (file names relative to it).
     static func openssl(_ args: [String], in dir: String) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try #require(openssl))
-        p.arguments = args
-        p.currentDirectoryURL = URL(fileURLWithPath: dir)
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        try #require(p.terminationStatus == 0, "openssl \(args.joined(separator: " "))")
+        let absolute = args.map { $0.hasSuffix(".pem") || $0.hasSuffix(".key") || $0.hasSuffix(".csr") || $0.hasSuffix(".cnf") ? "\(dir)/\($0)" : $0 }
+        try #require(ChildProcess.run([try #require(openssl)] + absolute) == 0, "openssl \(args.joined(separator: " "))")
     }
 
     /// A throwaway CA and two certificates it signed, one for 127.0.0.1 and one for another name, with

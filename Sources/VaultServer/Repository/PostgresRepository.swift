@@ -277,16 +277,8 @@ public final class PostgresPool: Service, Sendable {
     }
 
     private func watch(_ configuration: PostgresClient.Configuration) async {
-        var connection = PostgresConnection.Configuration(
-            host: configuration.host ?? "localhost",
-            port: configuration.port ?? 5432,
-            username: configuration.username,
-            password: configuration.password,
-            database: configuration.database,
-            tls: watchTLS
-        )
+        var connection = PostgresTLS.singleConnection(configuration, tls: watchTLS)
         connection.options.connectTimeout = TimeAmount(timing.connectTimeout)
-        connection.options.tlsServerName = configuration.options.tlsServerName
         while !Task.isCancelled {
             if let conn = try? await PostgresConnection.connect(configuration: connection, id: 0, logger: logger) {
                 if await responds(conn) {

@@ -107,6 +107,24 @@ public struct PostgresTLS: Sendable, Equatable {
         }
     }
 
+    /// A connection outside the pool to the database of `config`, encrypted as `tls` says.
+    static func singleConnection(
+        _ config: PostgresClient.Configuration,
+        tls: PostgresConnection.Configuration.TLS
+    ) -> PostgresConnection.Configuration {
+        var connection = PostgresConnection.Configuration(
+            host: config.host ?? "localhost",
+            port: config.port ?? 5432,
+            username: config.username,
+            password: config.password,
+            database: config.database,
+            tls: tls
+        )
+        connection.options.connectTimeout = TimeAmount(config.options.connectTimeout)
+        connection.options.tlsServerName = config.options.tlsServerName
+        return connection
+    }
+
     /// A failed connection in plain words, naming what to check.
     static func describe(_ error: any Error, host: String, port: Int, mode: Mode) -> String {
         let target = "PostgreSQL at \(host):\(port)"
@@ -135,15 +153,7 @@ extension PostgresRepository {
     /// URL it cannot use and `RepositoryError.unavailable` with the reason when the connection fails.
     public static func checkConnection(url: String, logger: Logger) async throws {
         let (config, tls) = try settings(url: url)
-        var connection = PostgresConnection.Configuration(
-            host: config.host ?? "localhost",
-            port: config.port ?? 5432,
-            username: config.username,
-            password: config.password,
-            database: config.database,
-            tls: try tls.connectionTLS()
-        )
-        connection.options.connectTimeout = TimeAmount(config.options.connectTimeout)
+        let connection = PostgresTLS.singleConnection(config, tls: try tls.connectionTLS())
         do {
             let conn = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
             try? await conn.close()

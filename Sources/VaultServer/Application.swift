@@ -20,6 +20,8 @@ public struct ServerConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// Serve HTTPS (HTTP/1.1 and HTTP/2 through ALPN) with these files; plain HTTP when `nil`.
     public var tls: TLSFiles?
+    /// Reverse proxies whose `X-Forwarded-For` names the client (Docs/operations.md §3); none by default.
+    public var trustedProxies: [IPNetwork]
 
     public init(
         host: String = "127.0.0.1",
@@ -27,7 +29,8 @@ public struct ServerConfiguration: Sendable {
         databaseURL: String = "sqlite:data/carevault.sqlite",
         adminKey: SigningPublicKey,
         logLevel: Logger.Level = .info,
-        tls: TLSFiles? = nil
+        tls: TLSFiles? = nil,
+        trustedProxies: [IPNetwork] = []
     ) {
         self.host = host
         self.port = port
@@ -35,6 +38,7 @@ public struct ServerConfiguration: Sendable {
         self.adminKey = adminKey
         self.logLevel = logLevel
         self.tls = tls
+        self.trustedProxies = trustedProxies
     }
 }
 
@@ -46,7 +50,7 @@ public func makeRepository(databaseURL: String, logger: Logger) throws -> (any V
         return (try SQLiteRepository(path: path), nil)
     }
     if databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://") {
-        let pool = PostgresPool(configuration: try PostgresRepository.configuration(url: databaseURL), logger: logger)
+        let pool = try PostgresPool(url: databaseURL, logger: logger)
         return (PostgresRepository(pool: pool, logger: logger), pool)
     }
     throw ConfigurationError.invalid("unsupported database URL: use sqlite:PATH or postgres://user:password@host:port/database")
@@ -63,7 +67,7 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
     let server: HTTPServerBuilder = try configuration.tls.map { try .http2Upgrade(tlsConfiguration: try $0.serverConfiguration()) } ?? .http1()
     let scheme = configuration.tls == nil ? "http" : "https"
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
-    let router = buildRouter(repository: repository, adminKey: configuration.adminKey)
+    let router = buildRouter(repository: repository, adminKey: configuration.adminKey, trustedProxies: configuration.trustedProxies)
     var app = Application(
         router: router,
         server: server,
@@ -93,12 +97,15 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
 public func buildRouter(
     repository: any VaultRepository,
     adminKey: SigningPublicKey,
-    clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis }
+    clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis },
+    trustedProxies: [IPNetwork] = []
 ) -> Router<VaultRequestContext> {
     let service = VaultService(repository: repository, adminKey: adminKey, clock: clock)
     // Before any metric exists: the first use of `shared` sets the process's metrics backend.
     let metrics = ServerMetrics.shared
     let router = Router(context: VaultRequestContext.self)
+    // First, so that every later step (rate limits, the audit log) sees the forwarded client address.
+    router.add(middleware: ForwardedAddressMiddleware(trustedProxies: trustedProxies))
     router.add(middleware: ErrorMiddleware())
     // Inside ErrorMiddleware, so a refusal is counted under the status the client receives.
     router.add(middleware: MetricsMiddleware())

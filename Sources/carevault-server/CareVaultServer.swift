@@ -54,11 +54,28 @@ struct CareVaultServer: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "file"))
     var tlsKey: String?
 
+    @Option(
+        name: .customLong("trusted-proxy"),
+        help: ArgumentHelp(
+            "A reverse proxy's address block (CIDR, repeatable): requests from it name the client in X-Forwarded-For.",
+            valueName: "cidr"
+        )
+    )
+    var trustedProxy: [String] = []
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown log level '\(logLevel)'") }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json, got '\(logFormat)'") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together: give both, or neither") }
         guard (0...65_535).contains(port) else { throw ValidationError("port must be 0...65535") }
+        _ = try trustedProxies()
+    }
+
+    /// The `--trusted-proxy` blocks, each checked (a malformed one is a usage error).
+    func trustedProxies() throws -> [IPNetwork] {
+        try trustedProxy.map { text in
+            do { return try IPNetwork(text) } catch { throw ValidationError("--trusted-proxy: \(error)") }
+        }
     }
 
     func run() async throws {
@@ -76,6 +93,7 @@ struct CareVaultServer: AsyncParsableCommand {
         }
         let databaseURL = database ?? env["CAREVAULT_DATABASE_URL"] ?? "sqlite:data/carevault.sqlite"
         let tls = try checkedTLS()
+        try await checkDatabase(databaseURL)
         if logFormat == "json" { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
         let config = ServerConfiguration(
             host: host,
@@ -83,11 +101,28 @@ struct CareVaultServer: AsyncParsableCommand {
             databaseURL: databaseURL,
             adminKey: key,
             logLevel: Logger.Level(rawValue: logLevel) ?? .info,
-            tls: tls
+            tls: tls,
+            trustedProxies: try trustedProxies()
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.
         try await app.runService()
+    }
+
+    /// Connects to PostgreSQL once before starting, so that an unreachable database or a certificate that
+    /// is not trusted stops the start in plain words: a URL or TLS setting that cannot work is a usage
+    /// error (64), a database that cannot be reached or trusted is 69.
+    func checkDatabase(_ url: String) async throws {
+        guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else { return }
+        var logger = Logger(label: "carevault-server")
+        logger.logLevel = .critical
+        do { try await PostgresRepository.checkConnection(url: url, logger: logger) } catch let e as ConfigurationError {
+            FileHandle.standardError.write(Data("carevault-server: error: \(e)\n".utf8))
+            throw ExitCode(64)
+        } catch RepositoryError.unavailable(let reason) {
+            FileHandle.standardError.write(Data("carevault-server: error: \(reason)\n".utf8))
+            throw ExitCode(69)
+        }
     }
 
     /// The TLS files, checked now: a missing, unreadable or mismatched file is a usage error (64) in plain

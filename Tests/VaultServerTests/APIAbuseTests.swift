@@ -189,7 +189,7 @@ struct AbuseAPITests {
             }
             #expect(waits == [1, 2, 4, 8, 16, 32], "free failures first, then doubling waits")
             // The ceiling holds however long the guessing goes on.
-            let limiter = LoginRateLimiter()
+            let limiter = LoginRateLimiter(repository: api.repository)
             #expect(limiter.delay(afterFailures: 1_000, free: 3) == limits.maxDelayMs)
         }
     }

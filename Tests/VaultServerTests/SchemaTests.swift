@@ -37,6 +37,7 @@ struct SchemaTests {
         "admin_signatures": ["signature", "seen_at"],
         "audit_checkpoints": ["sequence", "head_hash", "signed_at", "signature", "stored_at"],
         "tresor_commitments": ["tresor_id", "owner_id", "sequence", "statement", "updated_at"],
+        "login_throttle": ["key", "failures", "last_failure", "expires_at"],
     ]
 
     static let knownIndexes: [String: SchemaCatalog.Index] = [
@@ -49,6 +50,7 @@ struct SchemaTests {
         "admin_signatures_seen": .init(table: "admin_signatures", columns: ["seen_at"], unique: false, partial: false),
         "tresor_commitments_owner": .init(table: "tresor_commitments", columns: ["owner_id"], unique: false, partial: false),
         "sessions_user": .init(table: "sessions", columns: ["user_id"], unique: false, partial: false),
+        "login_throttle_expires": .init(table: "login_throttle", columns: ["expires_at"], unique: false, partial: false),
     ]
 
     static func catalog(_ repo: any VaultRepository) async throws -> SchemaCatalog {
@@ -91,7 +93,7 @@ struct SchemaTests {
     ])
     func shippedMigrationIsFrozen(dialect: SchemaDialect, digest: String) throws {
         let migrations = Schema.migrations(dialect)
-        #expect(migrations.map(\.id) == ["v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle"])
+        #expect(migrations.map(\.id) == ["v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle"])
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")
         let hex = try BLAKE2b.hash(Array(normalized.utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(hex == digest)

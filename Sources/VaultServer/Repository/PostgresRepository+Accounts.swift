@@ -207,3 +207,47 @@ extension PostgresRepository: AccountLifecycleRepository {
         }
     }
 }
+
+/// The login back-off table (Docs/design.md §2), shared by every instance on the database.
+extension PostgresRepository {
+    public func loginThrottle(keys: [String], now: UnixMillis) async throws -> [LoginThrottleRow] {
+        let rows = try await client.query(
+            "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key = ANY(\(keys)) AND expires_at > \(now)",
+            logger: logger
+        )
+        var out: [LoginThrottleRow] = []
+        for try await (key, failures, last, expires) in rows.decode((String, Int64, Int64, Int64).self) {
+            out.append(LoginThrottleRow(key: key, failures: failures, lastFailure: last, expiresAt: expires))
+        }
+        return out
+    }
+
+    public func recordLoginFailure(keys: [String], now: UnixMillis, expiresAt: UnixMillis) async throws {
+        try await client.query("DELETE FROM login_throttle WHERE expires_at <= \(now)", logger: logger)
+        // One statement per key, each atomic on its own: two instances counting the same key both count,
+        // and no transaction holds two keys' locks at once (no deadlock between requests).
+        for key in keys {
+            try await client.query(
+                """
+                INSERT INTO login_throttle AS t (key, failures, last_failure, expires_at) VALUES (\(key), 1, \(now), \(expiresAt))
+                ON CONFLICT (key) DO UPDATE SET
+                    failures = CASE WHEN t.expires_at > \(now) THEN t.failures + 1 ELSE 1 END,
+                    last_failure = GREATEST(t.last_failure, EXCLUDED.last_failure),
+                    expires_at = GREATEST(t.expires_at, EXCLUDED.expires_at)
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    public func recordLoginTrust(key: String, now: UnixMillis, expiresAt: UnixMillis) async throws {
+        try await client.query("DELETE FROM login_throttle WHERE expires_at <= \(now)", logger: logger)
+        try await client.query(
+            """
+            INSERT INTO login_throttle AS t (key, failures, last_failure, expires_at) VALUES (\(key), 0, 0, \(expiresAt))
+            ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(t.expires_at, EXCLUDED.expires_at)
+            """,
+            logger: logger
+        )
+    }
+}

@@ -28,25 +28,31 @@ public final class PostgresRepository: VaultRepository {
         self.logger = logger
     }
 
-    /// Parses `postgres://user:password@host:port/database` into a client configuration.
+    /// Parses `postgres://user:password@host:port/database[?sslmode=…&sslrootcert=FILE]` into a client configuration.
     public static func configuration(url text: String) throws -> PostgresClient.Configuration {
+        try settings(url: text).0
+    }
+
+    /// The client configuration of `url` and the TLS settings it was made with (`PostgresTLS`).
+    static func settings(url text: String) throws -> (PostgresClient.Configuration, PostgresTLS) {
         guard let url = URLComponents(string: text), url.scheme == "postgres" || url.scheme == "postgresql",
             let host = url.host, !host.isEmpty, let user = url.user, !user.isEmpty
         else { throw ConfigurationError.invalid("database URL must look like postgres://user:password@host:port/database") }
         let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
+        let tls = try PostgresTLS(query: url.queryItems ?? [], host: host)
         var config = PostgresClient.Configuration(
             host: host,
             port: url.port ?? 5432,
             username: user,
             password: url.password,
             database: database.isEmpty ? nil : database,
-            tls: .disable
+            tls: try tls.clientTLS()
         )
         config.options.maximumConnections = 16
         config.options.minimumConnections = 0
         // A database that does not answer is an outage to report within seconds (503), not a hang.
         config.options.connectTimeout = PostgresPool.Timing().connectTimeout
-        return config
+        return (config, tls)
     }
 
     // MARK: Schema
@@ -203,6 +209,8 @@ public final class PostgresPool: Service, Sendable {
     }
 
     private let configuration: PostgresClient.Configuration?
+    /// The watch connects with the pool's TLS settings (`PostgresTLS`), so it fails when the pool would.
+    private let watchTLS: PostgresConnection.Configuration.TLS
     private let timing: Timing
     private let logger: Logger
     private let state: NIOLockedValueBox<State>
@@ -210,14 +218,21 @@ public final class PostgresPool: Service, Sendable {
     /// A pool over `client`, which the caller runs; no watch, no replacement.
     init(fixed client: PostgresClient) {
         configuration = nil
+        watchTLS = .disable
         timing = Timing()
         logger = Logger(label: "carevault-postgres")
         state = NIOLockedValueBox(State(client: client))
     }
 
-    /// A pool for `configuration`; it connects once `run()` runs.
-    public init(configuration: PostgresClient.Configuration, timing: Timing = Timing(), logger: Logger) {
+    /// A pool for `configuration`, its watch connecting with `watchTLS`; it connects once `run()` runs.
+    public init(
+        configuration: PostgresClient.Configuration,
+        watchTLS: PostgresConnection.Configuration.TLS = .disable,
+        timing: Timing = Timing(),
+        logger: Logger
+    ) {
         self.configuration = configuration
+        self.watchTLS = watchTLS
         self.timing = timing
         self.logger = logger
         state = NIOLockedValueBox(State(client: PostgresClient(configuration: configuration, backgroundLogger: logger)))
@@ -262,14 +277,7 @@ public final class PostgresPool: Service, Sendable {
     }
 
     private func watch(_ configuration: PostgresClient.Configuration) async {
-        var connection = PostgresConnection.Configuration(
-            host: configuration.host ?? "localhost",
-            port: configuration.port ?? 5432,
-            username: configuration.username,
-            password: configuration.password,
-            database: configuration.database,
-            tls: .disable
-        )
+        var connection = PostgresTLS.singleConnection(configuration, tls: watchTLS)
         connection.options.connectTimeout = TimeAmount(timing.connectTimeout)
         while !Task.isCancelled {
             if let conn = try? await PostgresConnection.connect(configuration: connection, id: 0, logger: logger) {

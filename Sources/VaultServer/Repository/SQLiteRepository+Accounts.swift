@@ -182,3 +182,53 @@ extension SQLiteRepository: AccountLifecycleRepository {
         }
     }
 }
+
+/// The login back-off table (Docs/design.md §2); SQLite's single writer makes each update atomic.
+extension SQLiteRepository {
+    public func loginThrottle(keys: [String], now: UnixMillis) async throws -> [LoginThrottleRow] {
+        try await pool.read { db in
+            let marks = Array(repeating: "?", count: keys.count).joined(separator: ", ")
+            var arguments = StatementArguments(keys)
+            arguments += [now]
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key IN (\(marks)) AND expires_at > ?",
+                arguments: arguments
+            )
+            return rows.map {
+                LoginThrottleRow(key: $0["key"], failures: $0["failures"], lastFailure: $0["last_failure"], expiresAt: $0["expires_at"])
+            }
+        }
+    }
+
+    public func recordLoginFailure(keys: [String], now: UnixMillis, expiresAt: UnixMillis) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM login_throttle WHERE expires_at <= ?", arguments: [now])
+            for key in keys {
+                try db.execute(
+                    sql: """
+                        INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (?, 1, ?, ?)
+                        ON CONFLICT (key) DO UPDATE SET
+                            failures = CASE WHEN login_throttle.expires_at > excluded.last_failure THEN login_throttle.failures + 1 ELSE 1 END,
+                            last_failure = MAX(login_throttle.last_failure, excluded.last_failure),
+                            expires_at = MAX(login_throttle.expires_at, excluded.expires_at)
+                        """,
+                    arguments: [key, now, expiresAt]
+                )
+            }
+        }
+    }
+
+    public func recordLoginTrust(key: String, now: UnixMillis, expiresAt: UnixMillis) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM login_throttle WHERE expires_at <= ?", arguments: [now])
+            try db.execute(
+                sql: """
+                    INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (?, 0, 0, ?)
+                    ON CONFLICT (key) DO UPDATE SET expires_at = MAX(login_throttle.expires_at, excluded.expires_at)
+                    """,
+                arguments: [key, expiresAt]
+            )
+        }
+    }
+}

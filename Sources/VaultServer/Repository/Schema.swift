@@ -24,6 +24,8 @@ enum Schema {
             // The patient's newest signed state commitment per tresor (Docs/envelope-v1.md §3.4).
             Migration(id: "v4-state-commitments", statements: v4StateCommitments(dialect)),
             Migration(id: "v5-account-lifecycle", statements: v5AccountLifecycle(dialect)),
+            // Login back-off shared by every instance on one database (Docs/design.md §2).
+            Migration(id: "v6-login-throttle", statements: v6LoginThrottle(dialect)),
         ]
     }
 
@@ -181,6 +183,23 @@ enum Schema {
             "CREATE TABLE account_deletions (owner_id \(t.uuid) PRIMARY KEY)",
             "CREATE INDEX sessions_user ON sessions (user_id)",
         ] + t.versionsDeletableByOwner
+    }
+
+    /// The login back-off (Docs/design.md §2), in the database so that several instances behind a load balancer
+    /// count one client's failures together. `key` is `u:` and the normalised username, `a:` and the client
+    /// address (failure counts, `last_failure` the newest), or `t:` username, newline, address (a pair that
+    /// logged in, exempt from the username's back-off). A row is meaningless after `expires_at`.
+    static func v6LoginThrottle(_ t: SchemaDialect) -> [String] {
+        [
+            """
+            CREATE TABLE login_throttle (
+                key \(t.text) PRIMARY KEY,
+                failures \(t.int64) NOT NULL,
+                last_failure \(t.int64) NOT NULL,
+                expires_at \(t.int64) NOT NULL)
+            """,
+            "CREATE INDEX login_throttle_expires ON login_throttle (expires_at)",
+        ]
     }
 
     /// Splits SQL into statements at semicolons that end a line.

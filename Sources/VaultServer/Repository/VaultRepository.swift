@@ -329,6 +329,26 @@ public protocol VaultRepository: Sendable {
 
     /// Records an admin request signature; false if it was seen before. Forgets those older than `purgeBefore`.
     func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool
+
+    // MARK: Login throttle
+
+    /// The rows of `keys` that have not expired at `now` (Docs/design.md §2).
+    func loginThrottle(keys: [String], now: UnixMillis) async throws -> [LoginThrottleRow]
+    /// Counts one failed login under each of `keys` in one atomic step per key, so instances counting at
+    /// the same time lose no failure; a count whose row expired starts again at 1. Rows then live until
+    /// `expiresAt`. Expired rows are deleted.
+    func recordLoginFailure(keys: [String], now: UnixMillis, expiresAt: UnixMillis) async throws
+    /// Stores `key` with no failures until `expiresAt` (a username and address pair that logged in).
+    func recordLoginTrust(key: String, now: UnixMillis, expiresAt: UnixMillis) async throws
+}
+
+/// One row of the login back-off table: failures under a key, or a trusted pair (no failures).
+public struct LoginThrottleRow: Sendable, Equatable {
+    public var key: String
+    public var failures: Int64
+    /// When the newest failure happened (0 for a trusted pair).
+    public var lastFailure: UnixMillis
+    public var expiresAt: UnixMillis
 }
 
 extension VaultRepository {

@@ -88,16 +88,16 @@ extension VaultService {
         try Self.checkUsernameLength(p.username)
         let name = Username.lookupKey(p.username)
         let now = clock()
-        if let wait = rateLimiter.retryAfter(username: name, address: address, now: now) {
+        if let wait = try await rateLimiter.retryAfter(username: name, address: address, now: now) {
             throw Self.tooManyRequests("too many failed attempts", waitMs: wait)
         }
         let user = try await repository.user(username: name)
         let state: AccountState? = if let user { try await lifecycle.accountState(userID: user.id) } else { nil }
         guard try Self.proves(p.recoveryLoginKey, stored: state?.recoveryVerifier, hash: Self.recoveryVerifier), let user, let state else {
-            rateLimiter.recordFailure(username: name, address: address, now: now)
+            try await rateLimiter.recordFailure(username: name, address: address, now: now)
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or recovery key")
         }
-        rateLimiter.recordSuccess(username: name, address: address, now: now)
+        try await rateLimiter.recordSuccess(username: name, address: address, now: now)
         try Self.requireUsable(user, state, name: name)
         return (user, state)
     }

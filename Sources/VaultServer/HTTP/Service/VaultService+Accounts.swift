@@ -102,7 +102,7 @@ extension VaultService {
         try Self.checkUsernameLength(r.username)
         let name = Username.lookupKey(r.username)
         let now = clock()
-        if let wait = rateLimiter.retryAfter(username: name, address: address, now: now) {
+        if let wait = try await rateLimiter.retryAfter(username: name, address: address, now: now) {
             throw Self.tooManyRequests("too many failed logins", waitMs: wait)
         }
         guard r.loginKey.utf8.count == APILimits.key32Base64Length,
@@ -117,7 +117,7 @@ extension VaultService {
         // Always hash, so an unknown username costs the same as a wrong password.
         let verifier = PasswordKeys.verifier(for: try SymmetricKey(bytes: presented))
         guard let user, ConstantTime.equals(verifier, expected) else {
-            rateLimiter.recordFailure(username: name, address: address, now: now)
+            try await rateLimiter.recordFailure(username: name, address: address, now: now)
             // A name that matches no account is whatever the client typed: only its keyed hash goes
             // into the append-only log (enough to see repeated guesses at one name, nothing more).
             var details = ["address": address]
@@ -135,7 +135,7 @@ extension VaultService {
             )
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or password")
         }
-        rateLimiter.recordSuccess(username: name, address: address, now: now)
+        try await rateLimiter.recordSuccess(username: name, address: address, now: now)
         try Self.requireUsable(user, state, name: name)
         guard let certificate = user.certificate, let credentials else { throw APIError.internal }
         let deviceName = try Self.validDeviceName(r.deviceName)

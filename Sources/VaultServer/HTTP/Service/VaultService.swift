@@ -26,7 +26,7 @@ struct VaultService: Sendable {
         self.repository = repository
         self.adminKey = adminKey
         self.clock = clock
-        self.rateLimiter = LoginRateLimiter(limits: rateLimits)
+        self.rateLimiter = LoginRateLimiter(repository: repository, limits: rateLimits)
         self.registrationLimiter = RegistrationRateLimiter(limits: registrationLimits)
     }
 

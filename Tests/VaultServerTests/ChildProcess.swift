@@ -1,0 +1,33 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a short-lived tool and waits for it with waitpid. Not Foundation's Process: it learns that a child
+/// ended through a descriptor the child inherits, and a PostgreSQL server another test starts meanwhile
+/// inherits that descriptor too, so the wait would last as long as that server (see `ThrowawayPostgres.run`).
+enum ChildProcess {
+    /// The exit status of `argv` (its output discarded), or -1 when it could not start or was killed.
+    static func run(_ argv: [String]) -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let cArguments = argv.map { strdup($0) } + [nil]
+        defer { for argument in cArguments { free(argument) } }
+        var pid = pid_t()
+        guard posix_spawn(&pid, argv[0], &actions, nil, cArguments, environ) == 0 else { return -1 }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : -1
+    }
+
+    /// `run` off the cooperative threads, which the tests running beside this one need meanwhile.
+    static func runDetached(_ argv: [String]) async -> Int32 {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: run(argv)) }
+        }
+    }
+}

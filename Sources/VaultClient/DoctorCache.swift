@@ -7,7 +7,7 @@ import VaultCore
 /// fetches only what changed. It holds no keys and no plaintext; DoctorReader verifies what goes in and
 /// decrypts what comes out.
 final class DoctorCache: Sendable {
-    private let queue: DatabaseQueue
+    let queue: DatabaseQueue
 
     init(url: URL) throws {
         queue = try SecureFiles.openDatabase(
@@ -61,7 +61,7 @@ final class DoctorCache: Sendable {
             return (HeadSet(), nil)
         }
         guard let set = HeadSet(row: row) else { throw ClientError.localState("the local cache is damaged; remove it and view again") }
-        let commitment = (row["commitment"] as Data?).flatMap { try? LocalStore.decoder.decode(StateCommitment.self, from: $0) }
+        let commitment = try StateCommitment.stored(row["commitment"], damaged: "the newest commitment this cache accepted")
         return (set, commitment)
     }
 
@@ -111,8 +111,8 @@ final class DoctorCache: Sendable {
             var out: [UUID: StateCommitment] = [:]
             let rows = try Row.fetchAll(db, sql: "SELECT tresor_id, commitment FROM share_state WHERE owner_id = ?", arguments: [owner.uuidString])
             for row in rows {
-                guard let id = UUID(uuidString: row["tresor_id"]), let json = row["commitment"] as Data? else { continue }
-                out[id] = try? LocalStore.decoder.decode(StateCommitment.self, from: json)
+                guard let id = UUID(uuidString: row["tresor_id"]) else { continue }
+                out[id] = try StateCommitment.stored(row["commitment"], damaged: "the newest commitment this cache accepted")
             }
             return out
         }

@@ -57,7 +57,7 @@ struct ServerStates {
                 throw ClientError.localState("the local copy of the server's state is damaged; sign in again on this device")
             }
             states.sets[id] = set
-            if let json = row["commitment"] as Data? { states.commitments[id] = try? LocalStore.decoder.decode(StateCommitment.self, from: json) }
+            states.commitments[id] = try StateCommitment.stored(row["commitment"], damaged: "the newest commitment this device accepted")
             if (row["uncommitted"] as Int64? ?? 0) != 0 { states.uncommitted.insert(id) }
         }
         return states
@@ -236,5 +236,16 @@ enum CommitmentJudge {
             return "the records of \(category) the server sent are not the set the patient committed to (commitment \(c.sequence))"
         }
         return nil
+    }
+}
+
+extension StateCommitment {
+    /// A commitment kept locally as JSON. One that no longer decodes is damage, never "none accepted yet":
+    /// forgetting it would let a server roll the tresor back past it unnoticed.
+    static func stored(_ json: Data?, damaged what: String) throws -> StateCommitment? {
+        guard let json else { return nil }
+        do { return try LocalStore.decoder.decode(StateCommitment.self, from: json) } catch {
+            throw ClientError.localState("\(what) is damaged in the local store; remove this device's copy and sign in again")
+        }
     }
 }

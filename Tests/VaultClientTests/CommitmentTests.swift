@@ -126,6 +126,20 @@ struct CommitmentTests {
         }
     }
 
+    /// The memory of the newest accepted commitment is what catches a rollback: a damaged one is reported,
+    /// never taken for "none accepted yet" (which would accept any older commitment after it).
+    @Test func aDamagedMemoryOfTheNewestCommitmentIsAnErrorNotAFreshStart() async throws {
+        try await ClientWorld.run(.sqlite) { world in
+            let s = try await Self.story(world, .sqlite)
+            let doctor = try await Self.freshDoctor(world, "doc-m")
+            #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
+            try await s.vault.store.queue.write { db in try db.execute(sql: "UPDATE server_state SET commitment = x'7b7d'") }
+            await #expect(throws: ClientError.self, "the patient's device") { _ = try await s.vault.sync() }
+            try await doctor.cache.queue.write { db in try db.execute(sql: "UPDATE share_state SET commitment = x'00'") }
+            await #expect(throws: ClientError.self, "the doctor's cache") { _ = try await doctor.view(patient: "pat") }
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func concurrentPushesFromTwoDevicesEndWithACommitmentEveryReaderAccepts(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in

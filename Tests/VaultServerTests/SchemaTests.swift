@@ -93,7 +93,11 @@ struct SchemaTests {
     ])
     func shippedMigrationIsFrozen(dialect: SchemaDialect, digest: String) throws {
         let migrations = Schema.migrations(dialect)
-        #expect(migrations.map(\.id) == ["v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle"])
+        #expect(
+            migrations.map(\.id) == [
+                "v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle",
+            ]
+        )
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")
         let hex = try BLAKE2b.hash(Array(normalized.utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(hex == digest)

@@ -272,8 +272,35 @@ public final class PostgresPool: Service, Sendable {
             defer { s.runner = nil }
             return s.runner
         }
-        runner?.cancel()
-        await runner?.value
+        guard let runner else { return }
+        runner.cancel()
+        // A stopping server must stop: if the driver's pool does not end within the limit (it may be
+        // reconnecting to a database that is down), the process goes on without waiting for it.
+        if await !Self.ends(runner, within: .seconds(10)) {
+            logger.warning("the PostgreSQL pool did not stop within 10 seconds; shutting down without it")
+        }
+    }
+
+    /// Whether `task` ends within `limit`; either way this returns by then (the task itself is not waited for).
+    static func ends(_ task: Task<Void, Never>, within limit: Duration) async -> Bool {
+        let waiter = NIOLockedValueBox<CheckedContinuation<Bool, Never>?>(nil)
+        return await withCheckedContinuation { continuation in
+            waiter.withLockedValue { $0 = continuation }
+            Task {
+                await task.value
+                waiter.withLockedValue { w in
+                    defer { w = nil }
+                    return w
+                }?.resume(returning: true)
+            }
+            Task {
+                try? await Task.sleep(for: limit)
+                waiter.withLockedValue { w in
+                    defer { w = nil }
+                    return w
+                }?.resume(returning: false)
+            }
+        }
     }
 
     private func watch(_ configuration: PostgresClient.Configuration) async {

@@ -140,7 +140,12 @@ struct ServerStates {
             }
         }
         for (id, category) in tresors.sorted(by: { $0.value < $1.value }) {
-            let skip = skipping.contains(id) || uncommitted.contains(id)
+            // A tresor this device left uncommitted differs from the newest commitment by its own pushes, so
+            // the set is not compared, but only while the server still shows the commitment already accepted:
+            // a newer one was made after those pushes and must describe the copy, or a server could get
+            // this device to accept (and later sign on top of) a set with another device's records withheld.
+            let own = uncommitted.contains(id) && byTresor[id] != nil && byTresor[id] == commitments[id]
+            let skip = skipping.contains(id) || own
             if let problem = CommitmentJudge.problem(
                 byTresor[id],
                 seen: commitments[id],

@@ -126,6 +126,57 @@ struct CommitmentTests {
         }
     }
 
+    /// A tresor this device pushed to without a commitment is exempt from the set comparison only while the
+    /// server shows the commitment the device already accepted: a newer one (another device's) must describe
+    /// the device's copy, or records withheld by the server would end up in a set the device signs next.
+    @Test func anUncommittedTresorIsExemptOnlyFromTheCommitmentAlreadyAccepted() throws {
+        let patient = Identity.generate()
+        let certificate = try Certificate.issue(
+            userID: patient.userID,
+            username: "pat",
+            role: .patient,
+            signingKey: patient.signing.publicKey,
+            boxKey: patient.box.publicKey,
+            issuedAt: 1,
+            adminKey: SigningKeyPair.generate()
+        )
+        let tresor = UUID()
+        let at = HLCTimestamp(physicalMs: 1_700_000_000_000, counter: 0, deviceID: "d")
+        var committed = HeadSet()
+        try committed.replace(
+            recordID: Hex.encode(RandomBytes.bytes(count: 32)),
+            old: nil,
+            with: .init(versionID: Hex.encode(RandomBytes.bytes(count: 32)), deleted: false, timestamp: at)
+        )
+        var withMore = committed
+        try withMore.replace(
+            recordID: Hex.encode(RandomBytes.bytes(count: 32)),
+            old: nil,
+            with: .init(versionID: Hex.encode(RandomBytes.bytes(count: 32)), deleted: false, timestamp: at)
+        )
+        let commit = { (n: UInt64, state: HeadSet) in
+            StateCommitment.make(
+                patient: patient,
+                tresorID: tresor,
+                category: "interventions",
+                sequence: n,
+                state: state,
+                topEpoch: 1,
+                tresorVersion: 1,
+                committedAt: 1
+            )
+        }
+        let seen = commit(4, committed)
+        var states = ServerStates()
+        states.sets[tresor] = HeadSet()  // this device's copy: the server withheld every record
+        states.commitments[tresor] = seen
+        states.uncommitted = [tresor]
+        #expect(states.check([seen], patient: certificate, tresors: [tresor: "interventions"]).isEmpty, "its own pushes explain the difference")
+        let problems = states.check([commit(5, withMore)], patient: certificate, tresors: [tresor: "interventions"])
+        #expect(problems.count == 1 && problems[0].contains("not the set the patient committed to"), "\(problems)")
+        #expect(states.commitments[tresor] == seen, "the newer commitment was not accepted")
+    }
+
     /// The memory of the newest accepted commitment is what catches a rollback: a damaged one is reported,
     /// never taken for "none accepted yet" (which would accept any older commitment after it).
     @Test func aDamagedMemoryOfTheNewestCommitmentIsAnErrorNotAFreshStart() async throws {

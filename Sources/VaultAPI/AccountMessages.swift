@@ -25,13 +25,13 @@ public struct LoginParametersRequest: Codable, Sendable {
 public struct LoginParametersResponse: Codable, Sendable, Equatable {
     public var kdf: KDFParameters
     public var salt: Salt
-    /// The account's signed password change, when the password was changed since registration: what lets a
-    /// device that stored the older salt accept the new one (Docs/envelope-v1.md §2.4).
-    public var credentialUpdate: CredentialUpdate? = nil
-    public init(kdf: KDFParameters, salt: Salt, credentialUpdate: CredentialUpdate? = nil) {
+    /// The signed parameters of the account's newest password change, when the password was changed since
+    /// registration: what lets a device that stored the older salt accept the new one (Docs/envelope-v1.md §2.4).
+    public var credentialParameters: CredentialParameters? = nil
+    public init(kdf: KDFParameters, salt: Salt, credentialParameters: CredentialParameters? = nil) {
         self.kdf = kdf
         self.salt = salt
-        self.credentialUpdate = credentialUpdate
+        self.credentialParameters = credentialParameters
     }
 }
 
@@ -128,6 +128,9 @@ public struct CredentialUpdate: Codable, Sendable, Hashable {
     public var changedAt: UnixMillis
     /// Ed25519 by the account's signing key over `statementBytes`.
     public var signature: Signature
+    /// The same change's parameters and salt, signed on their own: what `/v1/auth/params` serves. Required
+    /// by the server for every new update.
+    public var parameters: CredentialParameters?
 
     /// The domain label of the signed statement.
     public static let domain = "CareVault-credential-update-v1"

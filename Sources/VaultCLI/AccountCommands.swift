@@ -87,12 +87,16 @@ public struct PasswordCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(commandName: "password", abstract: "Change your password.", subcommands: [Change.self])
     public init() {}
 
-    /// Re-wraps the keys under a new password; every other session ends, the old password stops working.
+    /// Re-wraps the keys under a new password; every other session ends and the server refuses the old one.
     public struct Change: AsyncParsableCommand {
         public static let configuration = CommandConfiguration(
             commandName: "change",
             abstract: "Change the password: your keys are re-wrapped under it and every other session ends.",
-            discussion: "Example: carevault-patient password change   (asks for the current password, then the new one twice)"
+            discussion: """
+                Example: carevault-patient password change   (asks for the current password, then the new one twice)
+                The server refuses the old password at once. Your keys stay the same: a device that has not logged in since
+                still opens its local copy with the old password until it next logs in (Docs/envelope-v1.md §2.4).
+                """
         )
         @Flag(
             name: .customLong("new-password-stdin"),
@@ -122,7 +126,8 @@ public struct RecoverCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "recover",
         abstract: "Set a new password with the recovery key shown at registration; every session ends.",
-        discussion: "Example: CAREVAULT_RECOVERY_KEY=... carevault-patient account recover --username alice"
+        discussion:
+            "Example: carevault-patient account recover --username alice (asks for the recovery key without echo; CAREVAULT_RECOVERY_KEY is read when set, for scripts)"
     )
     @Option(help: "Your username.") var username: String
     @Flag(name: .customLong("new-password-stdin"), help: "Read the new password from the first line of standard input.")

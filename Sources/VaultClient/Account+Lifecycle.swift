@@ -167,6 +167,10 @@ extension CredentialUpdate {
             signature: identity.signing.sign([])
         )
         update.signature = identity.signing.sign(update.statementBytes)
+        let placeholder = identity.signing.sign([])
+        var parameters = CredentialParameters(userID: identity.userID, kdf: kdf, salt: salt, changedAt: update.changedAt, signature: placeholder)
+        parameters.signature = identity.signing.sign(parameters.statementBytes)
+        update.parameters = parameters
         return update
     }
 }
@@ -218,7 +222,9 @@ extension AccountManager {
         try Self.check(identity, matches: answer.certificate)
         let update = try CredentialUpdate.make(identity: identity, password: newPassword, kdf: configuration.kdf)
         try await transport.sendIgnoringBody(.POST, Routes.recover, body: RecoveryRequest(proof: proof, update: update))
-        return try await login(username: username, password: newPassword)
+        // The parameters and salt just chosen, not whatever the server offers next (a fresh device has no
+        // profile to compare them with).
+        return try await login(username: username, password: newPassword, expecting: (update.kdf, update.salt))
     }
 
     /// The account's sessions.

@@ -119,6 +119,18 @@ public struct AccountManager: Sendable {
     /// before trusting anything. With `remember`, keeps a random device key and a copy of the private keys
     /// sealed under it (Docs/envelope-v1.md §2.2); without, erases any.
     public func login(username raw: String, password: String, remember: Bool = false, deviceName: String? = nil) async throws -> UnlockedAccount {
+        try await login(username: raw, password: password, remember: remember, deviceName: deviceName, expecting: nil)
+    }
+
+    /// `login`, deriving only under `expected` parameters and salt when given (the ones this device just
+    /// chose for a new password): whatever else the server offers is refused.
+    func login(
+        username raw: String,
+        password: String,
+        remember: Bool = false,
+        deviceName: String? = nil,
+        expecting expected: (KDFParameters, Salt)?
+    ) async throws -> UnlockedAccount {
         let username = Username.lookupKey(raw)
         let store = configuration.home.store(server: configuration.server, username: username)
         let existing = try store.loadProfile()
@@ -127,7 +139,7 @@ public struct AccountManager: Sendable {
             Routes.loginParameters,
             body: LoginParametersRequest(username: username)
         )
-        let (kdf, salt) = try offered.check(against: existing, username: username, folder: store.folder.path)
+        let (kdf, salt) = try offered.check(against: existing, username: username, folder: store.folder.path, expecting: expected)
         let (keys, response) = try await proveLogin(username: username, password: password, kdf: kdf, salt: salt, deviceName: deviceName)
         guard response.keyBundle.kdf == kdf, response.keyBundle.salt == salt, response.keyBundle.userID == response.userID else {
             throw ClientError.integrity("the key bundle does not match the parameters the server gave")
@@ -296,14 +308,31 @@ struct OfferedParameters: Decodable {
 
     var kdf: KDF
     var salt: Salt
-    /// The account's signed password change, when there was one (Docs/envelope-v1.md §2.4).
-    var credentialUpdate: CredentialUpdate?
+    /// The signed parameters of the account's password change, when there was one (Docs/envelope-v1.md §2.4).
+    var credentialParameters: CredentialParameters?
 
     /// The parameters and salt to derive under. With a profile of the account on this device (from its
     /// registration or an earlier login), its stored parameters and salt: a server offering weaker ones is
     /// refused, and others only when the account's own key signed them (a password change). Without one,
     /// the server's, which must lie between the floor and the ceiling.
-    func check(against profile: Profile?, username: String, folder: String) throws -> (KDFParameters, Salt) {
+    func check(
+        against profile: Profile?,
+        username: String,
+        folder: String,
+        expecting expected: (KDFParameters, Salt)? = nil
+    ) throws -> (
+        KDFParameters, Salt
+    ) {
+        if let (kdf, salt) = expected {
+            guard self.kdf.algorithm == kdf.algorithm, self.kdf.opsLimit == kdf.opsLimit, self.kdf.memLimitBytes == kdf.memLimitBytes,
+                self.salt == salt
+            else {
+                throw ClientError.integrity(
+                    "the server offered other password-hashing parameters or salt for '\(username)' than the ones just set; refused"
+                )
+            }
+            return (kdf, salt)
+        }
         if let profile {
             let stored = profile.keyBundle
             let weaker = kdf.algorithm != stored.kdf.algorithm || kdf.opsLimit < stored.kdf.opsLimit || kdf.memLimitBytes < stored.kdf.memLimitBytes
@@ -331,7 +360,7 @@ struct OfferedParameters: Decodable {
     /// The offered parameters and salt, when they differ from the stored ones, are not weaker (checked
     /// before) and come with a password change signed by the key the account's certificate names.
     func signedChange(for profile: Profile) -> (KDFParameters, Salt)? {
-        guard let update = credentialUpdate, let certificate = profile.certificate, update.userID == profile.userID,
+        guard let update = credentialParameters, let certificate = profile.certificate, update.userID == profile.userID,
             update.kdf.algorithm == kdf.algorithm, update.kdf.opsLimit == kdf.opsLimit, update.kdf.memLimitBytes == kdf.memLimitBytes,
             update.salt == salt, update.kdf.opsLimit <= KDFParameters.maxOpsLimit, update.kdf.memLimitBytes <= KDFParameters.maxMemLimitBytes,
             update.isValid(signedBy: certificate.signingKey)

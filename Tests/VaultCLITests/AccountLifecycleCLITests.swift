@@ -1,9 +1,14 @@
 import Foundation
 import GRDB
 import Testing
+import VaultAPI
 import VaultCrypto
 
 @testable import VaultClient
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// The account lifecycle through the built tools on both backends (Docs/design.md §2): password change,
 /// recovery, sessions, suspension and deletion, each checked where a user would see it and in the database.
@@ -48,6 +53,20 @@ struct AccountLifecycleCLITests {
                 extra: world.common.merging(["CAREVAULT_NEW_PASSWORD": Self.newPassword]) { _, b in b }
             )
             #expect(change.status == 0, "\(change.stderr)")
+
+            // Anyone may ask for the login parameters: they now carry the change's signed parameters, never
+            // its login verifier or key bundle (either would let anyone guess the new password offline).
+            var ask = URLRequest(url: try #require(URL(string: world.server.url + Routes.loginParameters)))
+            ask.httpMethod = "POST"
+            ask.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            ask.httpBody = Data(#"{"username":"alice"}"#.utf8)
+            let (body, _) = try await URLSession.shared.data(for: ask)
+            let offered = try #require(try Self.json(String(decoding: body, as: UTF8.self)) as? [String: Any])
+            #expect(offered["credentialParameters"] is [String: Any], "the signed parameters are offered")
+            #expect(offered["credentialUpdate"] == nil)
+            for secret in ["loginVerifier", "keyBundle", "ciphertext"] {
+                #expect(!String(decoding: body, as: UTF8.self).contains(secret), "\(secret) is not served before a login")
+            }
 
             // The other session ended at once; the old password opens nothing on the server any more.
             #expect(try world.patient(["sync"], home: "phone").status == 77)

@@ -36,6 +36,9 @@ extension VaultService {
         guard update.userID == user.id, update.isValid(signedBy: certificate.signingKey) else {
             throw APIError(.badRequest, .invalidSignature, "the new credentials are not signed by this account's key")
         }
+        guard let parameters = update.parameters, parameters.describe(update), parameters.isValid(signedBy: certificate.signingKey) else {
+            throw APIError(.badRequest, .invalidSignature, "the new credentials need their parameters signed by this account's key")
+        }
         guard update.loginVerifier.utf8.count == APILimits.key32Base64Length else {
             throw APIError.badRequest("loginVerifier must be 32 bytes of base64url")
         }

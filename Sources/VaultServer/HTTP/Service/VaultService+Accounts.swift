@@ -88,8 +88,9 @@ extension VaultService {
         try Self.checkUsernameLength(raw)
         let name = Username.lookupKey(raw)
         if let user = try await repository.user(username: name) {
+            // Only the signed parameters: the update's verifier and key bundle would let anyone guess offline.
             if let update = try await lifecycle.accountState(userID: user.id).credentialUpdate {
-                return LoginParametersResponse(kdf: update.kdf, salt: update.salt, credentialUpdate: update)
+                return LoginParametersResponse(kdf: update.kdf, salt: update.salt, credentialParameters: update.parameters)
             }
             return LoginParametersResponse(kdf: user.registration.kdf, salt: user.registration.salt)
         }

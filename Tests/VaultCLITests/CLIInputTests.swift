@@ -52,8 +52,7 @@ struct SharedWorld {
     }
 
     func stop() {
-        server.terminate()
-        server.waitUntilExit()
+        server.stopIfRunning()
         try? FileManager.default.removeItem(at: tools.root)
     }
 }

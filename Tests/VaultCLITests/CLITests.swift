@@ -81,7 +81,7 @@ struct Tools {
             }
             Thread.sleep(forTimeInterval: 0.05)
         }
-        p.terminate()
+        p.signalIfRunning(SIGTERM)
         throw ToolMissing(path: "carevault-server did not start within 30 s")
     }
 }
@@ -155,8 +155,7 @@ struct CLITests {
         let db = t.root.appendingPathComponent("server.sqlite")
         let (server, url) = try t.startServer(adminPub: pub, database: db)
         defer {
-            server.terminate()
-            server.waitUntilExit()
+            server.stopIfRunning()
         }
         let common = ["CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": secret.path]
         func patient(_ args: [String], password: String = "alice's long password") throws -> Tools.Result {

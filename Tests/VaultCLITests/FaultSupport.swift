@@ -152,22 +152,21 @@ final class ServerProcess {
             if !p.isRunning { break }
             Thread.sleep(forTimeInterval: 0.05)
         }
-        p.terminate()
+        p.signalIfRunning(SIGTERM)
         throw Tools.ToolMissing(path: "carevault-server did not start on \(database.backend) within 30 s")
     }
 
     /// SIGKILL: no graceful shutdown, open transactions are cut off wherever they are.
     func kill() {
         guard let p = process else { return }
-        Foundation.kill(p.processIdentifier, SIGKILL)
+        p.signalIfRunning(SIGKILL)
         p.waitUntilExit()
         process = nil
     }
 
     func stop() {
         guard let p = process, p.isRunning else { return }
-        p.terminate()
-        p.waitUntilExit()
+        p.stopIfRunning()
         process = nil
     }
 }
@@ -193,7 +192,7 @@ struct RunningTool {
     /// Kills the tool with SIGKILL unless it already ended; true when the kill cut it off.
     @discardableResult
     func kill() -> Bool {
-        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        process.signalIfRunning(SIGKILL)
         process.waitUntilExit()
         return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
     }

@@ -15,8 +15,7 @@ struct QuarantineCLITests {
         let db = t.root.appendingPathComponent("server.sqlite")
         let (server, url) = try t.startServer(adminPub: pub, database: db)
         defer {
-            server.terminate()
-            server.waitUntilExit()
+            server.stopIfRunning()
         }
         let common = [
             "CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path,

@@ -70,7 +70,7 @@ struct TLSTests {
             }
             Thread.sleep(forTimeInterval: 0.05)
         }
-        p.terminate()
+        p.signalIfRunning(SIGTERM)
         throw Tools.ToolMissing(path: "carevault-server with TLS did not start within 30 s")
     }
 
@@ -84,8 +84,7 @@ struct TLSTests {
         let pub = adminDir.appendingPathComponent("admin.pub")
         let (server, url, serverLog) = try Self.startServer(t, pki: pki, adminPub: pub)
         defer {
-            server.terminate()
-            server.waitUntilExit()
+            server.stopIfRunning()
         }
         let password = "alice's long password"
         let common = [

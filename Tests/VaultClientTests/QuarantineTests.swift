@@ -28,7 +28,7 @@ struct QuarantineTests {
     }
 
     static func tamper(_ world: ClientWorld, _ backend: Backend, _ env: Envelope, from: String, to: String) async throws {
-        try await world.repository.attackerExecutes(MaliciousServerTests.rewrite(backend, versionID: env.versionID, from: from, to: to))
+        try await world.repository.attackerEdits(backend, env, from: from, to: to)
     }
 
     /// The ciphertext's base64 text made undecodable: the envelope no longer parses.

@@ -346,7 +346,9 @@ struct EnvelopeBinaryTests {
         // A count the body cannot hold, and bodies past the byte limit, are refused before any work.
         var short = try EnvelopeFrame.encode([SpecVectors.first, SpecVectors.second])
         Self.put(3, at: 4, in: &short)
-        #expect(throws: EnvelopeFrameError.malformed("it ends after its 3 envelopes, without the count of state commitments")) { try EnvelopeFrame(bytes: short) }
+        #expect(throws: EnvelopeFrameError.malformed("it ends after its 3 envelopes, without the count of state commitments")) {
+            try EnvelopeFrame(bytes: short)
+        }
         #expect(throws: EnvelopeFrameError.self) {
             try EnvelopeFrame(bytes: EnvelopeFrame.magic + [UInt8](repeating: 0, count: EnvelopeFrame.maxBytes))
         }

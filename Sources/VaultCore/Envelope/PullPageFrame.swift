@@ -103,7 +103,8 @@ public struct PullPageFrame: Sendable {
         -> [UInt8]
     {
         guard changes.count <= maxCount else { throw .tooLarge("\(changes.count) changes; at most \(maxCount) are allowed") }
-        let total = changes.reduce(head(count: 0).count) { $0 + changeCount(envelopeBytes: $1.envelope?.count) }
+        let total =
+            changes.reduce(head(count: 0).count) { $0 + changeCount(envelopeBytes: $1.envelope?.count) }
             + tail(done: done, nextCursor: nextCursor, commitments: commitments).count
         guard total <= maxBytes else { throw .tooLarge("\(total) bytes; at most \(maxBytes) are allowed") }
         var out = head(count: changes.count)

@@ -30,7 +30,7 @@ enum StoredEnvelope {
     /// Converts the JSON rows (first byte `{`, 0x7b) of the `envelope` column of `table`.
     static func convert(_ db: Database, table: String) throws {
         let select = try db.makeStatement(
-            sql: "SELECT rowid, envelope FROM \(table) WHERE substr(envelope, 1, 1) = X'7B' AND rowid > ? ORDER BY rowid LIMIT 1000"
+            sql: "SELECT rowid AS rid, envelope FROM \(table) WHERE substr(envelope, 1, 1) = X'7B' AND rowid > ? ORDER BY rowid LIMIT 1000"
         )
         let update = try db.makeStatement(sql: "UPDATE \(table) SET envelope = ? WHERE rowid = ?")
         var after: Int64 = 0
@@ -40,9 +40,9 @@ enum StoredEnvelope {
             for row in rows {
                 let data: Data = row["envelope"]
                 guard let envelope = try? LocalStore.decoder.decode(Envelope.self, from: data) else { continue }
-                try update.execute(arguments: [encode(envelope), row["rowid"] as Int64])
+                try update.execute(arguments: [encode(envelope), row["rid"] as Int64])
             }
-            after = last["rowid"]
+            after = last["rid"]
         }
     }
 }

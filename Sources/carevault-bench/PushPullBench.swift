@@ -210,6 +210,7 @@ struct PushPullBench {
             var cursor: UInt64 = 0
             var pages = 0
             var pullBytes = 0
+            var changes = 0
             let (_, pullSeconds) = try await Measure.timeAsync {
                 while pages < 10_000 {
                     let (status, page) = try await http.send(
@@ -222,11 +223,13 @@ struct PushPullBench {
                     pullBytes += page.readableBytes
                     // The framing only (every length checked, no envelope decoded): where the page ends.
                     let frame = try PullPageFrame(bytes: Array(page.readableBytesView), after: cursor)
+                    changes += frame.changes.count
                     if frame.done || frame.nextCursor == cursor { break }
                     cursor = frame.nextCursor
                 }
             }
-            guard pages == pulled / SyncPolicy.pullPage + 1 else { throw BenchError("server-only pull read \(pages) pages for \(pulled) records") }
+            // Pages end at 1,000 changes or at the byte bound (Docs/envelope-v1.md §7.3), whichever comes first.
+            guard changes == pulled else { throw BenchError("server-only pull read \(changes) changes in \(pages) pages for \(pulled) records") }
             return (pushSeconds, pullSeconds, bodies.reduce(0) { $0 + $1.readableBytes }, pullBytes)
         }
     }

@@ -30,7 +30,12 @@ final class DoctorCache: Sendable {
         try Self.quarantineTable.migrate(queue)
         try Self.revokedTable.migrate(queue)
         try Self.commitmentTables.migrate(queue)
+        try Self.binaryEnvelopes.migrate(queue)
     }
+
+    /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1), as the server sent them, instead
+    /// of JSON: a cache written before is converted once, when it opens.
+    static let binaryEnvelopes = StoredEnvelope.conversion("v5-doctor-binary-envelopes", tables: ["shared_records"])
 
     /// Added after the first schema (Docs/envelope-v1.md §3.4): the version id of each cached head, and per
     /// share the LtHash state of the cached heads with their counts and newest HLC, and the newest state
@@ -162,12 +167,12 @@ final class DoctorCache: Sendable {
             """
     )
 
-    /// One envelope to store: its change sequence, its header and the JSON it is kept as.
+    /// One envelope to store: its change sequence, its header and the binary encoding it is kept as.
     struct Entry: Sendable {
         var sequence: UInt64
         var header: RecordHeader
         var versionID: String
-        var json: Data
+        var bytes: Data
     }
 
     /// What one pulled change turned out to be: a verified envelope to store, or a record to keep aside.
@@ -253,7 +258,7 @@ final class DoctorCache: Sendable {
                 }
                 try upsert.execute(arguments: [
                     ownerID, h.recordID.hex, tresorID, Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter),
-                    h.timestamp.deviceID, h.deleted, entry.json, entry.versionID,
+                    h.timestamp.deviceID, h.deleted, entry.bytes, entry.versionID,
                 ])
                 if let sequence = Int64(exactly: entry.sequence) { try releaseSequence.execute(arguments: [ownerID, sequence]) }
                 try releaseRecord.execute(arguments: [ownerID, h.recordID.hex])
@@ -278,7 +283,8 @@ final class DoctorCache: Sendable {
         }
     }
 
-    /// The stored envelopes (JSON) of the live records in the share of `tresor` by `owner`.
+    /// The stored envelopes (binary, or JSON in a cache not converted yet) of the live records in the share
+    /// of `tresor` by `owner`.
     func liveEnvelopes(owner: UUID, tresor: UUID) async throws -> [Data] {
         try await queue.read { db in
             try Data.fetchAll(

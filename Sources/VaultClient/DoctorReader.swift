@@ -157,11 +157,11 @@ public actor DoctorReader {
         )
         let auth = try self.auth
         let transport = self.transport
-        let fetchBytes = { (since: UInt64) async throws -> [UInt8] in
+        let fetchPage = { (since: UInt64) async throws -> (page: PulledPage, commitments: [StateCommitment]) in
             let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(since)&limit=\(SyncPolicy.pullPage)"
-            return try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: auth)
+            return try await transport.pullPage(query: query, after: since, auth: auth)
         }
-        let fetch = { (since: UInt64) async throws -> PulledPage in try PulledPage.parse(try await fetchBytes(since), after: since) }
+        let fetch = { (since: UInt64) async throws -> PulledPage in try await fetchPage(since).page }
         var cursor = try await cache.cursor(owner: owner, tresor: tresor)
         let held = try await cache.quarantined(owner: owner, tresor: tresor)
         if !held.isEmpty {
@@ -170,8 +170,8 @@ public actor DoctorReader {
         }
         var pulled = 0
         while true {
-            let bytes = try await fetchBytes(cursor)
-            let page = try PulledPage.parse(bytes, after: cursor)
+            // One page at a time: verified, stored with its cursor and let go before the next is fetched.
+            let (page, commitments) = try await fetchPage(cursor)
             let next = page.changes.last?.sequence ?? cursor
             try await cache.store(try await check.run(page.changes), release: [], owner: owner, tresor: tresor, cursor: next)
             pulled += page.changes.count
@@ -180,7 +180,7 @@ public actor DoctorReader {
             if page.done {
                 let quarantined = !(try await cache.quarantined(owner: owner, tresor: tresor)).isEmpty
                 let problem = try await cache.check(
-                    try PageCommitments.parse(bytes),
+                    commitments,
                     patient: patient,
                     tresor: tresor,
                     category: share.share.category,
@@ -214,9 +214,9 @@ public actor DoctorReader {
             let keys = share.tresor.keys
             // Decrypted on every core. Signatures were checked before the envelopes entered the cache (refresh);
             // here the AEAD authenticates each header and ciphertext under the epoch key.
-            let opened: [CareRecord??] = try await Parallel.map(stored) { json in
+            let opened: [CareRecord??] = try await Parallel.map(stored) { bytes in
                 let env: Envelope
-                do { env = try LocalStore.decoder.decode(Envelope.self, from: json) } catch {
+                do { env = try StoredEnvelope.decode(bytes) } catch {
                     throw ClientError.integrity("the local cache holds an unreadable envelope")
                 }
                 guard keys[env.header.epoch] != nil else { return .none }
@@ -272,7 +272,7 @@ struct SharedRecordCheck: Sendable {
                     sequence: change.sequence,
                     header: env.header,
                     versionID: env.versionID,
-                    json: try LocalStore.encoder.encode(env)
+                    bytes: StoredEnvelope.encode(env)
                 )
             )
         }

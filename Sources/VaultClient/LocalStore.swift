@@ -16,12 +16,12 @@ struct LocalRecordRow: Sendable {
     var deleted: Bool { envelope.header.deleted }
 }
 
-/// One queued version: its outbox position, the envelope and the JSON it is stored (and sent) as.
+/// One queued version: its outbox position, the envelope and the binary encoding it is stored (and sent) as.
 struct OutboxItem: Sendable {
     var position: Int64
     var versionID: String
     var envelope: Envelope
-    var json: Data
+    var bytes: Data
 }
 
 /// The device's local database (GRDB): envelopes of the owner's records, the outbox, the pull cursor
@@ -80,7 +80,12 @@ final class LocalStore: Sendable {
         try Self.quarantineTable.migrate(queue)
         try Self.ledgerTable.migrate(queue)
         try Self.commitmentTables.migrate(queue)
+        try Self.binaryEnvelopes.migrate(queue)
     }
+
+    /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1) instead of JSON: a store written
+    /// before is converted once, when it opens.
+    static let binaryEnvelopes = StoredEnvelope.conversion("v5-binary-envelopes", tables: ["records", "outbox"])
 
     /// Records from the server kept aside (Docs/design.md §5), added after the first schema: one row per
     /// change sequence, never applied, fetched again by every sync.
@@ -106,7 +111,7 @@ final class LocalStore: Sendable {
 
     static func row(_ r: Row) throws -> LocalRecordRow {
         LocalRecordRow(
-            envelope: try decoder.decode(Envelope.self, from: r["envelope"] as Data),
+            envelope: try StoredEnvelope.decode(r["envelope"] as Data),
             serverTimestamp: timestamp(r["server_physical"], r["server_counter"], r["server_device"]),
             pending: (r["pending"] as Int64? ?? 0) != 0
         )
@@ -141,18 +146,13 @@ final class LocalStore: Sendable {
     }
 
     /// The oldest queued versions after outbox position `after`: each with its position, its envelope,
-    /// and the envelope's stored JSON (sent as it is, not encoded again).
+    /// and the envelope's stored binary encoding (sent as it is, not encoded again).
     func outbox(after: Int64 = 0, limit: Int) throws -> [OutboxItem] {
         try queue.read { db in
             let sql = "SELECT seq, version_id, envelope FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?"
             return try Row.fetchAll(db, sql: sql, arguments: [after, limit]).map {
-                let json: Data = $0["envelope"]
-                return OutboxItem(
-                    position: $0["seq"],
-                    versionID: $0["version_id"],
-                    envelope: try Self.decoder.decode(Envelope.self, from: json),
-                    json: json
-                )
+                let bytes: Data = $0["envelope"]
+                return OutboxItem(position: $0["seq"], versionID: $0["version_id"], envelope: try StoredEnvelope.decode(bytes), bytes: bytes)
             }
         }
     }
@@ -211,7 +211,7 @@ final class LocalStore: Sendable {
         /// version replaces an older unsent one for the same record.
         func put(_ env: Envelope, outbox: Bool, serverTimestamp: HLCTimestamp? = nil) throws {
             let h = env.header
-            let json = try encoder.encode(env)
+            let bytes = StoredEnvelope.encode(env)
             // Cached statements: compiled once per connection, not once per record.
             try db.cachedStatement(
                 sql: """
@@ -223,13 +223,13 @@ final class LocalStore: Sendable {
                     """
             ).execute(arguments: [
                 h.recordID.hex, h.recordType.rawValue, h.tresorID.uuidString, h.category,
-                Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, json,
+                Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, bytes,
             ])
             if let serverTimestamp { try noteServer(h.recordID.hex, serverTimestamp) }
             if outbox {
                 try dropOutbox(recordID: h.recordID.hex)
                 try db.cachedStatement(sql: "INSERT INTO outbox (version_id, record_id, envelope) VALUES (?, ?, ?)")
-                    .execute(arguments: [env.versionID, h.recordID.hex, json])
+                    .execute(arguments: [env.versionID, h.recordID.hex, bytes])
             }
         }
 

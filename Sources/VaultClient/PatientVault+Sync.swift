@@ -90,16 +90,11 @@ extension PatientVault {
         var position: Int64 = 0
         var recommit = try store.serverStates().uncommitted
         while true {
-            let batch = try store.outbox(after: position, limit: SyncPolicy.pushBatch)
+            let batch = Self.fitting(try store.outbox(after: position, limit: SyncPolicy.pushBatch))
             guard let last = batch.last else { break }
             position = last.position
             let plan = try commitmentPlan(batch)
-            let response: PushResponse = try await transport.send(
-                .POST,
-                Routes.records,
-                json: Self.pushBody(batch, commitments: plan.map(\.commitment)),
-                auth: try auth
-            )
+            let response = try await transport.push(batch: try Self.pushBody(batch, commitments: plan.map(\.commitment)), auth: try auth)
             guard response.results.count == batch.count else {
                 throw ClientError.integrity("the server answered a push with the wrong number of results")
             }
@@ -115,12 +110,7 @@ extension PatientVault {
         // the one signed: commit again to what it holds.
         let plan = try commitmentPlan([], tresors: recommit)
         guard !plan.isEmpty else { return }
-        let _: PushResponse = try await transport.send(
-            .POST,
-            Routes.records,
-            json: Self.pushBody([], commitments: plan.map(\.commitment)),
-            auth: try auth
-        )
+        _ = try await transport.push(batch: try Self.pushBody([], commitments: plan.map(\.commitment)), auth: try auth)
         _ = try acknowledge([], [], plan: plan)
     }
 
@@ -166,22 +156,23 @@ extension PatientVault {
         }
     }
 
-    /// A push request made of the envelopes' stored JSON: `{"envelopes":[…],"commitments":[…]}`.
+    /// A binary batch (Docs/envelope-v1.md §7.2) of the envelopes as stored, with the commitments.
     static func pushBody(_ batch: [OutboxItem], commitments: [StateCommitment] = []) throws -> [UInt8] {
-        var body: [UInt8] = []
-        body.reserveCapacity(batch.reduce(64 + commitments.count * 600) { $0 + $1.json.count + 1 })
-        body.append(contentsOf: #"{"envelopes":["#.utf8)
-        for (i, item) in batch.enumerated() {
-            if i > 0 { body.append(UInt8(ascii: ",")) }
-            body.append(contentsOf: item.json)
+        do { return try EnvelopeFrame.encode(binaries: batch.map { Array($0.bytes) }, commitments: commitments) } catch {
+            throw ClientError.localState("the versions waiting to be sent do not fit in one push: \(error)")
         }
-        body.append(contentsOf: "]".utf8)
-        if !commitments.isEmpty {
-            body.append(contentsOf: #","commitments":"#.utf8)
-            body.append(contentsOf: try LocalStore.encoder.encode(commitments))
+    }
+
+    /// The longest prefix of `items` (at least one) whose batch stays within the byte limit of a push, with
+    /// room left for the commitments: a few records near the largest size would otherwise pass it.
+    static func fitting(_ items: [OutboxItem]) -> [OutboxItem] {
+        let budget = EnvelopeFrame.maxBytes - 1024 * 1024
+        var total = 12
+        for (i, item) in items.enumerated() {
+            total += 4 + item.bytes.count
+            if total > budget { return Array(items.prefix(max(i, 1))) }
         }
-        body.append(contentsOf: "}".utf8)
-        return body
+        return items
     }
 
     /// Removes acknowledged versions from the outbox and records refused ones, notes the versions that
@@ -231,12 +222,11 @@ extension PatientVault {
         var cursor = try store.cursor()
         while true {
             let query = "?since=\(cursor)&limit=\(SyncPolicy.pullPage)"
-            let bytes = try await transport.sendForJSONBytes(.GET, Routes.records + query, auth: try auth)
-            let page = try PulledPage.parse(bytes, after: cursor)
+            let (page, commitments) = try await transport.pullPage(query: query, after: cursor, auth: try auth)
             summary.conflictsResolved += try apply(page.changes, release: [], cursor: page.changes.last?.sequence ?? cursor)
             summary.pulled += page.changes.count
             progress?(SyncProgress(phase: .pull, done: summary.pulled, total: nil))
-            if page.done { return try checkCommitments(PageCommitments.parse(bytes)) }
+            if page.done { return try checkCommitments(commitments) }
             // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
             if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
             cursor = page.nextCursor

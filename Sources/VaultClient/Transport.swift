@@ -169,7 +169,7 @@ public final class Transport: Sendable {
         try await sendRaw(method, path, payload: try body.map { Array(try Self.encoder.encode($0)) } ?? [], auth: auth)
     }
 
-    func sendRaw(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth) async throws -> Answer {
+    func sendRaw(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth, media: Media = .json) async throws -> Answer {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var attempt = 0
@@ -177,7 +177,7 @@ public final class Transport: Sendable {
             attempt += 1
             let failure: ClientError
             do {
-                return try await once(method, path, payload: payload, auth: auth, deadline: deadline)
+                return try await once(method, path, payload: payload, auth: auth, media: media, deadline: deadline)
             } catch let error as ClientError {
                 guard case .temporary = error, attempt < maxAttempts else { throw error }
                 failure = error
@@ -191,12 +191,19 @@ public final class Transport: Sendable {
         }
     }
 
-    private func once(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth, deadline: ContinuousClock.Instant) async throws -> Answer {
+    private func once(
+        _ method: HTTPMethod,
+        _ path: String,
+        payload: [UInt8],
+        auth: Auth,
+        media: Media,
+        deadline: ContinuousClock.Instant
+    ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
-        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "Accept", value: media.accept)
         if !payload.isEmpty || method == .POST || method == .PUT {
-            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "Content-Type", value: media.body)
             request.body = .bytes(ByteBuffer(bytes: payload))
         }
         switch auth {

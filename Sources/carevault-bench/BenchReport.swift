@@ -67,6 +67,14 @@ struct BenchReport {
         for b in BackendKind.allCases { f.append(("push_\(b.rawValue)_ratio", .num(pp(b, .small)?.pushRatio, 3))) }
         for b in BackendKind.allCases { f.append(("pull_\(b.rawValue)_rps", .num(pp(b, .small)?.pullRps, 0))) }
         for b in BackendKind.allCases { f.append(("pull_\(b.rawValue)_ratio", .num(pp(b, .small)?.pullRatio, 3))) }
+        // Bytes on the wire per 500-byte record (binary batch and page bodies); the backend does not change them.
+        let wire = pp(.sqlite, .small) ?? pp(.postgres, .small)
+        f.append(
+            (
+                "wire_bytes_per_record_500",
+                .object([("push", wire.map { .int($0.pushWireBytes) } ?? .null), ("pull", wire.map { .int($0.pullWireBytes) } ?? .null)])
+            )
+        )
         f.append(("incremental_1k_ms", .num(incrementalSmall?.medianMs, 2)))
         f.append(("incremental_100k_ms", .num(incrementalLarge?.medianMs, 2)))
         f.append(("incremental_ratio", .num(incrementalRatio, 3)))

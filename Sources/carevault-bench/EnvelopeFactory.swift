@@ -8,7 +8,7 @@ import VaultCrypto
 /// Outcome envelopes sealed outside any timed section, in parallel on every core, for the measurements
 /// that post pre-encoded bodies straight to the server (load generator, server-only probes).
 enum EnvelopeFactory {
-    /// `batches` push bodies (`PushRequest` JSON, as the SDK encodes it) of `size` new outcome envelopes
+    /// `batches` push bodies (binary batches, Docs/envelope-v1.md §7.2, as the SDK sends them) of `size` new outcome envelopes
     /// each, for occurrences `first`... of `activityID` (same length as the benchmark's, so the same size).
     static func pushBodies(
         identity: Identity,
@@ -25,8 +25,6 @@ enum EnvelopeFactory {
         return try await withThrowingTaskGroup(of: [(Int, ByteBuffer)].self) { group in
             for w in 0..<workers {
                 group.addTask {
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
                     var out: [(Int, ByteBuffer)] = []
                     for b in stride(from: w, to: batches, by: workers) {
                         let envelopes = try (0..<size).map { k -> Envelope in
@@ -47,7 +45,7 @@ enum EnvelopeFactory {
                                 author: identity.signing
                             )
                         }
-                        out.append((b, ByteBuffer(bytes: try encoder.encode(PushRequest(envelopes: envelopes)))))
+                        out.append((b, ByteBuffer(bytes: try EnvelopeFrame.encode(envelopes))))
                     }
                     return out
                 }

@@ -22,6 +22,9 @@ struct PushPullResult: Sendable {
     /// the server; pages fetched as raw bytes), which splits the end-to-end figure into server and client.
     var serverPushSeconds: Double
     var serverPullSeconds: Double
+    /// Bytes on the wire per record, measured from the bodies of those raw pushes and pulls.
+    var pushWireBytes: Int
+    var pullWireBytes: Int
 
     var pushRps: Double { Double(count) / pushSeconds }
     var pushFloorRps: Double { Double(count) / pushFloorSeconds }
@@ -141,12 +144,15 @@ struct PushPullBench {
                 pullSeconds: pullSeconds,
                 pullFloorSeconds: selectSeconds,
                 serverPushSeconds: probe.push,
-                serverPullSeconds: probe.pull
+                serverPullSeconds: probe.pull,
+                pushWireBytes: probe.pushBytes / count,
+                pullWireBytes: probe.pullBytes / pulled
             )
             Progress.say(
                 "\(tag): push \(fmt(r.pushRps, 0))/s (floor \(fmt(r.pushFloorRps, 0))/s, server alone \(fmt(r.serverPushRps, 0))/s), "
                     + "pull \(fmt(r.pullRps, 0))/s (floor \(fmt(r.pullFloorRps, 0))/s, server alone \(fmt(r.serverPullRps, 0))/s)"
-                    + "; ciphertext \(r.ciphertextBytes) B, stored envelope \(r.storedEnvelopeBytes) B"
+                    + "; ciphertext \(r.ciphertextBytes) B, stored envelope \(r.storedEnvelopeBytes) B, "
+                    + "on the wire \(r.pushWireBytes) B pushed and \(r.pullWireBytes) B pulled per record"
             )
             return r
         }
@@ -162,7 +168,7 @@ struct PushPullBench {
         doctor: UnlockedAccount,
         noteLength: Int,
         pulled: Int
-    ) async throws -> (push: Double, pull: Double) {
+    ) async throws -> (push: Double, pull: Double, pushBytes: Int, pullBytes: Int) {
         guard let patientToken = patient.session?.token, let doctorToken = doctor.session?.token else { throw BenchError("no session") }
         let owner = patient.identity.userID
         let tresor = Tresor.create(ownerID: owner, category: "server-probe")
@@ -203,6 +209,8 @@ struct PushPullBench {
             let shared = Tresor.id(ownerID: owner, category: BenchRecords.category)
             var cursor: UInt64 = 0
             var pages = 0
+            var pullBytes = 0
+            var changes = 0
             let (_, pullSeconds) = try await Measure.timeAsync {
                 while pages < 10_000 {
                     let (status, page) = try await http.send(
@@ -212,17 +220,17 @@ struct PushPullBench {
                     )
                     guard status == 200 else { throw BenchError("server-only pull answered HTTP \(status)") }
                     pages += 1
-                    // The page ends with `"done":…,"nextCursor":N}` (VaultServer's PullPage): read only the tail.
-                    let tail = String(decoding: page.readableBytesView.suffix(64), as: UTF8.self)
-                    guard let next = tail.split(separator: ":").last.flatMap({ UInt64($0.dropLast()) }) else {
-                        throw BenchError("unreadable page end: \(tail)")
-                    }
-                    if tail.contains("\"done\":true") || next == cursor { break }
-                    cursor = next
+                    pullBytes += page.readableBytes
+                    // The framing only (every length checked, no envelope decoded): where the page ends.
+                    let frame = try PullPageFrame(bytes: Array(page.readableBytesView), after: cursor)
+                    changes += frame.changes.count
+                    if frame.done || frame.nextCursor == cursor { break }
+                    cursor = frame.nextCursor
                 }
             }
-            guard pages == pulled / SyncPolicy.pullPage + 1 else { throw BenchError("server-only pull read \(pages) pages for \(pulled) records") }
-            return (pushSeconds, pullSeconds)
+            // Pages end at 1,000 changes or at the byte bound (Docs/envelope-v1.md §7.3), whichever comes first.
+            guard changes == pulled else { throw BenchError("server-only pull read \(changes) changes in \(pages) pages for \(pulled) records") }
+            return (pushSeconds, pullSeconds, bodies.reduce(0) { $0 + $1.readableBytes }, pullBytes)
         }
     }
 

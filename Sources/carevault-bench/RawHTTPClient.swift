@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import VaultAPI
 
 /// Plain HTTP to the in-process server for the measurements that must not include the SDK's own
 /// client work (the load generator, the server-only probes): pre-encoded bodies out, raw bytes back.
@@ -23,13 +24,15 @@ final class RawHTTPClient: Sendable {
     func shutdown() async { try? await http.shutdown() }
 
     /// Sends one request and returns the status and the whole body (at most 64 MiB).
+    /// The records route speaks its binary bodies (Docs/envelope-v1.md §7.2, §7.3), as the SDK does.
     func send(_ method: HTTPMethod, _ path: String, token: String?, body: ByteBuffer? = nil) async throws -> (status: UInt, body: ByteBuffer) {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
-        request.headers.add(name: "Accept", value: "application/json")
+        let records = path.hasPrefix(Routes.records)
+        request.headers.add(name: "Accept", value: records && method == .GET ? RecordMediaType.page : RecordMediaType.json)
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "Content-Type", value: records ? RecordMediaType.batch : RecordMediaType.json)
             request.body = .bytes(body)
         }
         let response = try await http.execute(request, timeout: .seconds(60))

@@ -212,11 +212,13 @@ struct CLITests {
             )!
             let id: String = row[0]
             let data: Data = row[1]
-            var text = String(decoding: data, as: UTF8.self)
-            let marker = text.range(of: "\"ciphertext\":\"")!
-            let i = marker.upperBound
-            text.replaceSubrange(i...i, with: text[i] == "A" ? "B" : "A")
-            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [Data(text.utf8), id])
+            let tampered = try StoredEnvelopeText.edit(data) { text in
+                var text = text
+                let i = text.range(of: "\"ciphertext\":\"")!.upperBound
+                text.replaceSubrange(i...i, with: text[i] == "A" ? "B" : "A")
+                return text
+            }
+            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [tampered, id])
             return (id, data)
         }
         let tampered = try doctor(["show", "alice"])

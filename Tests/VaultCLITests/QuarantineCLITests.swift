@@ -40,8 +40,8 @@ struct QuarantineCLITests {
                 sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1"
             )!
             let data: Data = row[1]
-            let text = String(decoding: data, as: UTF8.self).replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#)
-            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [Data(text.utf8), row[0] as String])
+            let broken = try StoredEnvelopeText.edit(data) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
+            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [broken, row[0] as String])
             return (row[0], data)
         }
 

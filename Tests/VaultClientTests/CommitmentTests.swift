@@ -250,7 +250,7 @@ struct CommitmentTests {
             )
             let body = try PatientVault.pushBody(batch, commitments: [plan[0].commitment])
             do {
-                let _: PushResponse = try await transport.send(.POST, Routes.records, json: body, auth: try vault.account.sessionAuth)
+                _ = try await transport.push(batch: body, auth: try vault.account.sessionAuth)
                 Issue.record("a stale commitment was accepted")
             } catch let e as ClientError {
                 guard case let .conflict(m) = e else { throw e }
@@ -269,12 +269,7 @@ struct CommitmentTests {
                 committedAt: 1
             )
             await #expect(throws: ClientError.self) {
-                let _: PushResponse = try await transport.send(
-                    .POST,
-                    Routes.records,
-                    json: try PatientVault.pushBody(batch, commitments: [rogue]),
-                    auth: try vault.account.sessionAuth
-                )
+                _ = try await transport.push(batch: try PatientVault.pushBody(batch, commitments: [rogue]), auth: try vault.account.sessionAuth)
             }
             // The honest sync still goes through.
             #expect(try await vault.sync().pushed == 1)

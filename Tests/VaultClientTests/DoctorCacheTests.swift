@@ -7,7 +7,7 @@ import VaultCore
 @Suite("Client: the doctor's cache")
 struct DoctorCacheTests {
     static func entry(_ env: Envelope, sequence: UInt64 = 1) throws -> DoctorCache.Pulled {
-        .verified(DoctorCache.Entry(sequence: sequence, header: env.header, versionID: env.versionID, json: try LocalStore.encoder.encode(env)))
+        .verified(DoctorCache.Entry(sequence: sequence, header: env.header, versionID: env.versionID, bytes: StoredEnvelope.encode(env)))
     }
 
     @Test func aCursorPerShareSurvivesReopening() async throws {
@@ -47,7 +47,7 @@ struct DoctorCacheTests {
             let tombstone = try Self.entry(try sealed.activity("walk", at: 2_000, deleted: true), sequence: 3)
             try await cache.store([tombstone], release: [], owner: owner, tresor: sealed.tresor.id, cursor: 3)
             let live = try await cache.liveEnvelopes(owner: owner, tresor: sealed.tresor.id)
-            #expect(try live.map { try LocalStore.decoder.decode(Envelope.self, from: $0).header.recordID } == [sealed.recordID("run")])
+            #expect(try live.map { try StoredEnvelope.decode($0).header.recordID } == [sealed.recordID("run")])
             #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id).isEmpty)
         }
     }
@@ -69,7 +69,7 @@ struct DoctorCacheTests {
             try await cache.store(page, release: [], owner: owner, tresor: sealed.tresor.id, cursor: 6)
             #expect(try await cache.cursor(owner: owner, tresor: sealed.tresor.id) == 6)
             let live = try await cache.liveEnvelopes(owner: owner, tresor: sealed.tresor.id).map {
-                try LocalStore.decoder.decode(Envelope.self, from: $0)
+                try StoredEnvelope.decode($0)
             }
             #expect(live.count == 2, "the page's new record was stored")
             #expect(live.first { $0.header.recordID == sealed.recordID("walk") }?.header.timestamp == sealed.timestamp(2_000), "the held head stays")

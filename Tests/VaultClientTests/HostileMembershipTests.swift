@@ -266,7 +266,7 @@ struct HostileMembershipTests {
             let versions = try await world.repository.changes(ownerID: patient.userID, tresorID: nil, since: 0, limit: 100)
             #expect(versions.count == 2)
             for v in versions {
-                let env = try JSONDecoder().decode(Envelope.self, from: Data(v.envelopeJSON))
+                let env = try Envelope(binary: v.envelope)
                 #expect(throws: EnvelopeError.self) {
                     try env.open(keys: keys, authorKey: patient.signingKey, expecting: EnvelopeContext(ownerID: patient.userID))
                 }

@@ -20,14 +20,6 @@ struct MaliciousServerTests {
         )
     }
 
-    /// SQL that rewrites the envelope JSON of one version with `replace(from, to)`.
-    static func rewrite(_ backend: Backend, versionID: String, from: String, to: String) -> String {
-        backend == .sqlite
-            ? "UPDATE versions SET envelope = CAST(replace(CAST(envelope AS TEXT), '\(from)', '\(to)') AS BLOB) WHERE version_id = '\(versionID)'"
-            : "UPDATE versions SET envelope = convert_to(replace(convert_from(envelope, 'UTF8'), '\(from)', '\(to)'), 'UTF8') "
-                + "WHERE version_id = '\(versionID)'"
-    }
-
     /// Makes a stored head be delivered again at a new sequence number.
     static func redeliver(_ repo: any VaultRepository, owner: UUID, recordID: String, versionID: String) async throws {
         let next = try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100_000).map(\.sequence).max()! + 1
@@ -114,34 +106,13 @@ struct MaliciousServerTests {
             // 2. The current version with its delete flag flipped.
             let v2 = try #require(try vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex == recordID }?.envelope)
             try await Self.redeliver(world.repository, owner: owner, recordID: recordID, versionID: v2.versionID)
-            try await world.repository.attackerExecutes(
-                Self.rewrite(
-                    backend,
-                    versionID: v2.versionID,
-                    from: #""deleted":false"#,
-                    to: #""deleted":true"#
-                )
-            )
+            try await world.repository.attackerEdits(backend, v2, from: #""deleted":false"#, to: #""deleted":true"#)
             try await expectCaught("flipped delete", .invalidSignature)
 
             // 3. Another record's ciphertext swapped in under this record's header.
-            try await world.repository.attackerExecutes(
-                Self.rewrite(
-                    backend,
-                    versionID: v2.versionID,
-                    from: #""deleted":true"#,
-                    to: #""deleted":false"#
-                )
-            )
             let other = try #require(try vaultB.store.records(type: .activity).first { $0.envelope.header.recordID.hex != recordID }?.envelope)
-            try await world.repository.attackerExecutes(
-                Self.rewrite(
-                    backend,
-                    versionID: v2.versionID,
-                    from: Base64URL.encode(v2.ciphertext),
-                    to: Base64URL.encode(other.ciphertext)
-                )
-            )
+            // Each edit starts from the version as pushed, so the flipped flag is back as it was.
+            try await world.repository.attackerEdits(backend, v2, from: Base64URL.encode(v2.ciphertext), to: Base64URL.encode(other.ciphertext))
             try await expectCaught("swapped ciphertext", .invalidSignature)
         }
     }
@@ -186,7 +157,7 @@ struct MaliciousServerTests {
             let owner = vault.account.profile.userID
             let tresorID = Tresor.id(ownerID: owner, category: "interventions")
             let rows = try await world.repository.changes(ownerID: owner, tresorID: tresorID, since: 0, limit: 100)
-            let later = try rows.map { try JSONDecoder().decode(Envelope.self, from: Data($0.envelopeJSON)) }.filter { $0.header.epoch >= 2 }
+            let later = try rows.map { try Envelope(binary: $0.envelope) }.filter { $0.header.epoch >= 2 }
             #expect(!later.isEmpty)
             for env in later {
                 #expect(throws: EnvelopeError.missingEpochKey(env.header.epoch)) {

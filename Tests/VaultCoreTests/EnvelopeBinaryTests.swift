@@ -62,7 +62,44 @@ struct EnvelopeBinaryTests {
         98b0dd6cde167b1ffe45604533614d118775790eea5de2e5168a562da9157514
         80fa222732053a75fa73b9638759441b709fb439000000400a7bc500b53fcd3c
         660d2fa3d73241747525b5bb03dfd9972f49a936608870bc5a387d9a33da42c8
-        a0db617d6de5b4405cde2529aa86655d94e8815a7df62708
+        a0db617d6de5b4405cde2529aa86655d94e8815a7df6270800000001000000c3
+        0000001d436172655661756c742d73746174652d636f6d6d69746d656e742d76
+        3101000000100f1e2d3c4b5a49788796a5b4c3d2e1f0000000105e33abd457b7
+        8418a999da77bd6df0c70000000d696e74657276656e74696f6e730000000000
+        0000070000019b76daa80000000002000000086465762d303030310000000000
+        000003000000000000000100000002000000000000000500000020faf48d2e1f
+        23502311cc5fd68b003d8f879519fda32d99b3816d5adc89e0fe3c0000019b76
+        daa87b00000040ff9fe688372a8e6cbb449397970ff587ec7b524eaa2b22be68
+        2333838e5459dfdbd5b763950339be4ab33c2eaf33bfece5e9a8fa135da4bbdc
+        bed1157d8f920a
+        """
+    static let pageHex = """
+        43565001000000020000000000000007010000020401000000100f1e2d3c4b5a
+        49788796a5b4c3d2e1f0000000105e33abd457b78418a999da77bd6df0c70000
+        000d696e74657276656e74696f6e73000000010200000020c0e2f8974222231f
+        96afaf5893b21a5b3d92a36cddce8d82562cb2077d9c657c0000018bcfe5687b
+        00000000000000086465762d3030303100000000100f1e2d3c4b5a49788796a5
+        b4c3d2e1f000000018606162636465666768696a6b6c6d6e6f70717273747576
+        7700000110cefbde53226b3b454635c754231160ca5b88f2587718b6466a3f51
+        17f91a46cdc594a53d989d02ee3e4f85ae074c64c98d0cfbb2aa7a2285c1ed8d
+        beadcb8494a9eecc8bc8ab8a157d5f05a0a691e6a8e1caa4d1825b74377a528e
+        6d1e6e9d88f371b4c50106a53077ba2a434fde122747b043489a2308c79523aa
+        77952e474ae945f986fcc3c1f2372f0e313d86ee6747583257393a9653c64f94
+        7840771a22133c67d13439c218a78b409b6a9142c19ac352b742faf4df554062
+        8f945e46d95fde5dc1f9cdeabe8b88853d5c8e06987c78a2d9054be00a19457f
+        4bbd7b3373c27b1c0305e3008c4227571d9999c93ce59d2326ddfc57202833b3
+        d01a87aa96c59f74ca721cd6928d040d685e8e5a17000000405f68db0593914e
+        a18d1cd0feada759bde722cf058d435a5fb1bb6f9c8d67a1c665537bd22c08e2
+        cebf01f0ecd05e10f5ac94631f519604dce2732dfdbd5f1a0b00000000000000
+        090001000000000000000900000001000000c30000001d436172655661756c74
+        2d73746174652d636f6d6d69746d656e742d763101000000100f1e2d3c4b5a49
+        788796a5b4c3d2e1f0000000105e33abd457b78418a999da77bd6df0c7000000
+        0d696e74657276656e74696f6e7300000000000000070000019b76daa8000000
+        0002000000086465762d30303031000000000000000300000000000000010000
+        0002000000000000000500000020faf48d2e1f23502311cc5fd68b003d8f8795
+        19fda32d99b3816d5adc89e0fe3c0000019b76daa87b00000040ff9fe688372a
+        8e6cbb449397970ff587ec7b524eaa2b22be682333838e5459dfdbd5b7639503
+        39be4ab33c2eaf33bfece5e9a8fa135da4bbdcbed1157d8f920a
         """
 
     /// A random well-formed envelope: non-ASCII categories and device ids, random sizes and flags.
@@ -129,8 +166,14 @@ struct EnvelopeBinaryTests {
         let second = SpecVectors.second
         #expect(try first.binary == SpecVectors.bytes(hex: Self.firstHex))
         #expect(first.versionID == Self.firstVersionID)
-        let frame = try EnvelopeFrame.encode([first, second])
+        let commitment = try StateCommitmentTests.vectorStatement().signed(by: SpecVectors.signing)
+        let frame = try EnvelopeFrame.encode([first, second], commitments: [commitment])
         #expect(try frame == SpecVectors.bytes(hex: Self.frameHex))
+        let page = try PullPageFrame.encode(changes: [(7, first.binary), (9, nil)], done: true, nextCursor: 9, commitments: [commitment])
+        #expect(try page == SpecVectors.bytes(hex: Self.pageHex))
+        let readPage = try PullPageFrame(bytes: try SpecVectors.bytes(hex: Self.pageHex), after: 0)
+        #expect(readPage.commitments == [commitment] && readPage.done && readPage.nextCursor == 9)
+        #expect(try EnvelopeFrame(bytes: try SpecVectors.bytes(hex: Self.frameHex)).commitments == [commitment])
 
         // Read back from the hex alone, the vectors open under the fixed keys to the fixed records.
         let decoded = try EnvelopeFrame(bytes: try SpecVectors.bytes(hex: Self.frameHex)).envelopes()
@@ -155,6 +198,7 @@ struct EnvelopeBinaryTests {
         let frame = Hex.encode(try SpecVectors.bytes(hex: Self.frameHex))
         #expect(SpecVectors.hexBlock(after: "Envelope 1, binary", in: doc) == first)
         #expect(SpecVectors.hexBlock(after: "Batch of envelopes 1 and 2", in: doc) == frame)
+        #expect(SpecVectors.hexBlock(after: "Page after cursor 0", in: doc) == Hex.encode(try SpecVectors.bytes(hex: Self.pageHex)))
         #expect(doc.contains(Self.firstVersionID))
         #expect(doc.contains(SpecVectors.tresorID.uuidString.lowercased()))
         #expect(doc.contains(SpecVectors.recordID.hex))
@@ -260,7 +304,7 @@ struct EnvelopeBinaryTests {
         let e = SpecVectors.first
         #expect(Self.malformed(e.binary + [0]) == "1 bytes follow the end of the envelope")
         let frame = try EnvelopeFrame.encode([e])
-        #expect(throws: EnvelopeFrameError.malformed("2 bytes follow the last of the 1 envelopes")) { try EnvelopeFrame(bytes: frame + [0, 0]) }
+        #expect(throws: EnvelopeFrameError.malformed("2 bytes follow the end of the batch")) { try EnvelopeFrame(bytes: frame + [0, 0]) }
         let page = try PullPageFrame.encode(changes: [(1, e.binary)], done: true, nextCursor: 1)
         #expect(throws: EnvelopeFrameError.malformed("1 bytes follow the end of the page")) { try PullPageFrame(bytes: page + [1], after: 0) }
     }
@@ -283,7 +327,7 @@ struct EnvelopeBinaryTests {
 
     @Test func countsOfZeroAndPastTheLimit() throws {
         let empty = try EnvelopeFrame.encode([])
-        #expect(empty == EnvelopeFrame.magic + [0, 0, 0, 0])
+        #expect(empty == EnvelopeFrame.magic + [0, 0, 0, 0, 0, 0, 0, 0])
         #expect(try EnvelopeFrame(bytes: empty).envelopes().isEmpty)
         let emptyPage = try PullPageFrame(bytes: PullPageFrame.encode(changes: [], done: true, nextCursor: 5), after: 5)
         #expect(emptyPage.changes.isEmpty && emptyPage.done && emptyPage.nextCursor == 5)
@@ -294,15 +338,17 @@ struct EnvelopeBinaryTests {
         }
         let full = try EnvelopeFrame.encode(binaries: Array(repeating: b, count: 2_000))
         #expect(try EnvelopeFrame(bytes: full).count == 2_000)
-        var over = full + [0, 0, 0, 0] + b
-        Self.put(UInt32(b.count), at: full.count, in: &over)
+        var over = Array(full.prefix(full.count - 4)) + [0, 0, 0, 0] + b + [0, 0, 0, 0]
+        Self.put(UInt32(b.count), at: full.count - 4, in: &over)
         Self.put(2_001, at: 4, in: &over)
         #expect(throws: EnvelopeFrameError.tooLarge("it announces 2001 envelopes; at most 2000 are allowed")) { try EnvelopeFrame(bytes: over) }
         #expect(throws: EnvelopeFrameError.self) { try EnvelopeFrame(bytes: full, maxCount: 10) }
         // A count the body cannot hold, and bodies past the byte limit, are refused before any work.
         var short = try EnvelopeFrame.encode([SpecVectors.first, SpecVectors.second])
         Self.put(3, at: 4, in: &short)
-        #expect(throws: EnvelopeFrameError.malformed("it ends after 2 of the 3 envelopes it announces")) { try EnvelopeFrame(bytes: short) }
+        #expect(throws: EnvelopeFrameError.malformed("it ends after its 3 envelopes, without the count of state commitments")) {
+            try EnvelopeFrame(bytes: short)
+        }
         #expect(throws: EnvelopeFrameError.self) {
             try EnvelopeFrame(bytes: EnvelopeFrame.magic + [UInt8](repeating: 0, count: EnvelopeFrame.maxBytes))
         }

@@ -63,7 +63,7 @@ enum Fixtures {
             hlcCounter: counter,
             hlcDevice: device,
             deleted: deleted,
-            envelopeJSON: json
+            envelope: json
         )
     }
 

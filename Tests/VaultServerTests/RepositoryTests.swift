@@ -169,7 +169,7 @@ struct RepositoryTests {
 
             let changes = try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100)
             #expect(changes.map(\.sequence) == [2, 4])
-            #expect(changes.map(\.envelopeJSON) == [newer.envelopeJSON, tieDead.envelopeJSON])
+            #expect(changes.map(\.envelope) == [newer.envelope, tieDead.envelope])
             #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 2, limit: 100).map(\.sequence) == [4])
             #expect(try await repo.changes(ownerID: owner, tresorID: UUID(), since: 0, limit: 100).isEmpty)
             #expect(try await repo.changes(ownerID: UUID(), tresorID: nil, since: 0, limit: 100).isEmpty, "owners never see each other's changes")
@@ -200,7 +200,7 @@ struct RepositoryTests {
                     for c in page {
                         #expect(c.sequence > cursor)
                         cursor = c.sequence
-                        seen.append(String(decoding: c.envelopeJSON, as: UTF8.self))
+                        seen.append(String(decoding: c.envelope, as: UTF8.self))
                     }
                     if page.isEmpty {
                         if finished { break }

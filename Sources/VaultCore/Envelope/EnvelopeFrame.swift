@@ -1,5 +1,6 @@
 /// A batch of envelopes in the binary encoding (Docs/envelope-v1.md §7.2): `"CVF" 0x01 || u32 count ||
-/// count × bytes envelope`, at most `maxCount` envelopes and `maxBytes` bytes. Reading checks the framing
+/// count × bytes envelope || u32 n || n × commitment`, at most `maxCount` envelopes, `maxCommitments`
+/// state commitments and `maxBytes` bytes. Reading checks the framing
 /// once and keeps only where each envelope lies in the input; envelopes are then decoded in place, one by
 /// one or all at once, so a batch is never copied whole a second time.
 public struct EnvelopeFrame: Sendable {
@@ -9,17 +10,22 @@ public struct EnvelopeFrame: Sendable {
     public static let maxCount = 2_000
     /// The largest batch, in bytes (32 MiB, the server's body limit).
     public static let maxBytes = 32 * 1024 * 1024
+    /// The most state commitments a batch or a page carries (one per tresor).
+    public static let maxCommitments = 2_000
 
     /// The whole batch as received.
     public let bytes: [UInt8]
     /// Where each envelope's binary encoding lies in `bytes`.
     private let ranges: [Range<Int>]
+    /// The patient's commitment to each tresor the batch changes (Docs/envelope-v1.md §3.4), signatures
+    /// not yet checked.
+    public let commitments: [StateCommitment]
 
     /// How many envelopes the batch holds.
     public var count: Int { ranges.count }
 
     /// Checks the framing of `bytes`: the marker, the count (at most `maxCount`), every length prefix
-    /// inside the body, exactly `count` envelopes and no trailing bytes. The envelopes themselves are
+    /// inside the body, exactly `count` envelopes, well-formed commitments and no trailing bytes. The envelopes themselves are
     /// decoded later (`envelopes()`, `envelope(at:)`), so a bad one can be named by its index.
     public init(bytes: [UInt8], maxCount: Int = EnvelopeFrame.maxCount) throws(EnvelopeFrameError) {
         guard bytes.count <= Self.maxBytes else { throw .tooLarge("\(bytes.count) bytes; at most \(Self.maxBytes) are allowed") }
@@ -27,9 +33,9 @@ public struct EnvelopeFrame: Sendable {
         try r.expectMagic(Self.magic, "a batch of envelopes")
         let count = Int(try framed { () throws(EnvelopeError) in try r.uint32("envelope count") })
         guard count <= maxCount else { throw .tooLarge("it announces \(count) envelopes; at most \(maxCount) are allowed") }
-        // Every envelope takes at least its 4-byte length, so a count the body cannot hold is refused
-        // before anything is reserved for it.
-        guard count <= r.remaining / 4 else {
+        // Every envelope takes at least its 4-byte length (and the commitment count follows), so a count
+        // the body cannot hold is refused before anything is reserved for it.
+        guard count <= max(0, r.remaining - 4) / 4 else {
             throw .malformed("it announces \(count) envelopes but holds only \(r.remaining) more bytes")
         }
         var ranges: [Range<Int>] = []
@@ -38,9 +44,12 @@ public struct EnvelopeFrame: Sendable {
             guard r.remaining > 0 else { throw .malformed("it ends after \(i) of the \(count) envelopes it announces") }
             ranges.append(try framed { () throws(EnvelopeError) in try r.field("envelope \(i)") })
         }
-        guard r.remaining == 0 else { throw .malformed("\(r.remaining) bytes follow the last of the \(count) envelopes") }
+        guard r.remaining > 0 else { throw .malformed("it ends after its \(count) envelopes, without the count of state commitments") }
+        let commitments = try r.commitments(max: Self.maxCommitments)
+        guard r.remaining == 0 else { throw .malformed("\(r.remaining) bytes follow the end of the batch") }
         self.bytes = bytes
         self.ranges = ranges
+        self.commitments = commitments
     }
 
     /// Decodes the envelope at `index` (counting from 0) in place.
@@ -67,29 +76,32 @@ public struct EnvelopeFrame: Sendable {
         return out
     }
 
-    /// Encodes `envelopes` as one batch; refuses more than `maxCount` envelopes or `maxBytes` bytes, so a
-    /// writer never sends what every reader must reject.
-    public static func encode(_ envelopes: [Envelope]) throws(EnvelopeFrameError) -> [UInt8] {
-        let total = envelopes.reduce(8) { $0 + 4 + $1.binaryCount }
-        var out = try start(count: envelopes.count, total: total)
+    /// Encodes `envelopes` and `commitments` as one batch; refuses more than `maxCount` envelopes,
+    /// `maxCommitments` commitments or `maxBytes` bytes, so a writer never sends what every reader must reject.
+    public static func encode(_ envelopes: [Envelope], commitments: [StateCommitment] = []) throws(EnvelopeFrameError) -> [UInt8] {
+        let total = envelopes.reduce(12) { $0 + 4 + $1.binaryCount } + commitments.reduce(0) { $0 + $1.binaryCount }
+        var out = try start(count: envelopes.count, commitments: commitments.count, total: total)
         for e in envelopes {
             out.appendBigEndian(UInt32(e.binaryCount))
             e.appendBinary(to: &out)
         }
+        out.appendCommitments(commitments)
         return out
     }
 
-    /// Encodes envelopes already in their binary encoding (as a server stores them) as one batch.
-    public static func encode(binaries: [[UInt8]]) throws(EnvelopeFrameError) -> [UInt8] {
-        let total = binaries.reduce(8) { $0 + 4 + $1.count }
-        var out = try start(count: binaries.count, total: total)
+    /// Encodes envelopes already in their binary encoding (as a device or a server stores them) as one batch.
+    public static func encode(binaries: [[UInt8]], commitments: [StateCommitment] = []) throws(EnvelopeFrameError) -> [UInt8] {
+        let total = binaries.reduce(12) { $0 + 4 + $1.count } + commitments.reduce(0) { $0 + $1.binaryCount }
+        var out = try start(count: binaries.count, commitments: commitments.count, total: total)
         for b in binaries { out.appendField(b) }
+        out.appendCommitments(commitments)
         return out
     }
 
     /// The marker and count of a batch of `count` envelopes and `total` bytes, in a buffer of that size.
-    private static func start(count: Int, total: Int) throws(EnvelopeFrameError) -> [UInt8] {
+    private static func start(count: Int, commitments: Int, total: Int) throws(EnvelopeFrameError) -> [UInt8] {
         guard count <= maxCount else { throw .tooLarge("\(count) envelopes; at most \(maxCount) are allowed") }
+        guard commitments <= maxCommitments else { throw .tooLarge("\(commitments) state commitments; at most \(maxCommitments) are allowed") }
         guard total <= maxBytes else { throw .tooLarge("\(total) bytes; at most \(maxBytes) are allowed") }
         var out: [UInt8] = []
         out.reserveCapacity(total)

@@ -42,7 +42,7 @@ extension PostgresRepository {
                 SELECT v.id, \(ownerID), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
                 FROM unnest(\(ids), \(versions.map(\.recordID)), \(versions.map(\.tresorID)), \(versions.map { Int64($0.epoch) }),
                             \(versions.map(\.hlcPhysical)), \(versions.map(\.hlcCounter)), \(versions.map(\.hlcDevice)), \(versions.map(\.deleted)),
-                            \(versions.map { ByteBuffer(bytes: $0.envelopeJSON) }))
+                            \(versions.map { ByteBuffer(bytes: $0.envelope) }))
                      AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
                 ON CONFLICT (version_id) DO NOTHING RETURNING version_id
                 """,
@@ -103,65 +103,57 @@ extension PostgresRepository {
     }
 
     public func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow] {
-        let after = Int64(bitPattern: since)
-        if let tresorID {
-            return try await all(
-                ChangeRow.self,
-                """
-                SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
-                WHERE h.owner_id = \(ownerID) AND h.tresor_id = \(tresorID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-                """
-            )
-        }
-        return try await all(
-            ChangeRow.self,
-            """
-            SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
-            WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-            """
-        )
+        try await all(ChangeRow.self, Self.changeQuery("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit))
     }
 
-    public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> (changes: [ChangeRow], commitments: [CommitmentRow]) {
-        // REPEATABLE READ: one snapshot for both queries, so the commitments describe exactly the heads the page saw.
+    public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int, maxBytes: Int) async throws -> StoredPage {
+        // REPEATABLE READ: one snapshot for every query, so the sizes, the changes and the commitments agree.
         try await transaction { conn in
             try await conn.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: self.logger)
-            let after = Int64(bitPattern: since)
-            let changes: [ChangeRow]
-            let commitments: [CommitmentRow]
-            if let tresorID {
-                changes = try await self.all(
-                    ChangeRow.self,
-                    """
-                    SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
-                    WHERE h.owner_id = \(ownerID) AND h.tresor_id = \(tresorID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-                    """,
-                    on: conn
-                )
-                guard changes.count < limit else { return (changes, []) }
-                commitments = try await self.all(
-                    CommitmentRow.self,
-                    "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)",
-                    on: conn
-                )
-            } else {
-                changes = try await self.all(
-                    ChangeRow.self,
-                    """
-                    SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
-                    WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-                    """,
-                    on: conn
-                )
-                guard changes.count < limit else { return (changes, []) }
-                commitments = try await self.all(
-                    CommitmentRow.self,
-                    "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) ORDER BY tresor_id",
-                    on: conn
-                )
-            }
-            return (changes, commitments)
+            // `length()` of a stored bytea reads its size without fetching (or decompressing) its bytes.
+            let sizes = try await self.all(
+                EnvelopeSize.self,
+                Self.changeQuery("length(v.envelope)::bigint AS size", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit),
+                on: conn
+            ).map(\.size)
+            let fit = StoredPage.fitting(sizes, maxBytes: maxBytes)
+            let changes = try await self.all(
+                ChangeRow.self,
+                Self.changeQuery("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: fit),
+                on: conn
+            )
+            guard sizes.count < limit, fit == sizes.count else { return StoredPage(changes: changes, done: false, commitments: []) }
+            let commitments =
+                if let tresorID {
+                    try await self.all(
+                        CommitmentRow.self,
+                        "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)",
+                        on: conn
+                    )
+                } else {
+                    try await self.all(
+                        CommitmentRow.self,
+                        "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) ORDER BY tresor_id",
+                        on: conn
+                    )
+                }
+            return StoredPage(changes: changes, done: true, commitments: commitments)
         }
+    }
+
+    /// `select` of the heads after `since` (of `tresorID` when given), in sequence order, at most `limit`.
+    static func changeQuery(_ select: String, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) -> PostgresQuery {
+        let after = Int64(bitPattern: since)
+        if let tresorID {
+            return """
+                SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id
+                WHERE h.owner_id = \(ownerID) AND h.tresor_id = \(tresorID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
+                """
+        }
+        return """
+            SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id
+            WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
+            """
     }
 
     /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
@@ -201,4 +193,10 @@ extension PostgresRepository {
         )
         return Dictionary(rows.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })
     }
+}
+
+/// The stored size of one envelope, to bound a page in bytes before reading it.
+struct EnvelopeSize: StoredRowDecodable {
+    var size: Int
+    init(stored r: some StoredRow) throws { size = Int(try r.int64("size")) }
 }

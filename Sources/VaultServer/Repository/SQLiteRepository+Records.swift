@@ -37,7 +37,7 @@ extension SQLiteRepository {
             for v in versions {
                 try insertVersion.execute(arguments: [
                     v.versionID, owner, v.recordID, Self.id(v.tresorID), Int64(v.epoch), v.hlcPhysical,
-                    v.hlcCounter, v.hlcDevice, v.deleted, Data(v.envelopeJSON),
+                    v.hlcCounter, v.hlcDevice, v.deleted, Data(v.envelope),
                 ])
                 guard db.changesCount == 1 else {
                     outcomes.append(.duplicate)
@@ -73,30 +73,48 @@ extension SQLiteRepository {
     }
 
     static func changes(_ db: Database, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) throws -> [ChangeRow] {
+        let (sql, args) = changeQuery("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
+        return try Row.fetchAll(try db.cachedStatement(sql: sql), arguments: args).map { try ChangeRow(stored: $0) }
+    }
+
+    /// The sizes of the envelopes of the next `limit` changes. `length()` of a blob reads its size from
+    /// the record header, not its bytes, so sizing a page costs little.
+    static func sizes(_ db: Database, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) throws -> [Int] {
+        let (sql, args) = changeQuery("length(v.envelope)", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
+        return try Int.fetchAll(try db.cachedStatement(sql: sql), arguments: args)
+    }
+
+    /// `select` of the heads after `since` (of `tresorID` when given), in sequence order, at most `limit`.
+    static func changeQuery(_ select: String, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) -> (String, StatementArguments) {
         let sql = """
-            SELECT h.sequence, v.envelope FROM heads h JOIN versions v ON v.version_id = h.version_id
+            SELECT \(select) FROM heads h JOIN versions v ON v.version_id = h.version_id
             WHERE h.owner_id = ? \(tresorID == nil ? "" : "AND h.tresor_id = ?") AND h.sequence > ? ORDER BY h.sequence LIMIT ?
             """
         var args: [(any DatabaseValueConvertible)?] = [Self.id(ownerID)]
         if let tresorID { args.append(Self.id(tresorID)) }
         args.append(Int64(bitPattern: since))
         args.append(limit)
-        let statement = try db.cachedStatement(sql: sql)
-        return try Row.fetchAll(statement, arguments: StatementArguments(args)).map { try ChangeRow(stored: $0) }
+        return (sql, StatementArguments(args))
     }
 
-    public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> (changes: [ChangeRow], commitments: [CommitmentRow]) {
-        // One read transaction: a WAL snapshot, so the commitments describe exactly the heads the page saw.
+    public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int, maxBytes: Int) async throws -> StoredPage {
+        // One read transaction: a WAL snapshot, so the sizes, the changes and the commitments agree.
         try await pool.read { db in
-            let changes = try Self.changes(db, ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
-            guard changes.count < limit else { return (changes, []) }
+            let sizes = try Self.sizes(db, ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
+            let fit = StoredPage.fitting(sizes, maxBytes: maxBytes)
+            let changes = try Self.changes(db, ownerID: ownerID, tresorID: tresorID, since: since, limit: fit)
+            guard sizes.count < limit, fit == sizes.count else { return StoredPage(changes: changes, done: false, commitments: []) }
             var sql = "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = ?"
             var args: [any DatabaseValueConvertible] = [Self.id(ownerID)]
             if let tresorID {
                 sql += " AND tresor_id = ?"
                 args.append(Self.id(tresorID))
             }
-            return (changes, try Self.all(CommitmentRow.self, db, sql + " ORDER BY tresor_id", StatementArguments(args)))
+            return StoredPage(
+                changes: changes,
+                done: true,
+                commitments: try Self.all(CommitmentRow.self, db, sql + " ORDER BY tresor_id", StatementArguments(args))
+            )
         }
     }
 

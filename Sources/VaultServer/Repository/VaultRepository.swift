@@ -57,7 +57,8 @@ public struct ShareRow: Sendable, Equatable {
     public var expiresAt: UnixMillis?
 }
 
-/// One envelope version ready to store: its header fields as columns and the envelope as JSON.
+/// One envelope version ready to store: its header fields as columns and the envelope in its binary
+/// encoding, the bytes the patient pushed (Docs/envelope-v1.md §7.1).
 public struct VersionRow: Sendable {
     public var versionID: String
     public var ownerID: UUID
@@ -68,7 +69,7 @@ public struct VersionRow: Sendable {
     public var hlcCounter: Int64
     public var hlcDevice: String
     public var deleted: Bool
-    public var envelopeJSON: [UInt8]
+    public var envelope: [UInt8]
 
     /// Last-writer-wins order (Docs/design.md §5): by HLC (physical, counter, device); on an exact tie a
     /// tombstone wins. Every server and client uses this same order.
@@ -96,10 +97,32 @@ public enum StoreOutcome: Sendable, Equatable {
     case duplicate
 }
 
-/// A change: the sequence at which a head was written, with the envelope JSON.
+/// A change: the sequence at which a head was written, with the envelope as stored (binary, §7.1).
 public struct ChangeRow: Sendable {
     public var sequence: UInt64
-    public var envelopeJSON: [UInt8]
+    public var envelope: [UInt8]
+}
+
+/// One page of changes as a pull serves it (Docs/envelope-v1.md §7.3).
+public struct StoredPage: Sendable {
+    /// The changes, in sequence order.
+    public var changes: [ChangeRow]
+    /// True when no change after these existed in the page's snapshot.
+    public var done: Bool
+    /// On a final page, the newest commitment of each tresor it covers.
+    public var commitments: [CommitmentRow]
+
+    /// How many of the changes whose envelopes take `sizes` bytes fit in a page of `maxBytes` (§7.3):
+    /// each costs 13 bytes of framing besides its envelope, the page 21 more (its head and, without
+    /// commitments, its tail), and the first change always fits.
+    public static func fitting(_ sizes: [Int], maxBytes: Int) -> Int {
+        var total = 21
+        for (i, size) in sizes.enumerated() {
+            total += PullPageFrame.changeCount(envelopeBytes: size)
+            if total > maxBytes { return max(i, 1) }
+        }
+        return sizes.count
+    }
 }
 
 /// A tresor's newest state commitment as stored (Docs/envelope-v1.md §3.4): its sequence, and the
@@ -297,9 +320,10 @@ public protocol VaultRepository: Sendable {
     /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is
     /// stored); otherwise nothing is stored and this throws `.conflict` naming the stale commitment.
     func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome]
-    /// Like `changes`, and on a final page (fewer than `limit` changes) the newest commitments of the
-    /// tresors it covers (all of the owner's, or `tresorID`'s), read in the same snapshot as the changes.
-    func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> (changes: [ChangeRow], commitments: [CommitmentRow])
+    /// Like `changes`, but ending earlier once the envelopes would pass `maxBytes` (`StoredPage.fitting`),
+    /// and on a final page (nothing left after it) the newest commitments of the tresors it covers (all of
+    /// the owner's, or `tresorID`'s), read in the same snapshot as the changes.
+    func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int, maxBytes: Int) async throws -> StoredPage
 
     /// Heads changed after `since`, in sequence order, at most `limit`; only `tresorID`'s when given.
     func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow]

@@ -1,5 +1,6 @@
 import Hummingbird
 import VaultAPI
+import VaultCore
 
 /// A patient's tresors and the records in them (Docs/design.md §4, §5), and who read them; every route
 /// needs a session.
@@ -25,19 +26,27 @@ struct TresorController: APIController {
         try await service.tresors(try context.requireCaller())
     }
 
+    /// A binary batch (Docs/envelope-v1.md §7.2) when the body says so, else the JSON of older clients.
     @Sendable func push(_ request: Request, context: Context) async throws -> PushResponse {
         let caller = try context.requireCaller()
-        return try await service.push(caller, try await request.decode(as: PushRequest.self, context: context))
+        guard RecordMediaType.names(request.headers[.contentType], RecordMediaType.batch) else {
+            return try await service.push(caller, try await request.decode(as: PushRequest.self, context: context))
+        }
+        var request = request
+        return try await service.push(caller, batch: try await request.bodyBytes(upTo: EnvelopeFrame.maxBytes))
     }
 
-    @Sendable func pull(_ request: Request, context: Context) async throws -> PullPage {
-        try await service.pull(
+    /// A binary page (Docs/envelope-v1.md §7.3) to a client that accepts one, else the JSON page.
+    @Sendable func pull(_ request: Request, context: Context) async throws -> Response {
+        let page = try await service.pull(
             try context.requireCaller(),
             owner: try request.queryUUID("owner"),
             tresor: try request.queryUUID("tresor"),
             since: try request.query("since", default: 0),
-            limit: try request.queryLimit(default: APILimits.defaultPullLimit)
+            limit: try request.queryLimit(default: APILimits.defaultPullLimit),
+            maxBytes: PullPageBytes.clamped(Int(clamping: try request.query("maxBytes", default: UInt64(PullPageBytes.default))))
         )
+        return RecordMediaType.names(request.headers[.accept], RecordMediaType.page) ? page.binaryResponse() : page.jsonResponse()
     }
 
     @Sendable func accessLog(_ request: Request, context: Context) async throws -> AuditPage {

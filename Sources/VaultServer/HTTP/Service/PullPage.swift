@@ -1,31 +1,64 @@
+import Foundation
 import Hummingbird
 import NIOCore
+import VaultAPI
+import VaultCore
 
-/// A page of changes, serialised without decoding the stored envelopes again: each envelope goes out
-/// as the bytes a push stored (Docs/design.md §5), the one response not built by `VaultResponseEncoder`.
-struct PullPage: ResponseGenerator {
-    let rows: [ChangeRow]
-    let limit: Int
+/// A page of changes, serialised from the stored envelopes without decoding them again (Docs/design.md
+/// §5): as a binary page (Docs/envelope-v1.md §7.3), streamed in chunks, for clients that accept one, and
+/// as JSON for the others. The one response not built by `VaultResponseEncoder`.
+struct PullPage: Sendable {
+    let stored: StoredPage
     let since: UInt64
-    /// The newest state commitments of the tresors the pull covers, sent on the final page only
-    /// (Docs/envelope-v1.md §3.4), as the JSON the patient pushed.
-    var commitments: [CommitmentRow] = []
 
-    var nextCursor: UInt64 { rows.last?.sequence ?? since }
-    var done: Bool { rows.count < limit }
+    var nextCursor: UInt64 { stored.changes.last?.sequence ?? since }
+    var done: Bool { stored.done }
 
-    func response(from request: Request, context: some RequestContext) -> Response {
-        VaultResponseEncoder.response(body())
+    /// How much of the page is gathered before it is handed to the connection.
+    static let chunkBytes = 64 * 1024
+
+    /// The binary page, written change by change into chunks of about `chunkBytes`, so the page is
+    /// never held whole a second time beside the rows it is made of. Each envelope goes out as stored,
+    /// except one stored as JSON before the binary encoding existed, which goes out in its binary encoding.
+    func binaryResponse() -> Response {
+        let changes = stored.changes.map { ChangeRow(sequence: $0.sequence, envelope: Self.binary($0.envelope)) }
+        let head = PullPageFrame.head(count: changes.count)
+        let tail = PullPageFrame.tail(done: done, nextCursor: nextCursor, commitments: done ? Self.decoded(stored.commitments) : [])
+        let total = changes.reduce(head.count + tail.count) { $0 + PullPageFrame.changeCount(envelopeBytes: $1.envelope.count) }
+        let body = ResponseBody(contentLength: total) { writer in
+            var chunk = ByteBuffer(bytes: head)
+            var change: [UInt8] = []
+            for c in changes {
+                change.removeAll(keepingCapacity: true)
+                PullPageFrame.appendChange(sequence: c.sequence, envelope: c.envelope, to: &change)
+                chunk.writeBytes(change)
+                if chunk.readableBytes >= Self.chunkBytes {
+                    try await writer.write(chunk)
+                    chunk.clear()
+                }
+            }
+            chunk.writeBytes(tail)
+            try await writer.write(chunk)
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: RecordMediaType.page], body: body)
     }
 
-    func body() -> ByteBuffer {
+    /// The JSON page of older clients: `{"changes":[{"sequence":…,"envelope":{…}}],"done":…,…}`.
+    func jsonResponse() -> Response {
+        VaultResponseEncoder.response(jsonBody())
+    }
+
+    func jsonBody() -> ByteBuffer {
+        let rows = stored.changes
+        let commitments = stored.commitments
         var b = ByteBuffer()
-        b.reserveCapacity(rows.reduce(64) { $0 + $1.envelopeJSON.count + 40 } + commitments.reduce(0) { $0 + $1.json.count + 1 })
+        b.reserveCapacity(rows.reduce(64) { $0 + $1.envelope.count * 2 + 40 } + commitments.reduce(0) { $0 + $1.json.count + 1 })
         b.writeString("{\"changes\":[")
         for (i, r) in rows.enumerated() {
             if i > 0 { b.writeString(",") }
             b.writeString("{\"sequence\":\(r.sequence),\"envelope\":")
-            b.writeBytes(r.envelopeJSON)
+            b.writeBytes(Self.json(r.envelope))
             b.writeString("}")
         }
         b.writeString("],\"done\":\(done),\"nextCursor\":\(nextCursor)")
@@ -40,5 +73,30 @@ struct PullPage: ResponseGenerator {
         }
         b.writeString("}")
         return b
+    }
+
+    /// A stored envelope as JSON: a binary one decoded and encoded; one stored as JSON before the binary
+    /// encoding, as it is. Bytes that are neither become `null`, so the page stays readable and the client
+    /// keeps that one change aside (Docs/design.md §5).
+    static func json(_ stored: [UInt8]) -> [UInt8] {
+        if stored.first == UInt8(ascii: "{") { return stored }
+        guard let e = try? Envelope(binary: stored), let json = try? VaultResponseEncoder.json.encode(e) else { return Array("null".utf8) }
+        return Array(json)
+    }
+
+    /// A stored envelope in its binary encoding. Versions pushed before that encoding are stored as the
+    /// JSON of their time (first byte `{`, never 0x01) and are read in either form rather than rewritten:
+    /// no stored byte of a signed version changes (Docs/design.md §6). Bytes that do not decode go out as
+    /// they are, and the client keeps that one change aside.
+    static func binary(_ stored: [UInt8]) -> [UInt8] {
+        guard stored.first == UInt8(ascii: "{"), let e = try? JSONDecoder().decode(Envelope.self, from: Data(stored)) else { return stored }
+        return e.binary
+    }
+
+    /// The stored commitments (kept as the JSON the patient's device sent or the service wrote) as values
+    /// for the binary page. One that no longer decodes is left out: a reader that saw its tresor's
+    /// commitment before reports the absence as an integrity failure (Docs/envelope-v1.md §3.4).
+    static func decoded(_ rows: [CommitmentRow]) -> [StateCommitment] {
+        rows.compactMap { try? JSONDecoder().decode(StateCommitment.self, from: Data($0.json)) }
     }
 }

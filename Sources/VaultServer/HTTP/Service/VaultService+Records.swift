@@ -6,21 +6,43 @@ import VaultCrypto
 
 /// Records (Docs/design.md §5): push with every server-side check, pull through shares, the access log.
 extension VaultService {
+    /// A push in JSON (older clients): each envelope is stored in its binary encoding all the same.
     func push(_ caller: Caller, _ r: PushRequest) async throws -> PushResponse {
         try require(caller, role: .patient)
         guard r.envelopes.count <= APILimits.maxPushBatch else {
             throw APIError(.contentTooLarge, .payloadTooLarge, "at most \(APILimits.maxPushBatch) envelopes per push")
         }
+        return try await push(caller, r.envelopes.map { PushedEnvelope(envelope: $0, bytes: $0.binary) }, commitments: r.commitments ?? [])
+    }
+
+    /// A push as a binary batch (Docs/envelope-v1.md §7.2), read without a JSON step. A batch whose framing
+    /// fails, or holding one envelope that is not well-formed, is refused whole (400 naming the envelope by
+    /// its index, nothing stored); each envelope is then stored as the very bytes received.
+    func push(_ caller: Caller, batch body: [UInt8]) async throws -> PushResponse {
+        try require(caller, role: .patient)
+        let pushed: [PushedEnvelope]
+        let frame: EnvelopeFrame
+        do {
+            frame = try EnvelopeFrame(bytes: body, maxCount: APILimits.maxPushBatch)
+            pushed = try frame.envelopes().enumerated().map { PushedEnvelope(envelope: $1, bytes: Array(frame.envelopeBytes(at: $0))) }
+        } catch {
+            guard case .tooLarge = error else { throw APIError.badRequest(error.description) }
+            throw APIError(.contentTooLarge, .payloadTooLarge, error.description)
+        }
+        return try await push(caller, pushed, commitments: frame.commitments)
+    }
+
+    /// Every check of a push, then one transaction storing the versions that passed with the commitments.
+    func push(_ caller: Caller, _ envelopes: [PushedEnvelope], commitments pushedCommitments: [StateCommitment]) async throws -> PushResponse {
         let tresors = Dictionary(uniqueKeysWithValues: try await repository.tresors(ownerID: caller.id).map { ($0.id, $0) })
         let now = clock()
         let signingKey = caller.certificate.signingKey
         let me = caller.id
-        let commitments = try Self.check(r.commitments ?? [], caller: caller, tresors: tresors)
+        let commitments = try Self.check(pushedCommitments, caller: caller, tresors: tresors)
 
         // Checks that need no database, including the Ed25519 verification, spread over every core.
-        let envelopes = r.envelopes
-        let checked: [Result<VersionRow, APIError>] = try await Parallel.map(envelopes) { envelope in
-            Self.check(envelope, owner: me, signingKey: signingKey, tresors: tresors, now: now)
+        let checked: [Result<VersionRow, APIError>] = try await Parallel.map(envelopes) { pushed in
+            Self.check(pushed, owner: me, signingKey: signingKey, tresors: tresors, now: now)
         }
         // A record stays in the tresor it was first written to: moving it would leave the first tresor's
         // readers (a doctor of that category) without its later versions and its tombstone.
@@ -38,7 +60,7 @@ extension VaultService {
                 rows.append(row)
                 results.append(PushResult(versionID: row.versionID, status: .stored))
             case let .failure(err):
-                results.append(PushResult(versionID: envelopes[i].versionID, status: .rejected, code: err.code, reason: err.message))
+                results.append(PushResult(versionID: envelopes[i].envelope.versionID, status: .rejected, code: err.code, reason: err.message))
             }
         }
         let outcomes = try await repository.storeVersions(ownerID: me, rows, commitments: commitments)
@@ -73,12 +95,13 @@ extension VaultService {
 
     /// Every server-side check of one envelope (Docs/design.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
     static func check(
-        _ e: Envelope,
+        _ pushed: PushedEnvelope,
         owner: UUID,
         signingKey: SigningPublicKey,
         tresors: [UUID: TresorRow],
         now: UnixMillis
     ) -> Result<VersionRow, APIError> {
+        let e = pushed.envelope
         do {
             try e.header.validateStructure()
         } catch {
@@ -101,7 +124,6 @@ extension VaultService {
         guard signingKey.isValidSignature(e.signature, for: Envelope.signedBytes(associatedData: ad, nonce: e.nonce, ciphertext: e.ciphertext)) else {
             return .failure(APIError(.badRequest, .invalidSignature, "envelope signature does not verify under the owner's certified key"))
         }
-        guard let json = try? VaultResponseEncoder.json.encode(e) else { return .failure(.badRequest("envelope cannot be encoded")) }
         let ts = e.header.timestamp
         return .success(
             VersionRow(
@@ -114,20 +136,27 @@ extension VaultService {
                 hlcCounter: Int64(ts.counter),
                 hlcDevice: ts.deviceID,
                 deleted: e.header.deleted,
-                envelopeJSON: Array(json)
+                envelope: pushed.bytes
             )
         )
     }
 
     /// A page of changes. The owner reads all of theirs; a doctor reads one tresor through an active share.
-    func pull(_ caller: Caller, owner: UUID?, tresor: UUID?, since: UInt64, limit: Int) async throws -> PullPage {
+    func pull(
+        _ caller: Caller,
+        owner: UUID?,
+        tresor: UUID?,
+        since: UInt64,
+        limit: Int,
+        maxBytes: Int = PullPageBytes.default
+    ) async throws -> PullPage {
         let owner = owner ?? caller.id
         let clamped = max(1, min(limit, APILimits.maxPullLimit))
         if owner == caller.id {
             guard caller.user.role == .patient else { throw APIError.badRequest("a doctor names the patient and category: ?owner=ID&tresor=ID") }
-            let (rows, commitments) = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
-            ServerMetrics.shared.recordsPulled.increment(by: rows.count)
-            return PullPage(rows: rows, limit: clamped, since: since, commitments: commitments)
+            let page = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped, maxBytes: maxBytes)
+            ServerMetrics.shared.recordsPulled.increment(by: page.changes.count)
+            return PullPage(stored: page, since: since)
         }
         try require(caller, role: .doctor)
         guard let tresor else { throw APIError.badRequest("a doctor pulls one tresor: add ?tresor=ID") }
@@ -142,7 +171,7 @@ extension VaultService {
             }
             throw APIError.forbidden("no share of this patient's data with you")
         }
-        let (rows, commitments) = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped)
+        let page = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped, maxBytes: maxBytes)
         let category = mine.first?.category ?? "?"
         try await repository.appendAudit(
             [
@@ -152,14 +181,14 @@ extension VaultService {
                     patientID: owner,
                     details: [
                         "doctor": caller.user.username, "category": category, "since": String(since),
-                        "count": String(rows.count),
+                        "count": String(page.changes.count),
                     ]
                 )
             ],
             now: now
         )
-        ServerMetrics.shared.recordsPulled.increment(by: rows.count)
-        return PullPage(rows: rows, limit: clamped, since: since, commitments: commitments)
+        ServerMetrics.shared.recordsPulled.increment(by: page.changes.count)
+        return PullPage(stored: page, since: since)
     }
 
     func accessLog(_ caller: Caller, after: UInt64, limit: Int) async throws -> AuditPage {
@@ -181,4 +210,10 @@ extension VaultService {
         try require(caller, role: .patient)
         return AuditCheckpointList(checkpoints: try await repository.auditCheckpoints())
     }
+}
+
+/// One pushed envelope: decoded for the checks, and the binary encoding that is stored as it is.
+struct PushedEnvelope: Sendable {
+    var envelope: Envelope
+    var bytes: [UInt8]
 }

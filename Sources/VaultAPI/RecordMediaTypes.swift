@@ -1,0 +1,36 @@
+import Foundation
+import VaultCore
+
+/// The media types of the binary record bodies (Docs/envelope-v1.md §7.2, §7.3). A push says which body it
+/// sends with `Content-Type`; a pull says which page it wants with `Accept`. JSON stays the answer to a
+/// client that names neither, so older clients and generic tools keep working; every other route is JSON.
+public enum RecordMediaType {
+    /// A push batch, `"CVF" 0x01 …` (§7.2).
+    public static let batch = "application/vnd.carevault.batch"
+    /// A pull page, `"CVP" 0x01 …` (§7.3).
+    public static let page = "application/vnd.carevault.page"
+    /// Every other body.
+    public static let json = "application/json"
+
+    /// True when a `Content-Type` value names `type` (parameters such as `; charset` ignored).
+    public static func names(_ header: String?, _ type: String) -> Bool {
+        guard let header else { return false }
+        return header.split(separator: ",").contains { part in
+            part.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() == type } ?? false
+        }
+    }
+}
+
+/// The byte bound of a pull page (Docs/envelope-v1.md §7.3), asked for with `maxBytes` in the query.
+public enum PullPageBytes {
+    /// The bound when the query names none: 4 MiB, a few seconds on a slow link.
+    public static let `default` = 4 * 1024 * 1024
+    /// The least a client may ask for.
+    public static let minimum = 64 * 1024
+    /// The most a client may ask for: half a frame's limit, leaving room for one record past the bound
+    /// (a page always holds at least one change) and for the commitments.
+    public static let maximum = PullPageFrame.maxBytes / 2
+
+    /// `requested` (the default when nil) held between `minimum` and `maximum`.
+    public static func clamped(_ requested: Int?) -> Int { min(max(requested ?? `default`, minimum), maximum) }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import NIOHTTP1
+import VaultAPI
+import VaultCore
+
+/// The binary record bodies (Docs/envelope-v1.md §7.2, §7.3): a push sends a batch, a pull asks for a
+/// page. Every other request is JSON both ways.
+extension Transport {
+    /// What a request's body is and which answer it asks for.
+    struct Media: Sendable {
+        var body: String
+        var accept: String
+        /// JSON both ways: every route but the records.
+        static let json = Media(body: RecordMediaType.json, accept: RecordMediaType.json)
+    }
+
+    /// Pushes a binary batch (§7.2) and decodes the server's JSON answer.
+    func push(batch: [UInt8], auth: Auth) async throws -> PushResponse {
+        let media = Media(body: RecordMediaType.batch, accept: RecordMediaType.json)
+        return try Self.decode(try await sendRaw(.POST, Routes.records, payload: batch, auth: auth, media: media), .POST, Routes.records)
+    }
+
+    /// One page of `GET /v1/records` with `query` that must follow `cursor`, asked for in binary (§7.3),
+    /// with the commitments of a final page. A server from before the binary page answers JSON, which is
+    /// read as before; a page that is neither, or whose framing fails, is one integrity failure.
+    func pullPage(query: String, after cursor: UInt64, auth: Auth) async throws -> (page: PulledPage, commitments: [StateCommitment]) {
+        let media = Media(body: RecordMediaType.json, accept: "\(RecordMediaType.page), \(RecordMediaType.json);q=0.5")
+        let answer = try await sendRaw(.GET, Routes.records + query, payload: [], auth: auth, media: media)
+        guard RecordMediaType.names(answer.contentType, RecordMediaType.page) else {
+            try Self.requireJSON(answer, .GET, Routes.records)
+            return (try PulledPage.parse(answer.body, after: cursor), try PageCommitments.parse(answer.body))
+        }
+        let frame: PullPageFrame
+        do { frame = try PullPageFrame(bytes: answer.body, after: cursor) } catch {
+            throw ClientError.integrity("the server's page of changes is broken: \(error)")
+        }
+        return (PulledPage(frame), frame.commitments)
+    }
+}

@@ -56,6 +56,7 @@ struct BenchCommand: AsyncParsableCommand {
         if sections.contains(.crypto) {
             Progress.say("1. envelope seal/open against raw libsodium")
             do { report.crypto = try CryptoBench(plan: plan).run() } catch { report.fail("crypto", error) }
+            do { report.commitment = try CommitmentBench(plan: plan).run() } catch { report.fail("commitment", error) }
         }
 
         if sections.contains(.load) {

@@ -60,6 +60,15 @@ extension BenchReport {
             out.append(Self.row([seal, fmt(c.sealRecordRps, 0), fmt(c.sealFloorRps, 0), fmt(c.sealRecordRatio, 2), "", ""], w))
             out.append(Self.row([open, fmt(c.openRecordRps, 0), fmt(c.openFloorRps, 0), fmt(c.openRecordRatio, 2), "", ""], w))
         }
+        if let m = commitment {
+            out.append("   state commitment (Docs/envelope-v1.md §3.4), microseconds:")
+            out.append(
+                "     per changed record (LtHash: one removal, one addition) \(fmt(m.usPerRecord, 2)), beside an open of 500 B \(fmt(m.openUs, 2)) (\(fmt(m.perRecordShareOfOpen * 100, 1)) %)"
+            )
+            out.append(
+                "     per commitment: sign \(fmt(m.signUs, 1)) (once per push batch and tresor), verify \(fmt(m.verifyUs, 1)) (once per completed pull and tresor)"
+            )
+        }
         return out
     }
 

@@ -5,6 +5,8 @@ import VaultCrypto
 struct BenchReport {
     let plan: BenchPlan
     var crypto: [CryptoResult] = []
+    /// The state commitment's cost (Docs/envelope-v1.md §3.4), measured with the crypto section.
+    var commitment: CommitmentResult?
     var pushPull: [PushPullResult] = []
     var postgresUnavailable: String?
     var incrementalSmall: IncrementalSyncResult?
@@ -75,6 +77,10 @@ struct BenchReport {
                 .object([("push", wire.map { .int($0.pushWireBytes) } ?? .null), ("pull", wire.map { .int($0.pullWireBytes) } ?? .null)])
             )
         )
+        f.append(("commitment_us_per_record", .num(commitment?.usPerRecord, 2)))
+        f.append(("commitment_sign_us", .num(commitment?.signUs, 1)))
+        f.append(("commitment_verify_us", .num(commitment?.verifyUs, 1)))
+        f.append(("commitment_share_of_open", .num(commitment?.perRecordShareOfOpen, 3)))
         f.append(("incremental_1k_ms", .num(incrementalSmall?.medianMs, 2)))
         f.append(("incremental_100k_ms", .num(incrementalLarge?.medianMs, 2)))
         f.append(("incremental_ratio", .num(incrementalRatio, 3)))

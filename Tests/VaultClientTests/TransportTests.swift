@@ -101,7 +101,12 @@ final class FakeServer: @unchecked Sendable {
     static func answering(_ status: String, contentType: String, _ body: String) throws -> FakeServer {
         try FakeServer { server, fd in
             server.readRequest(fd)
-            server.write(fd, "HTTP/1.1 \(status)\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            // "Connection: close": the client must not send its retry on this connection, which closes now (the
+            // retry would race the close and read as a cut-off answer).
+            server.write(
+                fd,
+                "HTTP/1.1 \(status)\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            )
         }
     }
 }

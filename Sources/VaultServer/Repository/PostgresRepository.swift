@@ -87,8 +87,14 @@ public final class PostgresRepository: VaultRepository {
         throw RepositoryError.notFound("server secret (database not migrated)")
     }
 
+    /// `SELECT 1`, answered within 2 seconds or reported unavailable (readiness must answer promptly).
     public func ping() async throws {
-        try await client.query("SELECT 1", logger: logger)
+        let (client, logger) = (self.client, self.logger)
+        let query = Task { () -> Bool in (try? await client.query("SELECT 1", logger: logger)) != nil }
+        guard await Deadline.value(of: query, within: .seconds(2)) == true else {
+            query.cancel()
+            throw RepositoryError.unavailable("PostgreSQL did not answer within 2 seconds")
+        }
     }
 
     /// Runs raw SQL outside the repository's rules: for maintenance, and for tests that play an attacker
@@ -276,30 +282,8 @@ public final class PostgresPool: Service, Sendable {
         runner.cancel()
         // A stopping server must stop: if the driver's pool does not end within the limit (it may be
         // reconnecting to a database that is down), the process goes on without waiting for it.
-        if await !Self.ends(runner, within: .seconds(10)) {
+        if await Deadline.value(of: runner, within: .seconds(10)) == nil {
             logger.warning("the PostgreSQL pool did not stop within 10 seconds; shutting down without it")
-        }
-    }
-
-    /// Whether `task` ends within `limit`; either way this returns by then (the task itself is not waited for).
-    static func ends(_ task: Task<Void, Never>, within limit: Duration) async -> Bool {
-        let waiter = NIOLockedValueBox<CheckedContinuation<Bool, Never>?>(nil)
-        return await withCheckedContinuation { continuation in
-            waiter.withLockedValue { $0 = continuation }
-            Task {
-                await task.value
-                waiter.withLockedValue { w in
-                    defer { w = nil }
-                    return w
-                }?.resume(returning: true)
-            }
-            Task {
-                try? await Task.sleep(for: limit)
-                waiter.withLockedValue { w in
-                    defer { w = nil }
-                    return w
-                }?.resume(returning: false)
-            }
         }
     }
 
@@ -320,38 +304,35 @@ public final class PostgresPool: Service, Sendable {
         }
     }
 
-    /// Returns when `conn` closes or stops answering (or on cancellation).
+    /// Returns when `conn` closes or stops answering (or on cancellation). Nothing here awaits the driver
+    /// without a limit: a connection to a database that vanished may never complete a query or a close.
     private func watch(_ conn: PostgresConnection) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { _ = try? await conn.closeFuture.get() }
-            group.addTask {
-                while (try? await Task.sleep(for: self.timing.checkInterval)) != nil {
-                    guard await self.responds(conn) else { return }
-                }
-            }
-            await group.next()
-            group.cancelAll()
-            // Unblocks the close-future task, whichever task finished first.
-            try? await conn.close()
+        var sinceCheck = Duration.zero
+        let step = Duration.milliseconds(100)
+        while (try? await Task.sleep(for: step)) != nil, !conn.isClosed {
+            sinceCheck += step
+            guard sinceCheck >= timing.checkInterval else { continue }
+            sinceCheck = .zero
+            guard await responds(conn) else { break }
         }
+        Task { try? await conn.close() }
     }
 
     /// Whether `SELECT 1` answers within the deadline; a connection that does not is closed.
     private func responds(_ conn: PostgresConnection) async -> Bool {
-        await withTaskGroup(of: Bool?.self) { group in
-            group.addTask {
-                do {
-                    for try await _ in try await conn.query("SELECT 1", logger: self.logger) {}
-                    return true
-                } catch { return false }
-            }
-            group.addTask { (try? await Task.sleep(for: self.timing.checkDeadline)).map { false } }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            // A query on a connection that stopped answering only returns once the connection closes.
-            if first != true { try? await conn.close() }
-            return first == true
+        let logger = self.logger
+        let query = Task { () -> Bool in
+            do {
+                for try await _ in try await conn.query("SELECT 1", logger: logger) {}
+                return true
+            } catch { return false }
         }
+        let answered = await Deadline.value(of: query, within: timing.checkDeadline) ?? false
+        if !answered {
+            query.cancel()
+            Task { try? await conn.close() }
+        }
+        return answered
     }
 
     private func markAvailable() {

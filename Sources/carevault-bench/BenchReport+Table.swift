@@ -78,7 +78,7 @@ extension BenchReport {
         let push: [String] = [
             "", "2. Push through carevault-server (patient sync: upload, verify, store), records/s",
             "   floor: inserts of as many same-size rows into a fresh table of the same database, 500 per transaction",
-            "   server alone: the same number of envelopes, sealed and JSON-encoded beforehand, posted in batches of 500 (no SDK client work)",
+            "   server alone: the same number of envelopes, sealed and framed (binary) beforehand, posted in batches of 500 (no SDK client work)",
         ]
         let pull: [String] = [
             "", "3. Doctor pull + decrypt (view of the category, cold cache), records/s",

@@ -85,6 +85,10 @@ public actor PatientVault {
     func reconcileTresors(attempt: Int = 0) async throws {
         let list: TresorList = try await transport.send(.GET, Routes.tresors, auth: try auth)
         var onServer: [String: (ledger: TresorLedger, top: UInt32)] = [:]
+        // The keyring and the marks are written only when they change: most syncs change neither, and the
+        // keyring is a sealed file written anew each time.
+        let heldEpochs = Set(keyring.tresors.values.flatMap { t in t.keys.keys.map { "\(t.category)/\($0)" } })
+        var resealed = false
         for info in list.tresors {
             do {
                 let signed = info.selfGrant
@@ -103,11 +107,15 @@ public actor PatientVault {
                     adminKey: adminKey
                 )
             } catch { throw ClientError.from(error) }
-            var marks = try store.marks(category: info.category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+            let stored = try store.marks(category: info.category)
+            var marks = stored ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
             try Self.refuseRollback(category: info.category, remoteVersion: remoteLedger.version, remoteTop: remote.currentEpoch, marks: marks)
             if let local = keyring[info.category] {
                 let clashing = remote.keys.filter { epoch, key in local.keys[epoch].map { $0 != key } ?? false }
-                if !clashing.isEmpty { try reseal(category: info.category, adopting: remote) }
+                if !clashing.isEmpty {
+                    try reseal(category: info.category, adopting: remote)
+                    resealed = true
+                }
             }
             keyring.merge(remote)
             if remoteLedger.version == 0, marks.seenVersion == 0, marks.ledger.members.isEmpty {
@@ -118,10 +126,15 @@ public actor PatientVault {
             marks.ledger.merge(remoteLedger)
             marks.seenVersion = remoteLedger.version
             marks.topEpoch = max(marks.topEpoch, remote.currentEpoch)
-            try store.saveMarks(marks, category: info.category, tresorID: info.tresorID)
+            if marks != stored {
+                try store.saveMarks(marks, category: info.category, tresorID: info.tresorID)
+            }
             onServer[info.category] = (remoteLedger, remote.currentEpoch)
         }
-        try saveKeyring()
+        let nowHeld = Set(keyring.tresors.values.flatMap { t in t.keys.keys.map { "\(t.category)/\($0)" } })
+        if resealed || nowHeld != heldEpochs || !FileManager.default.fileExists(atPath: account.store.keyringURL.path) {
+            try saveKeyring()
+        }
         for t in keyring.tresors.values.sorted(by: { $0.category < $1.category }) {
             var marks = try store.marks(category: t.category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
             let server = onServer[t.category]

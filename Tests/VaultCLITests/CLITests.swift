@@ -47,7 +47,7 @@ struct Tools {
         p.standardOutput = try FileHandle(forWritingTo: out)
         p.standardError = try FileHandle(forWritingTo: err)
         p.standardInput = FileHandle.nullDevice
-        try p.run()
+        try p.runTracked()
         p.waitUntilExit()
         return Result(
             status: p.terminationStatus,
@@ -71,7 +71,7 @@ struct Tools {
         FileManager.default.createFile(atPath: out.path, contents: nil)
         p.standardOutput = try FileHandle(forWritingTo: out)
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.runTracked()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if let text = try? String(contentsOf: out, encoding: .utf8),
@@ -108,7 +108,7 @@ struct CLITests {
         let out = Pipe()
         p.standardError = err
         p.standardOutput = out
-        try p.run()
+        try p.runTracked()
         p.waitUntilExit()
         let problems = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(p.terminationStatus == 0, "the FHIR bundle does not validate: \(problems)")

@@ -106,7 +106,7 @@ struct ServerDatabase {
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.runTracked()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         guard p.terminationStatus == 0 else { throw Tools.ToolMissing(path: "psql could not run: \(sql)") }
@@ -139,7 +139,7 @@ final class ServerProcess {
         FileManager.default.createFile(atPath: log.path, contents: nil)
         p.standardOutput = try FileHandle(forWritingTo: log)
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.runTracked()
         process = p
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -185,7 +185,7 @@ struct RunningTool {
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         p.standardInput = FileHandle.nullDevice
-        try p.run()
+        try p.runTracked()
         return RunningTool(process: p)
     }
 

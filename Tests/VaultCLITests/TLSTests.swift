@@ -35,7 +35,7 @@ struct TestPKI {
         p.currentDirectoryURL = dir
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.runTracked()
         p.waitUntilExit()
         try #require(p.terminationStatus == 0, "openssl \(args.joined(separator: " "))")
     }
@@ -60,7 +60,7 @@ struct TLSTests {
         FileManager.default.createFile(atPath: err.path, contents: nil)
         p.standardOutput = try FileHandle(forWritingTo: out)
         p.standardError = try FileHandle(forWritingTo: err)
-        try p.run()
+        try p.runTracked()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if let text = try? String(contentsOf: out, encoding: .utf8),

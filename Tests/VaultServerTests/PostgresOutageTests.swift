@@ -146,7 +146,8 @@ struct PostgresOutageTests {
                     let (r, took) = try await Self.request(client, path)
                     #expect(r.status == .serviceUnavailable, "\(path), attempt \(attempt)")
                     #expect(Int(r.headers[.retryAfter] ?? "") ?? 0 >= 1, "\(path) says when to retry")
-                    #expect(took < .seconds(5), "\(path) answered in \(took)")
+                    // Far below postgres-nio's own 60 s queue; seconds on a loaded two-core machine.
+                    #expect(took < .seconds(10), "\(path) answered in \(took)")
                 }
             }
             // Long enough for postgres-nio's own reconnection back-off to have grown past seconds.

@@ -201,7 +201,7 @@ public final class PostgresPool: Service, Sendable {
         /// How often the watch connection runs `SELECT 1`.
         public var checkInterval: Duration = .seconds(1)
         /// A check that takes longer has failed (a database or network that stopped answering).
-        public var checkDeadline: Duration = .seconds(2)
+        public var checkDeadline: Duration = .seconds(5)
         /// How long to wait between attempts to reconnect the watch during an outage.
         public var retryInterval: Duration = .milliseconds(250)
         /// The default timing.
@@ -295,8 +295,13 @@ public final class PostgresPool: Service, Sendable {
                 if await responds(conn) {
                     markAvailable()
                     await watch(conn)
+                    // The watch connection failed a check or closed: a fresh connection decides. A database
+                    // that is only slow (a loaded machine, a long migration) takes it and answers, and the
+                    // pool with its work in flight is left alone; retiring it would cut that work off.
+                    Task { try? await conn.close() }
+                    continue
                 }
-                try? await conn.close()
+                Task { try? await conn.close() }
             }
             if Task.isCancelled { return }
             markUnavailable(configuration)

@@ -92,7 +92,7 @@ struct MonitoringTests {
         let configuration = ServerConfiguration(port: 0, databaseURL: pg.url, adminKey: SigningKeyPair.generate().publicKey, logLevel: .critical)
         let app = try await buildApplication(configuration)
         try await app.test(.live) { client in
-            #expect(try await client.execute(uri: "/ready", method: .get).status == .ok)
+            #expect(try await PostgresOutageTests.answersOK(client, "/ready"), "/ready before the outage")
             try pg.stopImmediately()
             let down = try await client.execute(uri: "/ready", method: .get)
             #expect(down.status == .serviceUnavailable)

@@ -82,7 +82,7 @@ final class DoctorCache: Sendable {
             arguments: [
                 owner, tresor, Data(set.hash.bytes), Int64(bitPattern: set.live), Int64(bitPattern: set.deleted),
                 Int64(clamping: set.newest.physicalMs), Int64(set.newest.counter), set.newest.deviceID,
-                try commitment.map { try LocalStore.encoder.encode($0) },
+                commitment?.storedForm,
             ]
         )
     }

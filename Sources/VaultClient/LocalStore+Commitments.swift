@@ -32,7 +32,14 @@ extension LocalStore {
 
     /// The copy of the server's state of every tresor, with the newest commitment seen of each.
     func serverStates() throws -> ServerStates {
-        try queue.read { db in try ServerStates.load(Transaction(db: db)) }
+        try read { tx in try ServerStates.load(tx) }
+    }
+
+    /// The tresors whose newest pushed versions went without a commitment (`ServerStates.uncommitted`).
+    func uncommittedTresors() throws -> Set<UUID> {
+        try queue.read { db in
+            Set(try String.fetchAll(db, sql: "SELECT tresor_id FROM server_state WHERE uncommitted != 0").compactMap(UUID.init(uuidString:)))
+        }
     }
 }
 
@@ -95,7 +102,7 @@ struct ServerStates {
     func save(_ tx: LocalStore.Transaction) throws {
         for id in changed {
             let set = sets[id] ?? HeadSet()
-            let commitment = try commitments[id].map { try LocalStore.encoder.encode($0) }
+            let commitment = commitments[id]?.storedForm
             try tx.db.execute(
                 sql: """
                     INSERT INTO server_state (tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment, uncommitted)
@@ -245,12 +252,20 @@ enum CommitmentJudge {
 }
 
 extension StateCommitment {
-    /// A commitment kept locally as JSON. One that no longer decodes is damage, never "none accepted yet":
-    /// forgetting it would let a server roll the tresor back past it unnoticed.
-    static func stored(_ json: Data?, damaged what: String) throws -> StateCommitment? {
-        guard let json else { return nil }
-        do { return try LocalStore.decoder.decode(StateCommitment.self, from: json) } catch {
+    /// A commitment as kept locally: its binary form (Docs/envelope-v1.md §3.4), or JSON as stores written
+    /// before kept it (a JSON object opens with `{`; the binary form with the high byte of a length, 0).
+    /// One that no longer decodes is damage, never "none accepted yet": forgetting it would let a server
+    /// roll the tresor back past it unnoticed. Every sync reads these, so the binary form is what is written.
+    static func stored(_ data: Data?, damaged what: String) throws -> StateCommitment? {
+        guard let data else { return nil }
+        do {
+            if data.first == UInt8(ascii: "{") { return try LocalStore.decoder.decode(StateCommitment.self, from: data) }
+            return try StateCommitment(binary: [UInt8](data))
+        } catch {
             throw ClientError.localState("\(what) is damaged in the local store; remove this device's copy and sign in again")
         }
     }
+
+    /// The form `stored` reads, as written now.
+    var storedForm: Data { Data(binary) }
 }

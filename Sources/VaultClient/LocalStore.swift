@@ -188,6 +188,11 @@ final class LocalStore: Sendable {
         try queue.write { db in try body(Transaction(db: db)) }
     }
 
+    /// Runs `body` in one read transaction (a consistent view; `body` must not write).
+    func read<T>(_ body: (Transaction) throws -> T) throws -> T {
+        try queue.read { db in try body(Transaction(db: db)) }
+    }
+
     /// Like `write(_:)`, with the device's hybrid logical clock loaded first and saved with the rest.
     func write<T>(deviceID: String, _ body: (Transaction, inout HybridLogicalClock) throws -> T) throws -> T {
         try write { tx in

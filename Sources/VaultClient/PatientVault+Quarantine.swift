@@ -197,6 +197,6 @@ extension PatientVault {
             let bytes = try await transport.sendForJSONBytes(.GET, Routes.records + "?since=\(since)&limit=\(SyncPolicy.pullPage)", auth: auth)
             return try PulledPage.parse(bytes, after: since)
         }
-        summary.conflictsResolved += try apply(found, release: gone, cursor: nil)
+        summary.conflictsResolved += try apply(found, release: gone, cursor: nil).resolved
     }
 }

@@ -88,7 +88,7 @@ extension PatientVault {
         let total = try store.outboxCount()
         var done = 0
         var position: Int64 = 0
-        var recommit = try store.serverStates().uncommitted
+        var recommit = try store.uncommittedTresors()
         while true {
             let batch = Self.fitting(try store.outbox(after: position, limit: SyncPolicy.pushBatch))
             guard let last = batch.last else { break }
@@ -108,6 +108,7 @@ extension PatientVault {
         }
         // A version the server refused or did not make the head left its committed state different from
         // the one signed: commit again to what it holds.
+        guard !recommit.isEmpty else { return }
         let plan = try commitmentPlan([], tresors: recommit)
         guard !plan.isEmpty else { return }
         _ = try await transport.push(batch: try Self.pushBody([], commitments: plan.map(\.commitment)), auth: try auth)
@@ -119,7 +120,7 @@ extension PatientVault {
     /// version in place of its record's head, at the sequence after the newest commitment seen. None while
     /// records are quarantined: this device's copy then lacks their heads.
     func commitmentPlan(_ batch: [OutboxItem], tresors: Set<UUID> = []) throws -> [PlannedCommitment] {
-        try store.write { tx in
+        try store.read { tx in
             guard !(try tx.holdsQuarantine()) else { return [] }
             var states = try ServerStates.load(tx)
             var categories: [UUID: String] = [:]
@@ -223,40 +224,47 @@ extension PatientVault {
         while true {
             let query = "?since=\(cursor)&limit=\(SyncPolicy.pullPage)"
             let (page, commitments) = try await transport.pullPage(query: query, after: cursor, auth: try auth)
-            summary.conflictsResolved += try apply(page.changes, release: [], cursor: page.changes.last?.sequence ?? cursor)
+            // The final page's commitments are checked in the transaction that applies it, against the copy
+            // of the server's heads it leaves; what is wrong is thrown once that transaction is kept.
+            let (resolved, problems) = try apply(
+                page.changes,
+                release: [],
+                cursor: page.changes.last?.sequence ?? cursor,
+                commitments: page.done ? commitments : nil
+            )
+            summary.conflictsResolved += resolved
             summary.pulled += page.changes.count
             progress?(SyncProgress(phase: .pull, done: summary.pulled, total: nil))
-            if page.done { return try checkCommitments(commitments) }
+            if page.done {
+                guard problems.isEmpty else { throw ClientError.integrity(problems.joined(separator: "; ")) }
+                return
+            }
             // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
             if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
             cursor = page.nextCursor
         }
     }
 
-    /// Checks the server's newest commitments, remembers those that hold, and throws an integrity failure
-    /// naming every tresor whose records are not the set the patient committed to.
-    func checkCommitments(_ shown: [StateCommitment]) throws {
+    /// The patient's tresors by id, for checking the commitments `shown`: those the keyring holds, and any
+    /// the device has no keys for yet that are still this patient's (their ids are derived).
+    func committedTresors(_ shown: [StateCommitment]) -> [UUID: String] {
         var tresors = Dictionary(keyring.tresors.values.map { ($0.id, $0.category) }) { a, _ in a }
-        // A tresor of this patient's the device has no keys for yet is still this patient's: its id is derived.
         for c in shown where Tresor.id(ownerID: me, category: c.category) == c.tresorID { tresors[c.tresorID] = c.category }
-        let problems = try store.write { tx in
-            var states = try ServerStates.load(tx)
-            let problems = states.check(
-                shown,
-                patient: account.certificate,
-                tresors: tresors,
-                skipping: try tx.quarantinedTresors(among: Set(tresors.keys))
-            )
-            try states.save(tx)
-            return problems
-        }
-        guard problems.isEmpty else { throw ClientError.integrity(problems.joined(separator: "; ")) }
+        return tresors
     }
 
     /// Verifies and applies pulled changes, quarantines those that fail their own checks, releases the
     /// quarantine of the sequences in `release`, and moves the cursor to `cursor` when given, in one
-    /// transaction. Returns how many conflicts it resolved.
-    func apply(_ changes: [PulledChange], release: [UInt64], cursor: UInt64?) throws -> Int {
+    /// transaction. With `commitments` (the final page's), then checks them against the copy of the
+    /// server's heads and remembers those that hold (Docs/envelope-v1.md §3.4). Returns how many conflicts
+    /// it resolved, and what is wrong with the commitments in plain words (the caller throws it).
+    func apply(
+        _ changes: [PulledChange],
+        release: [UInt64],
+        cursor: UInt64?,
+        commitments: [StateCommitment]? = nil
+    ) throws -> (resolved: Int, problems: [String]) {
+        let tresors = commitments.map(committedTresors) ?? [:]
         let pulled = PulledVersions(
             ownerID: me,
             identity: account.identity,
@@ -287,8 +295,17 @@ extension PatientVault {
                 }
             }
             if let cursor { try tx.setCursor(cursor) }
+            var problems: [String] = []
+            if let commitments {
+                problems = states.check(
+                    commitments,
+                    patient: account.certificate,
+                    tresors: tresors,
+                    skipping: try tx.quarantinedTresors(among: Set(tresors.keys))
+                )
+            }
             try states.save(tx)
-            return resolved
+            return (resolved, problems)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import VaultAPI
 import VaultCore
@@ -188,6 +189,34 @@ struct CommitmentTests {
             await #expect(throws: ClientError.self, "the patient's device") { _ = try await s.vault.sync() }
             try await doctor.cache.queue.write { db in try db.execute(sql: "UPDATE share_state SET commitment = x'00'") }
             await #expect(throws: ClientError.self, "the doctor's cache") { _ = try await doctor.view(patient: "pat") }
+        }
+    }
+
+    /// Stores written before the binary form kept the newest accepted commitment as JSON: it still reads
+    /// as the same commitment, so it still catches a rollback, and the next change stores it in binary.
+    @Test func aCommitmentRememberedAsJSONStillCatchesARollback() async throws {
+        try await ClientWorld.run(.sqlite) { world in
+            let s = try await Self.story(world, .sqlite)
+            try await world.repository.attackerExecutes("CREATE TABLE commitments_backup AS SELECT * FROM tresor_commitments")
+            try await s.vault.addActivity(try Sample.activity("yoga"))
+            _ = try await s.vault.sync()
+            let accepted = try s.vault.store.serverStates().commitments
+            #expect(!accepted.isEmpty)
+            try await s.vault.store.queue.write { db in
+                for (id, c) in accepted {
+                    let json = try LocalStore.encoder.encode(c)
+                    #expect(json.first == UInt8(ascii: "{"))
+                    try db.execute(sql: "UPDATE server_state SET commitment = ? WHERE tresor_id = ?", arguments: [json, id.uuidString])
+                }
+            }
+            #expect(try s.vault.store.serverStates().commitments == accepted)
+            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
+            try await world.repository.attackerExecutes("INSERT INTO tresor_commitments SELECT * FROM commitments_backup")
+            await #expect(throws: ClientError.self, "the older commitment is refused") { _ = try await s.vault.sync() }
+            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
+            await #expect(throws: ClientError.self, "a vanished commitment is refused") { _ = try await s.vault.sync() }
+            let stored = try await s.vault.store.queue.read { db in try Data.fetchAll(db, sql: "SELECT commitment FROM server_state") }
+            #expect(stored.allSatisfy { $0.first == UInt8(ascii: "{") }, "nothing was accepted, so nothing was rewritten")
         }
     }
 

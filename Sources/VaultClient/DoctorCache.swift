@@ -286,12 +286,30 @@ final class DoctorCache: Sendable {
     /// The stored envelopes (binary, or JSON in a cache not converted yet) of the live records in the share
     /// of `tresor` by `owner`.
     func liveEnvelopes(owner: UUID, tresor: UUID) async throws -> [Data] {
+        var out: [Data] = []
+        var after = ""
+        while let page = try await liveEnvelopes(owner: owner, tresor: tresor, after: after, limit: 4_096) {
+            out += page.envelopes
+            after = page.last
+        }
+        return out
+    }
+
+    /// Up to `limit` envelopes of live records of one share, in record id order after the record id `after`
+    /// ("" for the first page), with the record id of the last; nil when none is left. A view decrypts a
+    /// page at a time, so the cached bytes of a large share are never all in memory at once.
+    func liveEnvelopes(owner: UUID, tresor: UUID, after: String, limit: Int) async throws -> (envelopes: [Data], last: String)? {
         try await queue.read { db in
-            try Data.fetchAll(
+            let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT envelope FROM shared_records WHERE owner_id = ? AND tresor_id = ? AND deleted = 0",
-                arguments: [owner.uuidString, tresor.uuidString]
+                sql: """
+                    SELECT record_id, envelope FROM shared_records
+                    WHERE owner_id = ? AND record_id > ? AND tresor_id = ? AND deleted = 0 ORDER BY record_id LIMIT ?
+                    """,
+                arguments: [owner.uuidString, after, tresor.uuidString, limit]
             )
+            guard let last = rows.last?["record_id"] as String? else { return nil }
+            return (rows.map { $0["envelope"] as Data }, last)
         }
     }
 }

@@ -60,6 +60,8 @@ public actor DoctorReader {
     let transport: Transport
     let adminKey: SigningPublicKey
     let cache: DoctorCache
+    /// How many cached envelopes a view reads and decrypts at a time.
+    private(set) var viewPage = 4_096
 
     /// Opens the reader of an unlocked doctor account and its cache.
     public init(account: UnlockedAccount, transport: Transport, adminKey: SigningPublicKey) throws {
@@ -71,6 +73,9 @@ public actor DoctorReader {
     }
 
     var auth: Transport.Auth { get throws { try account.sessionAuth } }
+
+    /// Sets how many cached envelopes a view reads and decrypts at a time (at least one).
+    func setViewPage(_ count: Int) { viewPage = max(1, count) }
 
     /// The "My Patients" list: patients with at least one active share naming this doctor.
     public func patients() async throws -> [PatientSummary] {
@@ -209,25 +214,31 @@ public actor DoctorReader {
                 unconfirmed.insert(share.share.category)
             }
             view.quarantined += try await cache.quarantined(owner: cert.userID, tresor: share.tresor.id)
-            let stored = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id)
             let context = EnvelopeContext(ownerID: cert.userID, tresorID: share.tresor.id, category: share.share.category)
             let keys = share.tresor.keys
-            // Decrypted on every core. Signatures were checked before the envelopes entered the cache (refresh);
+            // A page of the cache at a time, decrypted on every core: a large share's envelopes are never all
+            // in memory at once. Signatures were checked before the envelopes entered the cache (refresh);
             // here the AEAD authenticates each header and ciphertext under the epoch key.
-            let opened: [CareRecord??] = try await Parallel.map(stored) { bytes in
-                let env: Envelope
-                do { env = try StoredEnvelope.decode(bytes) } catch {
-                    throw ClientError.integrity("the local cache holds an unreadable envelope")
+            var after = ""
+            while let page = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id, after: after, limit: viewPage) {
+                after = page.last
+                let opened: [CareRecord??] = try await Parallel.map(page.envelopes) { bytes in
+                    let env: Envelope
+                    do { env = try StoredEnvelope.decode(bytes) } catch {
+                        throw ClientError.integrity("the local cache holds an unreadable envelope")
+                    }
+                    guard keys[env.header.epoch] != nil else { return .none }
+                    do { return .some(try env.openRecordVerifiedEarlier(keys: keys, expecting: context).record) } catch {
+                        throw ClientError.from(error)
+                    }
                 }
-                guard keys[env.header.epoch] != nil else { return .none }
-                do { return .some(try env.openRecordVerifiedEarlier(keys: keys, expecting: context).record) } catch { throw ClientError.from(error) }
-            }
-            for record in opened {
-                switch record {
-                case nil: view.unreadable += 1
-                case let .activity(a)??: view.activities.append(a)
-                case let .outcome(o)??: view.outcomes.append(o)
-                case .some(nil): break
+                for record in opened {
+                    switch record {
+                    case nil: view.unreadable += 1
+                    case let .activity(a)??: view.activities.append(a)
+                    case let .outcome(o)??: view.outcomes.append(o)
+                    case .some(nil): break
+                    }
                 }
             }
         }

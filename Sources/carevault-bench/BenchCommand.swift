@@ -22,7 +22,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object on stdout instead of the table.")
     var json = false
 
-    @Option(help: "Comma-separated parts to run: crypto, push, incremental, load, login (default: all).")
+    @Option(help: "Comma-separated parts to run: crypto, push, incremental, load, login, memory (default: all).")
     var only: String?
 
     func run() async throws { try await execute() }
@@ -108,6 +108,13 @@ struct BenchCommand: AsyncParsableCommand {
                 report.incrementalLarge = r.large
             } catch {
                 report.fail("incremental", error)
+            }
+        }
+
+        if sections.contains(.memory) {
+            Progress.say("7. the doctor's first read of \(plan.doctorMemoryRecords) records: peak memory of carevault-doctor")
+            do { report.doctorMemory = try await DoctorMemoryBench(records: plan.doctorMemoryRecords, root: root).run() } catch {
+                report.fail("doctor memory", error)
             }
         }
 

@@ -22,9 +22,12 @@ struct BenchPlan: Sendable {
 
     // §6 login with Argon2id MODERATE.
     let loginReps = 3
+
+    // §7 the doctor's first read of a large share: 100,000 records in both runs (the figure is about that size).
+    let doctorMemoryRecords = 100_000
 }
 
 /// The parts of the benchmark, selectable with `--only` (all by default).
 enum BenchSection: String, CaseIterable, Sendable {
-    case crypto, push, incremental, load, login
+    case crypto, push, incremental, load, login, memory
 }

@@ -22,7 +22,7 @@ extension BenchReport {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         out.append("CareVault benchmark (\(plan.quick ? "quick" : "full") run, \(cores) cores\(cpu), libsodium \(Sodium.version))")
         out.append("Every figure is shown beside its floor measured in the same run; ratio = figure / floor (1.00 = as fast as the floor).")
-        out += cryptoSection() + throughputSections() + incrementalSection() + loadSection() + loginSection()
+        out += cryptoSection() + throughputSections() + incrementalSection() + loadSection() + loginSection() + doctorMemorySection()
         out.append("")
         out.append("Notes:")
         for n in notesForOutput { out.append("  - " + n) }
@@ -165,6 +165,19 @@ extension BenchReport {
             out.append(Self.row([String(l.clients), fmt(l.rps, 0)] + latency + [rss, String(l.requests), String(l.work.errors)], lw))
         }
         if load.isEmpty { out.append("   not measured") }
+        return out
+    }
+
+    func doctorMemorySection() -> [String] {
+        let w = Self.widths
+        var out = [
+            "",
+            "7. The doctor's first read of \(plan.doctorMemoryRecords) records: carevault-doctor show --json, release, its own process",
+        ]
+        guard let m = doctorMemory else { return out + ["   not measured"] }
+        let peak = m.peakRSSMiB
+        out.append(Self.row(["peak RSS", fmt(peak, 1) + " MiB", "", "", "< 150", Self.status(peak < 150)], w))
+        out.append(Self.row(["wall time", fmt(m.seconds, 1) + " s", fmt(m.recordsPerSecond, 0) + " rec/s", "", "", ""], w))
         return out
     }
 

@@ -13,6 +13,7 @@ struct BenchReport {
     var incrementalLarge: IncrementalSyncResult?
     var load: [LoadLevelResult] = []
     var login: LoginResult?
+    var doctorMemory: DoctorMemoryResult?
     var notes: [String] = []
     var errors: [String] = []
     var elapsedSeconds: Double = 0
@@ -45,6 +46,7 @@ struct BenchReport {
             "unsuffixed push_*/pull_* keys are the 500-byte run (the size the 10,000 records/s target is about); *_16k keys are the 16 KiB run",
             "record sizes: 500 B = 496-byte ciphertext (payload padded to 480), 16k = 16,400-byte ciphertext (payload padded to 16,384)",
             "push = PatientVault.sync() of pending outcomes (sealed beforehand, not timed); pull = DoctorReader.view() of the category with a cold cache",
+            "pull_100k_*: `carevault-doctor show PATIENT --json` (release build, its own process, a new device) of 100,000 activities with 496-byte ciphertexts; peak RSS is its ru_maxrss, the time covers pull, checks, cache, decryption and output",
             "load: mixed pushes of \(LoadBench.pushSize) outcome envelopes and pulls of \(LoadBench.pullSize) changes on SQLite; server_rss_mib is the peak RSS (VmHWM) of the carevault-server process during the level; the load clients run in the bench process on the same 2 cores",
         ]
         if plan.quick {
@@ -100,6 +102,9 @@ struct BenchReport {
             )
         )
         f.append(("login_ms", .num(login?.medianLoginMs, 1)))
+        f.append(("pull_100k_peak_rss_mib", .num(doctorMemory?.peakRSSMiB, 1)))
+        f.append(("pull_100k_seconds", .num(doctorMemory?.seconds, 2)))
+        f.append(("pull_100k_records", doctorMemory.map { .int($0.records) } ?? .null))
 
         // Details: every figure beside its floor.
         for s in RecordSize.allCases {

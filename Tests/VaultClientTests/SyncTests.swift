@@ -187,6 +187,29 @@ struct SyncTests {
             #expect(try other.store.cursor() == 10_001)
         }
     }
+
+    /// A doctor's view decrypts the cache a page at a time: every record is listed once across pages,
+    /// a removed one in none, whatever the page size.
+    @Test func aViewReadsTheCacheAPageAtATimeAndListsEveryRecordOnce() async throws {
+        try await ClientWorld.run(.sqlite) { world in
+            let (vault, _) = try await world.patient("pat", on: try world.device("pat-a"))
+            let doctor = try await world.doctor("doc", on: try world.device("doc-a"))
+            try await vault.addActivities(try (0..<8).map { try Sample.activity("a\($0)") })
+            try await vault.removeActivity(id: "a3")
+            _ = try await vault.recordOutcome(activityID: "a5", occurrence: 0, value: Sample.value(1))
+            _ = try await vault.grant(doctor: "doc", category: "interventions")
+            try await world.approveAll()
+            _ = try await vault.sync()
+            let expected = ["a0", "a1", "a2", "a4", "a5", "a6", "a7"]
+            for page in [1, 3, 8, 4_096] {
+                await doctor.setViewPage(page)
+                let view = try await doctor.view(patient: "pat")
+                #expect(view.activities.map(\.id) == expected, "page of \(page)")
+                #expect(view.outcomes.map(\.activityID) == ["a5"], "page of \(page)")
+                #expect(view.completenessMessage == nil && view.unreadable == 0)
+            }
+        }
+    }
 }
 
 @Suite("Client: key rotation")

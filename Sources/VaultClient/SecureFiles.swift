@@ -19,21 +19,36 @@ public enum SecureFiles {
 
     /// Writes `data` to `url` with mode 0600, atomically.
     public static func write(_ data: Data, to url: URL) throws {
+        try write(to: url) { fd in
+            try data.withUnsafeBytes { buf in
+                var offset = 0
+                while offset < buf.count {
+                    let n = Foundation.write(fd, buf.baseAddress! + offset, buf.count - offset)
+                    if n < 0, errno == EINTR { continue }
+                    guard n > 0 else { throw ClientError.localState("cannot write \(url.path): \(String(cString: strerror(errno)))") }
+                    offset += n
+                }
+            }
+        }
+    }
+
+    /// Writes to `url` with mode 0600, atomically, what `body` writes to the descriptor it is given (a
+    /// large export is written as it is made, never held whole). Nothing is left at `url` when `body` throws.
+    public static func write(to url: URL, _ body: (Int32) throws -> Void) throws {
         try ensureDirectory(url.deletingLastPathComponent())
         let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
         let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard fd >= 0 else { throw ClientError.localState("cannot write \(url.path): \(String(cString: strerror(errno)))") }
-        let ok = data.withUnsafeBytes { buf -> Bool in
-            var offset = 0
-            while offset < buf.count {
-                let n = Foundation.write(fd, buf.baseAddress! + offset, buf.count - offset)
-                if n <= 0 { return false }
-                offset += n
-            }
-            return fsync(fd) == 0
+        do {
+            try body(fd)
+            guard fsync(fd) == 0 else { throw ClientError.localState("cannot write \(url.path): \(String(cString: strerror(errno)))") }
+        } catch {
+            close(fd)
+            unlink(temp.path)
+            throw error
         }
         close(fd)
-        guard ok, rename(temp.path, url.path) == 0 else {
+        guard rename(temp.path, url.path) == 0 else {
             unlink(temp.path)
             throw ClientError.localState("cannot write \(url.path)")
         }

@@ -62,6 +62,7 @@ struct DoctorMemoryBench {
             let keyFile = folder.appendingPathComponent("admin.pub")
             try Data((admin.publicKey.base64URL + "\n").utf8).write(to: keyFile)
             let output = folder.appendingPathComponent("shown.json")
+            let errors = folder.appendingPathComponent("doctor.err")
             let environment = [
                 "CAREVAULT_HOME": world.root.appendingPathComponent(doctorName).path,
                 "CAREVAULT_SERVER": server.baseURL,
@@ -74,10 +75,14 @@ struct DoctorMemoryBench {
                 try Self.doctorTool(),
                 ["show", patientName, "--json"],
                 environment: environment,
-                stdout: output
+                stdout: output,
+                stderr: errors
             )
             let seconds = Measure.seconds(ContinuousClock.now - started)
-            guard run.status == 0 else { throw BenchError("carevault-doctor show ended with status \(run.status)") }
+            guard run.status == 0 else {
+                let said = (try? String(contentsOf: errors, encoding: .utf8)).map { String($0.suffix(500)) } ?? ""
+                throw BenchError("carevault-doctor show ended with status \(run.status): \(said)")
+            }
             let shown = try Self.activities(in: output)
             guard shown == records else { throw BenchError("carevault-doctor show listed \(shown) activities, expected \(records)") }
             let result = DoctorMemoryResult(records: records, seconds: seconds, peakRSSMiB: run.peakRSSMiB, shown: shown)
@@ -112,23 +117,23 @@ struct ToolRun: Sendable {
     var status: Int32
     var peakRSSMiB: Double
 
-    /// Runs `path` with `arguments` and `environment` added to this process's, stdout to `stdout`, stderr
-    /// discarded, and waits on a thread of its own (not a cooperative one).
-    static func detached(_ path: String, _ arguments: [String], environment: [String: String], stdout: URL) async throws -> ToolRun {
+    /// Runs `path` with `arguments` and `environment` added to this process's, stdout and stderr to files,
+    /// and waits on a thread of its own (not a cooperative one).
+    static func detached(_ path: String, _ arguments: [String], environment: [String: String], stdout: URL, stderr: URL) async throws -> ToolRun {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Result { try run(path, arguments, environment: environment, stdout: stdout) })
+                continuation.resume(with: Result { try run(path, arguments, environment: environment, stdout: stdout, stderr: stderr) })
             }
         }
     }
 
-    static func run(_ path: String, _ arguments: [String], environment: [String: String], stdout: URL) throws -> ToolRun {
+    static func run(_ path: String, _ arguments: [String], environment: [String: String], stdout: URL, stderr: URL) throws -> ToolRun {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdout.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         var merged = ProcessInfo.processInfo.environment
         merged.merge(environment) { _, new in new }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]

@@ -120,7 +120,9 @@ struct Show: AsyncParsableCommand {
             return start >= from && start < to
         }
         if selection.options.json {
-            try Output.json(ShownPatient(selection.patient, view: view, outcomes: outcomes))
+            // Written as it is encoded: a large patient's records are never one document in memory.
+            let stream = StreamedJSON()
+            try stream.writeToStandardOutput(ShownPatient(selection.patient, view: view, outcomes: outcomes, stream: stream))
             try failIfQuarantined(view)
             return
         }
@@ -165,12 +167,13 @@ struct ListedPatient: Encodable {
     }
 }
 
-/// What `show --json` and `export --format json` print: the view, with the outcomes the command kept.
+/// What `show --json` and `export --format json` print: the view, with the outcomes the command kept. The
+/// activities and outcomes are written an element at a time (`StreamedJSON`).
 struct ShownPatient: Encodable {
     var patient: String
     var categories: [String]
-    var activities: [Activity]
-    var outcomes: [Outcome]
+    var activities: StreamedArray
+    var outcomes: StreamedArray
     var unreadable: Int
     var awaitingKeys: [String]
     /// Per category, when the patient signed the state the view was checked against (Unix ms).
@@ -178,11 +181,11 @@ struct ShownPatient: Encodable {
     /// Whether every category was confirmed complete and current.
     var complete: Bool
 
-    init(_ patient: String, view: PatientView, outcomes: [Outcome]) {
+    init(_ patient: String, view: PatientView, outcomes: [Outcome], stream: StreamedJSON) {
         self.patient = patient
         categories = view.categories
-        activities = view.activities
-        self.outcomes = outcomes
+        activities = stream.array(view.activities)
+        self.outcomes = stream.array(outcomes)
         unreadable = view.unreadable
         awaitingKeys = view.awaitingKeys
         asOf = view.asOf
@@ -239,10 +242,10 @@ struct Export: AsyncParsableCommand {
         let data: Data
         switch format {
         case .json:
-            let e = JSONEncoder()
-            e.outputFormatting = [.prettyPrinted, .sortedKeys]
-            e.dateEncodingStrategy = .iso8601
-            data = Data(Output.jsonText(try e.encode(ShownPatient(patient, view: view, outcomes: view.outcomes))).utf8)
+            try writeJSON(view)
+            // What verified is exported; the records that did not are named, and the exit status says so.
+            try failIfQuarantined(view)
+            return
         case .csv:
             data = CSVExport.document(activities: view.activities, outcomes: view.outcomes)
         case .fhir:
@@ -254,9 +257,23 @@ struct Export: AsyncParsableCommand {
             Output.note("wrote \(format.rawValue) export of \(patient) to \(output)")
         } else {
             FileHandle.standardOutput.write(data)
-            if format == .fhir || format == .json { print("") }
+            if format == .fhir { print("") }
         }
         // What verified is exported; the records that did not are named, and the exit status says so.
         try failIfQuarantined(view)
+    }
+
+    /// The JSON export, written as it is encoded: a large patient's records are never one document in memory.
+    func writeJSON(_ view: PatientView) throws {
+        let e = JSONEncoder()
+        e.outputFormatting = [.prettyPrinted, .sortedKeys]
+        e.dateEncodingStrategy = .iso8601
+        let stream = StreamedJSON()
+        let document = ShownPatient(patient, view: view, outcomes: view.outcomes, stream: stream)
+        guard let output else {
+            return try stream.writeToStandardOutput(document, encoder: e)
+        }
+        try SecureFiles.write(to: URL(fileURLWithPath: output)) { fd in try stream.write(document, encoder: e, to: fd) }
+        Output.note("wrote json export of \(patient) to \(output)")
     }
 }

@@ -1,0 +1,91 @@
+import Foundation
+import VaultClient
+
+/// A JSON document whose large arrays are encoded an element at a time as it is written, so that a view
+/// of 100,000 records never exists in memory as one encoded document (Docs/benchmarks.md §7). The output
+/// is byte for byte what `Output.json` prints for the same value: the document is encoded with a
+/// placeholder in each non-empty array, and each placeholder's line is replaced by the array's elements,
+/// each encoded on its own and indented to the placeholder's depth (the pretty printer indents nested
+/// values by whole lines, leaves the blank line of an empty array unindented, and escapes every newline
+/// inside a string, so re-indenting lines is exact).
+public final class StreamedJSON {
+    private var arrays: [String: (count: Int, encode: (Int, JSONEncoder) throws -> Data)] = [:]
+
+    public init() {}
+
+    /// `elements` as an array of the document, written an element at a time.
+    public func array<Element: Encodable>(_ elements: [Element]) -> StreamedArray {
+        // A placeholder no value of the document can hold: a random id made now.
+        let marker = "carevault-streamed-array-\(UUID().uuidString)"
+        arrays[marker] = (elements.count, { i, encoder in try encoder.encode(elements[i]) })
+        return StreamedArray(marker: elements.isEmpty ? nil : marker)
+    }
+
+    /// `write` to standard output, after what `print` buffered there.
+    public func writeToStandardOutput(_ document: some Encodable, encoder: JSONEncoder? = nil) throws {
+        fflush(nil)
+        try write(document, encoder: encoder, to: STDOUT_FILENO)
+    }
+
+    /// Writes `document` (holding arrays made by `array`) to `fd` as `Output.json` prints it (with `escape`
+    /// applied to the text, as `Output.jsonText` does), ending with a newline.
+    public func write(_ document: some Encodable, encoder: JSONEncoder? = nil, to fd: Int32) throws {
+        let encoder = encoder ?? Output.encoder
+        var out = BufferedOutput(fd: fd)
+        let text = String(decoding: try encoder.encode(document), as: UTF8.self)
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let indent = line.prefix { $0 == " " }
+            let body = line.dropFirst(indent.count)
+            guard body.hasPrefix("\""), body.hasSuffix("\""), let array = arrays[String(body.dropFirst().dropLast())] else {
+                try out.append(Output.jsonText(Data(line.utf8)) + "\n")
+                continue
+            }
+            for i in 0..<array.count {
+                let element = Output.jsonText(try array.encode(i, encoder))
+                var lines = element.split(separator: "\n", omittingEmptySubsequences: false).map { $0.isEmpty ? $0 : indent + $0 }
+                if i < array.count - 1, let last = lines.popLast() { lines.append(last + ",") }
+                try out.append(lines.joined(separator: "\n") + "\n")
+            }
+        }
+        try out.flush()
+    }
+}
+
+/// An array of a `StreamedJSON` document: encoded on its own it is a placeholder (or empty).
+public struct StreamedArray: Encodable {
+    let marker: String?
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.unkeyedContainer()
+        if let marker { try container.encode(marker) }
+    }
+}
+
+/// Bytes written to a file descriptor in blocks of 64 KiB.
+struct BufferedOutput {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(fd: Int32) {
+        self.fd = fd
+        buffer.reserveCapacity(1 << 16)
+    }
+
+    mutating func append(_ text: String) throws {
+        buffer.append(contentsOf: text.utf8)
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
+    mutating func flush() throws {
+        try buffer.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { throw CLIError("cannot write the output: \(String(cString: strerror(errno)))", status: .other) }
+                offset += n
+            }
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

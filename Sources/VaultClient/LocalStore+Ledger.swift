@@ -49,7 +49,9 @@ extension LocalStore {
 
 extension LocalStore.Transaction {
     func marks(category: String) throws -> TresorMarks? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM tresor_marks WHERE category = ?", arguments: [category]) else { return nil }
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tresor_marks WHERE category = ?"), arguments: [category]) else {
+            return nil
+        }
         let members = try LocalStore.decoder.decode([LedgerMember].self, from: row["members"] as Data)
         return TresorMarks(
             ledger: TresorLedger(

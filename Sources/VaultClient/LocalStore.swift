@@ -150,7 +150,7 @@ final class LocalStore: Sendable {
     func outbox(after: Int64 = 0, limit: Int) throws -> [OutboxItem] {
         try queue.read { db in
             let sql = "SELECT seq, version_id, envelope FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?"
-            return try Row.fetchAll(db, sql: sql, arguments: [after, limit]).map {
+            return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [after, limit]).map {
                 let bytes: Data = $0["envelope"]
                 return OutboxItem(position: $0["seq"], versionID: $0["version_id"], envelope: try StoredEnvelope.decode(bytes), bytes: bytes)
             }
@@ -159,7 +159,7 @@ final class LocalStore: Sendable {
 
     /// How many versions wait for the server.
     func outboxCount() throws -> Int {
-        try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0 }
+        try queue.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM outbox")) ?? 0 }
     }
 
     /// The reasons the server gave for the versions it refused, oldest first.
@@ -175,7 +175,7 @@ final class LocalStore: Sendable {
     /// The quarantined records, by sequence.
     func quarantined() throws -> [QuarantinedRecord] {
         try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, record_id, version_id, reason FROM quarantine ORDER BY sequence").map(
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT sequence, record_id, version_id, reason FROM quarantine ORDER BY sequence")).map(
                 QuarantinedRecord.init(row:)
             )
         }
@@ -295,7 +295,7 @@ final class LocalStore: Sendable {
 
         /// Whether any record is in quarantine (most of the time none is, and nothing needs releasing).
         func holdsQuarantine() throws -> Bool {
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM quarantine)") ?? false
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM quarantine)")) ?? false
         }
 
         /// Takes the record at `sequence` out of quarantine, and with `recordID` every quarantined version of
@@ -333,14 +333,12 @@ final class LocalStore: Sendable {
         }
 
         private func meta(_ key: String) throws -> String? {
-            try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
+            try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM meta WHERE key = ?"), arguments: [key])
         }
 
         private func setMeta(_ key: String, _ value: String) throws {
-            try db.execute(
-                sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                arguments: [key, value]
-            )
+            try db.cachedStatement(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+                .execute(arguments: [key, value])
         }
     }
 }

@@ -193,9 +193,9 @@ extension PatientVault {
         guard !held.isEmpty else { return }
         let auth = try self.auth
         let transport = self.transport
+        // The same binary pages as the pull (JSON from a server that offers only JSON).
         let (found, gone) = try await PulledPage.refetch(held.map(\.sequence), upTo: try store.cursor()) { since in
-            let bytes = try await transport.sendForJSONBytes(.GET, Routes.records + "?since=\(since)&limit=\(SyncPolicy.pullPage)", auth: auth)
-            return try PulledPage.parse(bytes, after: since)
+            try await transport.pullPage(query: "?since=\(since)&limit=\(SyncPolicy.pullPage)", after: since, auth: auth).page
         }
         summary.conflictsResolved += try apply(found, release: gone, cursor: nil).resolved
     }

@@ -63,14 +63,15 @@ public final class SQLiteRepository: VaultRepository {
 
     // MARK: Shared helpers
 
-    /// Rows of `sql` decoded as `R`.
+    /// Rows of `sql` decoded as `R`. The statement is compiled once per connection and kept (every `sql`
+    /// passed here is one of a fixed set of texts; none carries a value).
     static func all<R: StoredRowDecodable>(_ type: R.Type, _ db: Database, _ sql: String, _ arguments: StatementArguments = []) throws -> [R] {
-        try Row.fetchAll(db, sql: sql, arguments: arguments).map { try R(stored: $0) }
+        try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
     }
 
-    /// The first row of `sql` decoded as `R`, if any.
+    /// The first row of `sql` decoded as `R`, if any (a statement kept like `all`'s).
     static func one<R: StoredRowDecodable>(_ type: R.Type, _ db: Database, _ sql: String, _ arguments: StatementArguments = []) throws -> R? {
-        try Row.fetchOne(db, sql: sql, arguments: arguments).map { try R(stored: $0) }
+        try Row.fetchOne(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
     }
 
     /// Appends audit events inside the caller's write transaction, chained onto the recorded head.

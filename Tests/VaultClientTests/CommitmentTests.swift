@@ -192,6 +192,31 @@ struct CommitmentTests {
         }
     }
 
+    /// Readers skip the signature check of the very commitment they accepted before (same statement, same
+    /// signature); one whose signature the server changed since is another commitment, and is refused.
+    @Test func aCommitmentWhoseSignatureChangedAfterItWasAcceptedIsRefused() async throws {
+        try await ClientWorld.run(.sqlite) { world in
+            let s = try await Self.story(world, .sqlite)
+            let doctor = try await Self.freshDoctor(world, "doc-s")
+            #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
+            _ = try await s.vault.sync()
+            try await world.repository.attackerExecutes(
+                """
+                UPDATE tresor_commitments SET statement = CAST(json_set(CAST(statement AS TEXT), '$.signature',
+                    CASE WHEN substr(json_extract(CAST(statement AS TEXT), '$.signature'), 1, 1) = 'A' THEN 'B' ELSE 'A' END
+                    || substr(json_extract(CAST(statement AS TEXT), '$.signature'), 2)) AS BLOB)
+                """
+            )
+            do {
+                _ = try await s.vault.sync()
+                Issue.record("the patient's device accepted a commitment whose signature was changed")
+            } catch let e as ClientError {
+                #expect("\(e)".contains("does not verify"), "\(e)")
+            }
+            #expect(try await doctor.view(patient: "pat").completenessMessage?.contains("does not verify") == true)
+        }
+    }
+
     /// Stores written before the binary form kept the newest accepted commitment as JSON: it still reads
     /// as the same commitment, so it still catches a rollback, and the next change stores it in binary.
     @Test func aCommitmentRememberedAsJSONStillCatchesARollback() async throws {

@@ -19,6 +19,8 @@ public enum Output {
     /// and bidirectional marks through raw; outside strings JSON holds only ASCII, so each of those lies in
     /// a string and becomes its `\uXXXX` escape, which every JSON reader turns back into the same text.
     public static func jsonText(_ data: Data) -> String {
+        // Every scalar that needs escaping here is DEL or above it: text below 0x7F passes as it is.
+        if !data.contains(where: { $0 >= 0x7F }) { return String(decoding: data, as: UTF8.self) }
         var out = String.UnicodeScalarView()
         for scalar in String(decoding: data, as: UTF8.self).unicodeScalars {
             // C0 controls inside strings are already escaped; outside them they are the layout's newlines.

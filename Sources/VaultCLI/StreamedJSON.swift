@@ -40,11 +40,18 @@ public final class StreamedJSON {
                 try out.append(Output.jsonText(Data(line.utf8)) + "\n")
                 continue
             }
+            let margin = Array(indent.utf8)
             for i in 0..<array.count {
-                let element = Output.jsonText(try array.encode(i, encoder))
-                var lines = element.split(separator: "\n", omittingEmptySubsequences: false).map { $0.isEmpty ? $0 : indent + $0 }
-                if i < array.count - 1, let last = lines.popLast() { lines.append(last + ",") }
-                try out.append(lines.joined(separator: "\n") + "\n")
+                let element = Output.jsonText(try array.encode(i, encoder)).utf8
+                // Each line indented to the placeholder's depth, but for the blank line of an empty array.
+                try out.append(margin)
+                var previous: UInt8 = 0
+                for byte in element {
+                    if previous == UInt8(ascii: "\n"), byte != UInt8(ascii: "\n") { try out.append(margin) }
+                    try out.append(byte)
+                    previous = byte
+                }
+                try out.append(i < array.count - 1 ? ",\n" : "\n")
             }
         }
         try out.flush()
@@ -72,7 +79,16 @@ struct BufferedOutput {
     }
 
     mutating func append(_ text: String) throws {
-        buffer.append(contentsOf: text.utf8)
+        try append(text.utf8)
+    }
+
+    mutating func append(_ bytes: some Sequence<UInt8>) throws {
+        buffer.append(contentsOf: bytes)
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
+    mutating func append(_ byte: UInt8) throws {
+        buffer.append(byte)
         if buffer.count >= 1 << 16 { try flush() }
     }
 

@@ -162,7 +162,7 @@ public actor DoctorReader {
         )
         let auth = try self.auth
         let transport = self.transport
-        let fetchPage = { (since: UInt64) async throws -> (page: PulledPage, commitments: [StateCommitment]) in
+        let fetchPage = { @Sendable (since: UInt64) async throws -> (page: PulledPage, commitments: [StateCommitment]) in
             let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(since)&limit=\(SyncPolicy.pullPage)"
             return try await transport.pullPage(query: query, after: since, auth: auth)
         }
@@ -174,15 +174,33 @@ public actor DoctorReader {
             try await cache.store(try await check.run(found), release: gone, owner: owner, tresor: tresor, cursor: nil)
         }
         var pulled = 0
-        while true {
-            // One page at a time: verified, stored with its cursor and let go before the next is fetched.
-            let (page, commitments) = try await fetchPage(cursor)
-            let next = page.changes.last?.sequence ?? cursor
-            try await cache.store(try await check.run(page.changes), release: [], owner: owner, tresor: tresor, cursor: next)
-            pulled += page.changes.count
-            progress?(pulled)
-            cursor = next
-            if page.done {
+        // Pages overlap: the next page is fetched while this one is checked, and a checked page is stored
+        // (with its cursor, in order) while the next one is checked, so the server's work and the cache's
+        // writes run beside the signature checks instead of leaving a core idle. Three pages at most are
+        // held at once, each let go once stored.
+        let cache = self.cache
+        var fetching = Task { [cursor] in try await fetchPage(cursor) }
+        var storing: Task<Void, any Error>?
+        do {
+            while true {
+                let (page, commitments) = try await fetching.value
+                let next = page.changes.last?.sequence ?? cursor
+                if !page.done, !page.changes.isEmpty { fetching = Task { try await fetchPage(next) } }
+                let checked = try await check.run(page.changes)
+                let previous = storing
+                storing = Task {
+                    try await previous?.value
+                    try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: next)
+                }
+                pulled += page.changes.count
+                progress?(pulled)
+                cursor = next
+                guard page.done else {
+                    // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
+                    if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
+                    continue
+                }
+                try await storing?.value
                 let quarantined = !(try await cache.quarantined(owner: owner, tresor: tresor)).isEmpty
                 let problem = try await cache.check(
                     commitments,
@@ -193,8 +211,11 @@ public actor DoctorReader {
                 )
                 return (pulled, problem)
             }
-            // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
-            if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
+        } catch {
+            // Nothing outlives the refresh: the fetch ahead is dropped, the stores already begun end first.
+            fetching.cancel()
+            _ = try? await storing?.value
+            throw error
         }
     }
 

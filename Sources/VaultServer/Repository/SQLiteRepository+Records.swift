@@ -148,13 +148,15 @@ extension SQLiteRepository {
 
     public func headTresors(ownerID: UUID, recordIDs: [String]) async throws -> [String: UUID] {
         guard !recordIDs.isEmpty else { return [:] }
-        let marks = Array(repeating: "?", count: recordIDs.count).joined(separator: ",")
+        // One statement text for any number of ids (the ids go in as one JSON array): statements are kept
+        // per connection, and a text per batch size would keep up to one per size pushed.
+        let ids = String(decoding: try JSONEncoder().encode(recordIDs), as: UTF8.self)
         let rows = try await pool.read { db in
             try Self.all(
                 HeadTresor.self,
                 db,
-                "SELECT record_id, tresor_id FROM heads WHERE owner_id = ? AND record_id IN (\(marks))",
-                StatementArguments([Self.id(ownerID)] + recordIDs)
+                "SELECT record_id, tresor_id FROM heads WHERE owner_id = ? AND record_id IN (SELECT value FROM json_each(?))",
+                [Self.id(ownerID), ids]
             )
         }
         return Dictionary(rows.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })

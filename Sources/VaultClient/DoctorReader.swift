@@ -177,7 +177,7 @@ public actor DoctorReader {
         // Pages overlap: the next page is fetched while this one is checked, and a checked page is stored
         // (with its cursor, in order) while the next one is checked, so the server's work and the cache's
         // writes run beside the signature checks instead of leaving a core idle. Three pages at most are
-        // held at once, each let go once stored.
+        // held at once (one fetched ahead, one checked, one being stored), each let go once stored.
         let cache = self.cache
         var fetching = Task { [cursor] in try await fetchPage(cursor) }
         var storing: Task<Void, any Error>?
@@ -187,11 +187,10 @@ public actor DoctorReader {
                 let next = page.changes.last?.sequence ?? cursor
                 if !page.done, !page.changes.isEmpty { fetching = Task { try await fetchPage(next) } }
                 let checked = try await check.run(page.changes)
-                let previous = storing
-                storing = Task {
-                    try await previous?.value
-                    try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: next)
-                }
+                // One store in flight at a time: stores slower than checks must hold the loop back, or
+                // checked pages would pile up in memory.
+                try await storing?.value
+                storing = Task { try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: next) }
                 pulled += page.changes.count
                 progress?(pulled)
                 cursor = next

@@ -37,11 +37,18 @@ struct BenchWorld: Sendable {
     }
 
     /// Registers `username` as `role` on a new device, has the admin approve it, and logs in.
-    func account(_ username: String, role: Role, kdf: KDFParameters = .interactive) async throws -> (UnlockedAccount, Transport) {
+    /// With `remember`, the device keeps its key (as `login --remember` does), so the tools unlock it
+    /// without the password's Argon2id.
+    func account(
+        _ username: String,
+        role: Role,
+        kdf: KDFParameters = .interactive,
+        remember: Bool = false
+    ) async throws -> (UnlockedAccount, Transport) {
         let (accounts, transport) = try device(username, kdf: kdf)
         _ = try await accounts.register(username: username, password: Self.password, role: role)
         try await approveAll()
-        return (try await accounts.login(username: username, password: Self.password), transport)
+        return (try await accounts.login(username: username, password: Self.password, remember: remember), transport)
     }
 
     func patient(_ username: String) async throws -> PatientVault {
@@ -49,8 +56,8 @@ struct BenchWorld: Sendable {
         return try PatientVault(account: account, transport: transport, adminKey: admin.publicKey)
     }
 
-    func doctor(_ username: String) async throws -> DoctorReader {
-        let (account, transport) = try await account(username, role: .doctor)
+    func doctor(_ username: String, remember: Bool = false) async throws -> DoctorReader {
+        let (account, transport) = try await account(username, role: .doctor, remember: remember)
         return try DoctorReader(account: account, transport: transport, adminKey: admin.publicKey)
     }
 }

@@ -136,4 +136,46 @@ struct HostilePageTests {
             #expect(try await vaultB.activities().map(\.id) == ["run", "swim", "walk"])
         }
     }
+
+    /// The doctor's refresh stores one page while it checks the next (Docs/design.md §5): a page no cache can
+    /// store (sequences past what SQLite holds) must stop the refresh at the next page, with nothing of it
+    /// kept, even while the server keeps sending pages that say more follow.
+    @Test(.timeLimit(.minutes(1))) func aPageTheCacheCannotStoreStopsTheDoctorsRefreshAtTheNextPage() async throws {
+        try await HostilePageServer.run { world, state in
+            let (vault, _) = try await world.patient("pat", on: try world.device("a"))
+            let doctor = try await world.doctor("doc", on: try world.device("d"))
+            for id in ["walk", "run", "swim"] { try await vault.addActivity(try Sample.activity(id)) }
+            _ = try await vault.grant(doctor: "doc", category: "interventions")
+            try await world.approveAll()
+            _ = try await vault.sync()
+            let owner = vault.account.profile.userID
+            let pages = NIOLockedValueBox<(count: Int, envelope: [UInt8]?)>((0, nil))
+            state.withLockedValue {
+                $0 = (
+                    owner,
+                    { changes, _, _ in
+                        let (n, envelope) = pages.withLockedValue { p in
+                            p.count += 1
+                            p.envelope = p.envelope ?? changes.first?.envelope
+                            return (p.count, p.envelope)
+                        }
+                        // An honest envelope at a sequence past Int64.max, and always more to come.
+                        let sequence = UInt64(Int64.max) + UInt64(n)
+                        return (try? PullPageFrame.encode(changes: [(sequence, envelope)], done: false, nextCursor: sequence)) ?? []
+                    }
+                )
+            }
+            do {
+                _ = try await doctor.view(patient: "pat")
+                Issue.record("the doctor's view accepted pages it cannot store")
+            } catch let e as ClientError {
+                #expect("\(e)".contains("impossible sequence number"), "\(e)")
+            }
+            // Page 1 fails to store while page 2 is checked; page 3 may have been asked for meanwhile.
+            #expect(pages.withLockedValue { $0.count } <= 3, "the refresh went on fetching after a store failed")
+            let tresor = Tresor.id(ownerID: owner, category: "interventions")
+            #expect(try await doctor.cache.cursor(owner: owner, tresor: tresor) == 0)
+            #expect(try await doctor.cache.liveEnvelopes(owner: owner, tresor: tresor).isEmpty)
+        }
+    }
 }

@@ -27,8 +27,8 @@ public final class StreamedJSON {
         try write(document, encoder: encoder, to: STDOUT_FILENO)
     }
 
-    /// Writes `document` (holding arrays made by `array`) to `fd` as `Output.json` prints it (with `escape`
-    /// applied to the text, as `Output.jsonText` does), ending with a newline.
+    /// Writes `document` (holding arrays made by `array`) to `fd` as `Output.json` prints it (the text
+    /// escaped by `Output.jsonText`), ending with a newline.
     public func write(_ document: some Encodable, encoder: JSONEncoder? = nil, to fd: Int32) throws {
         let encoder = encoder ?? Output.encoder
         var out = BufferedOutput(fd: fd)
@@ -93,14 +93,8 @@ struct BufferedOutput {
     }
 
     mutating func flush() throws {
-        try buffer.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let n = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if n < 0, errno == EINTR { continue }
-                guard n > 0 else { throw CLIError("cannot write the output: \(String(cString: strerror(errno)))", status: .other) }
-                offset += n
-            }
+        if let failure = buffer.withUnsafeBytes({ SecureFiles.writeAll($0, to: fd) }) {
+            throw CLIError("cannot write the output: \(String(cString: strerror(failure)))", status: .other)
         }
         buffer.removeAll(keepingCapacity: true)
     }

@@ -284,21 +284,10 @@ final class DoctorCache: Sendable {
         }
     }
 
-    /// The stored envelopes (binary, or JSON in a cache not converted yet) of the live records in the share
-    /// of `tresor` by `owner`.
-    func liveEnvelopes(owner: UUID, tresor: UUID) async throws -> [Data] {
-        var out: [Data] = []
-        var after = ""
-        while let page = try await liveEnvelopes(owner: owner, tresor: tresor, after: after, limit: 4_096) {
-            out += page.envelopes
-            after = page.last
-        }
-        return out
-    }
-
-    /// Up to `limit` envelopes of live records of one share, in record id order after the record id `after`
-    /// ("" for the first page), with the record id of the last; nil when none is left. A view decrypts a
-    /// page at a time, so the cached bytes of a large share are never all in memory at once.
+    /// Up to `limit` stored envelopes (binary, or JSON in a cache not converted yet) of live records of one
+    /// share, in record id order after the record id `after` ("" for the first page), with the record id of
+    /// the last; nil when none is left. A view decrypts a page at a time, so the cached bytes of a large
+    /// share are never all in memory at once.
     func liveEnvelopes(owner: UUID, tresor: UUID, after: String, limit: Int) async throws -> (envelopes: [Data], last: String)? {
         try await queue.read { db in
             let rows = try Row.fetchAll(

@@ -20,16 +20,23 @@ public enum SecureFiles {
     /// Writes `data` to `url` with mode 0600, atomically.
     public static func write(_ data: Data, to url: URL) throws {
         try write(to: url) { fd in
-            try data.withUnsafeBytes { buf in
-                var offset = 0
-                while offset < buf.count {
-                    let n = Foundation.write(fd, buf.baseAddress! + offset, buf.count - offset)
-                    if n < 0, errno == EINTR { continue }
-                    guard n > 0 else { throw ClientError.localState("cannot write \(url.path): \(String(cString: strerror(errno)))") }
-                    offset += n
-                }
+            if let failure = data.withUnsafeBytes({ writeAll($0, to: fd) }) {
+                throw ClientError.localState("cannot write \(url.path): \(String(cString: strerror(failure)))")
             }
         }
+    }
+
+    /// Writes all of `bytes` to `fd`, retrying short and interrupted writes. Returns the errno of a write
+    /// that failed, nil when everything was written.
+    public static func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32) -> Int32? {
+        var offset = 0
+        while offset < bytes.count {
+            let n = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return n == 0 ? EIO : errno }
+            offset += n
+        }
+        return nil
     }
 
     /// Writes to `url` with mode 0600, atomically, what `body` writes to the descriptor it is given (a

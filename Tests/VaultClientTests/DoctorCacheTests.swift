@@ -89,3 +89,16 @@ struct DoctorCacheTests {
         }
     }
 }
+
+extension DoctorCache {
+    /// Every stored envelope of the live records of one share, read a page at a time as the view reads them.
+    func liveEnvelopes(owner: UUID, tresor: UUID) async throws -> [Data] {
+        var out: [Data] = []
+        var after = ""
+        while let page = try await liveEnvelopes(owner: owner, tresor: tresor, after: after, limit: 3) {
+            out += page.envelopes
+            after = page.last
+        }
+        return out
+    }
+}

@@ -1,13 +1,15 @@
 import Foundation
 import FuzzSupport
 import VaultAPI
-import VaultCore
 import VaultCrypto
+
+@testable import VaultCore
 
 /// Record payloads (the JSON inside the ciphertext, Docs/envelope-v1.md §4.2) signed by the patient, so
 /// only the reader's own checks stand between the bytes and the care model: decoded, validated, and
-/// then used the way the tools use them (occurrences, adherence, merges). The first byte picks the
-/// record type (bit 0) and the deleted flag (bit 1).
+/// then used the way the tools use them (occurrences, adherence, merges). The direct reader
+/// (PayloadParser) is held to JSONDecoder's answer on every input. The first byte picks the record type
+/// (bit 0) and the deleted flag (bit 1).
 let payloadEncoder: JSONEncoder = {
     let e = JSONEncoder()
     e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -39,6 +41,11 @@ public func fuzzInitialize(
 public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     fuzzInput(data, size) { bytes in
         guard let flags = bytes.first else { return }
+        // The direct payload reader either gives up or reads exactly what JSONDecoder reads.
+        let payload = Array(bytes.dropFirst())
+        if let direct = PayloadParser.decode(payload) {
+            precondition(direct == (try? RecordPayload.decodeWithFoundation(payload)), "the direct payload reader disagrees with JSONDecoder")
+        }
         let type: RecordType = flags & 1 == 0 ? .activity : .outcome
         let envelope = FuzzFixture.seal(payload: Array(bytes.dropFirst()), type: type, deleted: flags & 2 != 0)
         guard

@@ -24,7 +24,7 @@ public enum CareRecord: Sendable, Hashable {
 }
 
 /// The JSON shape of a payload (§4.2): `{"type": …, "activity"|"outcome": …}`; a tombstone has only the type.
-struct RecordPayload: Codable {
+struct RecordPayload: Codable, Equatable {
     var type: RecordType
     var activity: Activity?
     var outcome: Outcome?
@@ -36,7 +36,15 @@ struct RecordPayload: Codable {
         return e
     }()
 
+    /// The payload in `bytes`: read directly when `PayloadParser` follows them, which gives what
+    /// `JSONDecoder` would, else by `JSONDecoder`.
     static func decode(_ bytes: [UInt8]) throws(EnvelopeError) -> RecordPayload {
+        if let payload = PayloadParser.decode(bytes) { return payload }
+        return try decodeWithFoundation(bytes)
+    }
+
+    /// The payload as Foundation's `JSONDecoder` reads it: the reference `PayloadParser` is checked against.
+    static func decodeWithFoundation(_ bytes: [UInt8]) throws(EnvelopeError) -> RecordPayload {
         let d = JSONDecoder()
         d.dateDecodingStrategy = .millisecondsSince1970
         do { return try d.decode(RecordPayload.self, from: Data(bytes)) } catch { throw .malformedPayload("not a record: \(Swift.type(of: error))") }

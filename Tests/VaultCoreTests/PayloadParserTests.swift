@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+
+@testable import VaultCore
+
+/// The direct payload reader against Foundation's `JSONDecoder`: whatever it returns must be exactly what
+/// `JSONDecoder` returns for the same bytes; where it is unsure it must return nil and leave the decision
+/// to `JSONDecoder`. A reader that returned a different record, or a record for bytes `JSONDecoder`
+/// refuses, would let two tools show one signed payload differently.
+@Suite("Payload parser")
+struct PayloadParserTests {
+    /// A small deterministic generator (SplitMix64), so a failure names an input that can be replayed.
+    struct Generator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+        mutating func pick<T>(_ items: [T]) -> T { items[below(items.count)] }
+    }
+
+    static let texts = [
+        "walk", "Ärztliche Übung", "血压", "🩺 ok", "e\u{301}", "tab\there", "quote\"inside", "back\\slash", "slash/ok",
+        "\u{7F}del", "line\u{2028}sep", "", String(repeating: "x", count: 300),
+    ]
+    static let numbers: [Double] = [
+        0, -0.0, 1, -1, 3.5, 0.1, 1e-7, 1e300, -2.5e-300, 123_456_789.123_456_78, Double.pi, 5e-324, 1.7976931348623157e308,
+    ]
+    static let millis: [Double] = [0, 1_780_000_000_000, 1_780_000_000_123.456, -86_400_000, 253_402_300_799_999, 0.5]
+
+    static func value(_ g: inout Generator) -> OutcomeValue {
+        let v: OutcomeValue.Value
+        switch g.below(3) {
+        case 0: v = .number(g.pick(numbers))
+        case 1: v = .text(g.pick(texts))
+        default: v = .boolean(g.below(2) == 0)
+        }
+        return OutcomeValue(
+            id: g.below(4) == 0 ? g.pick(texts) : UUID().uuidString,
+            value: v,
+            units: g.below(2) == 0 ? nil : g.pick(["mg/dL", "mmHg", "°C"]),
+            kind: g.below(2) == 0 ? nil : g.pick(texts),
+            createdAt: Date(timeIntervalSince1970: g.pick(millis) / 1000)
+        )
+    }
+
+    static func payload(_ g: inout Generator) -> [UInt8] {
+        if g.below(8) == 0 { return Array(#"{"type":"outcome"}"#.utf8) }
+        let outcome = Outcome(
+            activityID: g.pick(["walk", "blood-pressure/morning", "Übung", "a\"b"]),
+            occurrence: g.pick([0, 1, 41, Outcome.maxOccurrence, 1 << 40, -3]),
+            values: (0..<g.below(4)).map { _ in value(&g) },
+            removedValueIDs: Set((0..<g.below(3)).map { _ in g.pick(texts) }),
+            note: g.below(2) == 0 ? nil : g.pick(texts),
+            createdAt: Date(timeIntervalSince1970: g.pick(millis) / 1000),
+            updatedAt: Date(timeIntervalSince1970: g.pick(millis) / 1000)
+        )
+        var payload = RecordPayload(type: .outcome)
+        payload.outcome = outcome
+        return Array(try! RecordPayload.encoder.encode(payload))
+    }
+
+    /// Nil when the direct reader gave up; else whether it agrees with `JSONDecoder` exactly (the same record,
+    /// and the same bytes when both are encoded again, which also tells -0.0 from 0.0).
+    static func agrees(_ bytes: [UInt8]) -> Bool? {
+        guard let direct = PayloadParser.decode(bytes) else { return nil }
+        guard let reference = try? RecordPayload.decodeWithFoundation(bytes) else { return false }
+        return direct == reference && (try? RecordPayload.encoder.encode(direct)) == (try? RecordPayload.encoder.encode(reference))
+    }
+
+    @Test func whatWritersProduceIsReadDirectlyAndAgrees() {
+        var g = Generator(state: 1)
+        var direct = 0
+        for _ in 0..<2_000 {
+            let bytes = Self.payload(&g)
+            let escaped = bytes.contains(UInt8(ascii: "\\"))
+            switch Self.agrees(bytes) {
+            case true?: direct += 1
+            case false?: Issue.record("the direct reader disagrees with JSONDecoder on \(String(decoding: bytes, as: UTF8.self))")
+            case nil: #expect(escaped, "the direct reader gave up on \(String(decoding: bytes, as: UTF8.self))")
+            }
+        }
+        // Every payload without an escape (879 of these 2,000) is read directly: the fast path is the common one.
+        #expect(direct > 700)
+    }
+
+    @Test(arguments: [
+        // Read directly: spacing, key order, defaults for absent fields.
+        (#" { "type" : "outcome" , "outcome" : { "occurrence" : 2 , "activityID" : "walk" } } "#, true),
+        (#"{"outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":-0}}]},"type":"outcome"}"#, true),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"boolean":false,"type":"boolean"}}]}}"#, true),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"updatedAt":1.5e3,"values":[]}}"#, true),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":1E2,"text":"x"}}]}}"#, true),
+        // Left to JSONDecoder: escapes, nulls, repeated or unknown keys, activities, integers in other forms.
+        (#"{"type":"outcome","outcome":{"activityID":"w\u0041","occurrence":0}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"note":null}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"occurrence":1}}"#, false),
+        (#"{"type":"outcome","type":"activity"}"#, false),
+        (#"{"type":"outcome","extra":1}"#, false),
+        (#"{"type":"activity","activity":{"id":"w","title":"W","category":"c"}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":1.0}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":1e2}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":-0}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":9223372036854775808}}"#, false),
+        // Refused by both.
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":01}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":1e999}}]}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number"}}]}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"dose","number":1}}]}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[1,]}}"#, false),
+        (#"{"type":"outcome"} x"#, false),
+        (#"{"type":"outcome",}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"createdAt":.5}}"#, false),
+        (#"{"type":"tombstone"}"#, false),
+        ("{\"type\":\"outcome\",\"outcome\":{\"activityID\":\"w\u{1}\",\"occurrence\":0}}", false),
+    ])
+    func edgesAgreeWithFoundation(json: String, readDirectly: Bool) {
+        let bytes = Array(json.utf8)
+        let verdict = Self.agrees(bytes)
+        #expect(verdict != false, "the direct reader disagrees with JSONDecoder")
+        #expect((verdict != nil) == readDirectly)
+    }
+
+    @Test func textThatIsNotUTF8IsLeftToFoundation() {
+        for bad: [UInt8] in [[0xFF], [0xC3], [0xED, 0xA0, 0x80], [0xC0, 0xAF]] {
+            let bytes = Array(#"{"type":"outcome","outcome":{"activityID":""#.utf8) + bad + Array(#"","occurrence":0}}"#.utf8)
+            #expect(PayloadParser.decode(bytes) == nil)
+        }
+    }
+
+    /// Bytes changed, inserted, deleted, repeated and nulled at random in writers' payloads: the direct
+    /// reader either gives up or agrees, and it still reads some of them (the mutations reach its paths).
+    @Test func mutatedPayloadsNeverGetADifferentRecord() {
+        var g = Generator(state: 7)
+        let alphabet = Array(#"{}[],:"\-.0123456789eE+ ntfu"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF]
+        var direct = 0
+        for round in 0..<6_000 {
+            var bytes = Self.payload(&g)
+            for _ in 0...g.below(3) {
+                guard !bytes.isEmpty else { break }
+                let at = g.below(bytes.count)
+                switch g.below(5) {
+                case 0: bytes[at] = g.pick(alphabet)
+                case 1: bytes.insert(g.pick(alphabet), at: at)
+                case 2: bytes.remove(at: at)
+                case 3:
+                    let end = min(bytes.count, at + 1 + g.below(24))
+                    bytes.insert(contentsOf: bytes[at..<end], at: end)
+                default:
+                    let end = min(bytes.count, at + 1 + g.below(8))
+                    bytes.replaceSubrange(at..<end, with: Array("null".utf8))
+                }
+            }
+            switch Self.agrees(bytes) {
+            case true?: direct += 1
+            case false?: Issue.record("round \(round): the direct reader disagrees with JSONDecoder on \(bytes)")
+            case nil: break
+            }
+        }
+        #expect(direct > 200)
+    }
+}

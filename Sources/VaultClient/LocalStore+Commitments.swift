@@ -89,6 +89,54 @@ struct ServerStates {
             .execute(arguments: [head.versionID, head.deleted, rid])
     }
 
+    /// A pushed version the server stored or already had (`LocalStore.Transaction.acknowledge`) and, when
+    /// `head` is set, became the server's head of its record (`note`): one read and at most one write of
+    /// the record's row instead of two of each, the same outcome.
+    mutating func acknowledge(_ item: OutboxItem, head becameHead: Bool, _ tx: LocalStore.Transaction) throws {
+        let h = item.envelope.header
+        let rid = h.recordID.hex
+        try tx.dropOutbox(versionID: item.versionID)
+        let row = try Row.fetchOne(
+            tx.db.cachedStatement(
+                sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
+            ),
+            arguments: [rid]
+        )
+        // The server's newest timestamp of the record, unless it showed a newer one before. (Columns by
+        // position: a lookup by name costs more than the query here.)
+        var physical = row?[2] as DatabaseValue? ?? .null
+        var counter = row?[3] as DatabaseValue? ?? .null
+        var device = row?[4] as DatabaseValue? ?? .null
+        var written = false
+        if let row, LocalStore.timestamp(row[2], row[3], row[4]).map({ $0 < h.timestamp }) ?? true {
+            (physical, counter, device) = (
+                Int64(h.timestamp.physicalMs).databaseValue, Int64(h.timestamp.counter).databaseValue, h.timestamp.deviceID.databaseValue
+            )
+            written = true
+        }
+        var version = row?[0] as DatabaseValue? ?? .null
+        var deleted = row?[1] as DatabaseValue? ?? .null
+        if becameHead {
+            let old = (row?[0] as String?).map { HeadSet.Head(versionID: $0, deleted: (row?[1] as Int64? ?? 0) != 0, timestamp: HeadSet.noTimestamp) }
+            let head = HeadSet.Head(versionID: item.versionID, deleted: h.deleted, timestamp: h.timestamp)
+            if old?.versionID != head.versionID {
+                do { try sets[h.tresorID, default: HeadSet()].replace(recordID: rid, old: old, with: head) } catch {
+                    throw ClientError.localState("a record id or version id on this device is damaged")
+                }
+                changed.insert(h.tresorID)
+                (version, deleted) = (head.versionID.databaseValue, head.deleted.databaseValue)
+                written = true
+            }
+        }
+        guard row != nil, written else { return }
+        try tx.db.cachedStatement(
+            sql: """
+                UPDATE records SET server_physical = ?, server_counter = ?, server_device = ?, server_version = ?, server_deleted = ?
+                WHERE record_id = ?
+                """
+        ).execute(arguments: [physical, counter, device, version, deleted, rid])
+    }
+
     /// Remembers `c` as the newest commitment of its tresor.
     mutating func remember(_ c: StateCommitment) {
         commitments[c.tresorID] = c
@@ -192,11 +240,11 @@ extension LocalStore.Transaction {
         let statement = try db.cachedStatement(
             sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
         )
-        guard let r = try Row.fetchOne(statement, arguments: [recordID]), let version = r["server_version"] as String? else { return nil }
+        guard let r = try Row.fetchOne(statement, arguments: [recordID]), let version = r[0] as String? else { return nil }
         return HeadSet.Head(
             versionID: version,
-            deleted: (r["server_deleted"] as Int64? ?? 0) != 0,
-            timestamp: LocalStore.timestamp(r["server_physical"], r["server_counter"], r["server_device"]) ?? HeadSet.noTimestamp
+            deleted: (r[1] as Int64? ?? 0) != 0,
+            timestamp: LocalStore.timestamp(r[2], r[3], r[4]) ?? HeadSet.noTimestamp
         )
     }
 }

@@ -258,12 +258,6 @@ final class LocalStore: Sendable {
             try db.cachedStatement(sql: "DELETE FROM outbox WHERE record_id = ?").execute(arguments: [recordID])
         }
 
-        /// The server stored (or already had) a pushed version: it leaves the outbox.
-        func acknowledge(_ item: OutboxItem) throws {
-            try dropOutbox(versionID: item.versionID)
-            try noteServerIfNewer(item.envelope.header.recordID.hex, item.envelope.header.timestamp)
-        }
-
         /// The server refused a pushed version: it leaves the outbox and its reason is kept.
         func reject(_ item: OutboxItem, reason: String, at: Int64) throws {
             try db.execute(
@@ -273,7 +267,8 @@ final class LocalStore: Sendable {
             try dropOutbox(versionID: item.versionID)
         }
 
-        private func dropOutbox(versionID: String) throws {
+        /// The server stored (or already had) a pushed version, or refused it: it leaves the outbox.
+        func dropOutbox(versionID: String) throws {
             try db.cachedStatement(sql: "DELETE FROM outbox WHERE version_id = ?").execute(arguments: [versionID])
         }
 

@@ -49,16 +49,22 @@ public enum Base64URL {
 /// Lower-case hexadecimal, used for ids and hashes in logs and tables.
 public enum Hex {
     /// Encodes bytes as lower-case hex.
+    @inlinable
     public static func encode<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0f)])
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = digit(b >> 4)
+                out[i + 1] = digit(b & 0x0f)
+                i += 2
+            }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    /// The lower-case hex digit of a nibble.
+    @inlinable
+    static func digit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 48 + nibble : 87 + nibble }
 
     /// Decodes hex (either case); throws on odd length or a non-hex character.
     public static func decode(_ text: String, what: String = "hex") throws(CryptoError) -> [UInt8] {

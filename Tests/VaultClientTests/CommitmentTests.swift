@@ -277,6 +277,40 @@ struct CommitmentTests {
         }
     }
 
+    /// Batches overlap: the second goes out with commitments signed over the state the first was planned to
+    /// leave, before the first is acknowledged. A version the server refuses in the first batch makes both
+    /// commitments stale; the push must go on and end by committing to what the server holds, so every reader
+    /// accepts the state afterwards.
+    @Test(arguments: Backend.allCases)
+    func aRefusalInTheFirstOfOverlappingBatchesEndsWithACommitmentEveryReaderAccepts(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let (vault, password) = try await world.patient("pat", on: try world.device("pat-a"))
+            try await vault.addActivity(try Sample.activity("walk"))
+            _ = try await vault.sync()
+            let value = OutcomeValue(value: .boolean(true), createdAt: Date(timeIntervalSince1970: 1_780_000_000))
+            // 800 outcomes, two batches; the 300th carries a note past the server's ciphertext limit.
+            for i in 0..<800 {
+                let note = i == 300 ? String(repeating: "n", count: APILimits.maxCiphertextBytes + 1) : nil
+                _ = try await vault.recordOutcome(activityID: "walk", occurrence: i, value: value, note: note)
+            }
+            let summary = try await vault.sync()
+            #expect(summary.pushed == 799 && summary.rejected.count == 1, "\(summary.pushed) stored, \(summary.rejected)")
+            #expect(summary.rejected.first?.contains("payload_too_large") == true, "\(summary.rejected)")
+            #expect(try vault.store.uncommittedTresors().isEmpty, "the tresor was committed again at the end")
+            // A fresh device checks the server's newest commitment against every head it pulls.
+            let fresh = try await world.device("pat-b").loginPatient("pat", password: password)
+            let pulled = try await fresh.sync()
+            #expect(pulled.pulled == 800)
+            _ = try await world.doctor("doc", on: try world.device("doc"))
+            _ = try await vault.grant(doctor: "doc", category: "interventions")
+            try await world.approveAll()
+            _ = try await vault.sync()
+            let view = try await Self.freshDoctor(world, "doc-2").view(patient: "pat")
+            #expect(view.completenessMessage == nil)
+            #expect(view.outcomes.count == 799)
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func aPushWithAStaleCommitmentIsRefusedAsAWhole(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in

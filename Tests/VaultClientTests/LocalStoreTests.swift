@@ -114,13 +114,33 @@ struct LocalStoreTests {
             }
             let batch = try store.outbox(limit: 10)
             #expect(batch.count == 2)
+            var states = try store.serverStates()
             try store.write { tx in
-                try tx.acknowledge(batch[0])
+                try states.acknowledge(batch[0], head: true, tx)
                 try tx.reject(batch[1], reason: "clock_skew: ahead of the server", at: 1)
+                try states.save(tx)
             }
             #expect(try store.outboxCount() == 0)
             #expect(try store.rejections() == ["clock_skew: ahead of the server"])
             #expect(try store.record(sealed.recordID("walk"))?.serverTimestamp == sealed.timestamp(2_000))
+            // The acknowledged version is the server's head of its record in the device's copy of the
+            // server's state, as a pulled one would be; the refused one is not.
+            let head = HeadSet.Head(versionID: batch[0].versionID, deleted: false, timestamp: walk.header.timestamp)
+            var expected = HeadSet()
+            try expected.replace(recordID: walk.header.recordID.hex, old: nil, with: head)
+            #expect(try store.serverStates().sets[walk.header.tresorID] == expected)
+            #expect(try store.read { try $0.serverHead(walk.header.recordID.hex) }?.versionID == head.versionID)
+            #expect(try store.read { try $0.serverHead(run.header.recordID.hex) } == nil)
+            // Acknowledged again (a repeated push the server calls a duplicate): nothing changes.
+            try store.write { try $0.put(walk, outbox: true) }
+            let again = try store.outbox(limit: 10)
+            #expect(again.map(\.versionID) == [head.versionID])
+            try store.write { tx in
+                try states.acknowledge(again[0], head: true, tx)
+                try states.save(tx)
+            }
+            #expect(try store.serverStates().sets[walk.header.tresorID] == expected)
+            #expect(try store.outboxCount() == 0)
             // What the server showed only moves forward.
             try store.write { try $0.noteServerIfNewer(walk.header.recordID.hex, sealed.timestamp(1_000)) }
             #expect(try store.record(sealed.recordID("walk"))?.serverTimestamp == sealed.timestamp(2_000))

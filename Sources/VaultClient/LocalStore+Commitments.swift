@@ -89,13 +89,18 @@ struct ServerStates {
             .execute(arguments: [head.versionID, head.deleted, rid])
     }
 
-    /// A pushed version the server stored or already had (`LocalStore.Transaction.acknowledge`) and, when
-    /// `head` is set, became the server's head of its record (`note`): one read and at most one write of
-    /// the record's row instead of two of each, the same outcome.
-    mutating func acknowledge(_ item: OutboxItem, head becameHead: Bool, _ tx: LocalStore.Transaction) throws {
+    /// Pushed versions the server stored or already had: they leave the outbox (in one statement), the
+    /// server's timestamp of each record moves forward (`noteServerIfNewer`), and those marked `head` became
+    /// the server's head of their record (`note`). One read and at most one write of each record's row.
+    mutating func acknowledge(_ items: [(item: OutboxItem, head: Bool)], _ tx: LocalStore.Transaction) throws {
+        guard !items.isEmpty else { return }
+        try tx.dropOutbox(versionIDs: items.map(\.item.versionID))
+        for (item, head) in items { try acknowledge(item, head: head, tx) }
+    }
+
+    private mutating func acknowledge(_ item: OutboxItem, head becameHead: Bool, _ tx: LocalStore.Transaction) throws {
         let h = item.envelope.header
         let rid = h.recordID.hex
-        try tx.dropOutbox(versionID: item.versionID)
         let row = try Row.fetchOne(
             tx.db.cachedStatement(
                 sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"

@@ -267,8 +267,14 @@ final class LocalStore: Sendable {
             try dropOutbox(versionID: item.versionID)
         }
 
-        /// The server stored (or already had) a pushed version, or refused it: it leaves the outbox.
-        func dropOutbox(versionID: String) throws {
+        /// Pushed versions the server stored or already had leave the outbox.
+        func dropOutbox(versionIDs: [String]) throws {
+            let list = String(decoding: try JSONEncoder().encode(versionIDs), as: UTF8.self)
+            try db.cachedStatement(sql: "DELETE FROM outbox WHERE version_id IN (SELECT value FROM json_each(?))").execute(arguments: [list])
+        }
+
+        /// The server refused a pushed version: it leaves the outbox.
+        private func dropOutbox(versionID: String) throws {
             try db.cachedStatement(sql: "DELETE FROM outbox WHERE version_id = ?").execute(arguments: [versionID])
         }
 

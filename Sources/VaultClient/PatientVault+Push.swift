@@ -39,16 +39,22 @@ extension PatientVault {
         var answer: Task<PushResponse, any Error>
     }
 
-    /// Sends the outbox's next batch after `position`, its commitments planned over the state `previous`
-    /// leaves; nil when nothing is left.
-    private func sendBatch(after position: inout Int64, previous: PushInFlight?) throws -> PushInFlight? {
+    /// The outbox's next batch after `position`, read and with its commitments planned over the state
+    /// `previous` leaves, ready to send; nil when nothing is left.
+    private func prepareBatch(
+        after position: inout Int64,
+        previous: PushInFlight?
+    ) throws -> (batch: [OutboxItem], plan: [PlannedCommitment], body: [UInt8])? {
         let batch = Self.fitting(try store.outbox(after: position, limit: SyncPolicy.pushBatch))
         guard let last = batch.last else { return nil }
         position = last.position
         let plan = try commitmentPlan(batch, after: previous.map { ($0.batch, $0.plan) })
-        let body = try Self.pushBody(batch, commitments: plan.map(\.commitment))
-        let (transport, auth) = (self.transport, try self.auth)
-        return PushInFlight(batch: batch, plan: plan, answer: Task { try await transport.push(batch: body, auth: auth) })
+        return (batch, plan, try Self.pushBody(batch, commitments: plan.map(\.commitment)))
+    }
+
+    private func send(_ prepared: (batch: [OutboxItem], plan: [PlannedCommitment], body: [UInt8])) throws -> PushInFlight {
+        let (transport, auth, body) = (self.transport, try self.auth, prepared.body)
+        return PushInFlight(batch: prepared.batch, plan: prepared.plan, answer: Task { try await transport.push(batch: body, auth: auth) })
     }
 
     private func pushOutbox(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
@@ -56,8 +62,12 @@ extension PatientVault {
         var done = 0
         var position: Int64 = 0
         var recommit = try store.uncommittedTresors()
-        var inFlight = try sendBatch(after: &position, previous: nil)
+        var inFlight = try prepareBatch(after: &position, previous: nil).map(send)
         while let current = inFlight {
+            // The next batch is read and planned while the server works on this one, and goes out as soon as
+            // the server answered, before this one is acknowledged; this one is acknowledged whatever becomes
+            // of the next.
+            let prepared = Result { try prepareBatch(after: &position, previous: current) }
             let answer = current.answer
             let response = try await withTaskCancellationHandler {
                 try await answer.value
@@ -67,9 +77,7 @@ extension PatientVault {
             guard response.results.count == current.batch.count else {
                 throw ClientError.integrity("the server answered a push with the wrong number of results")
             }
-            // The next batch goes out before this one is acknowledged; this one is acknowledged whatever
-            // becomes of the next.
-            let next = Result { try sendBatch(after: &position, previous: current) }
+            let next = prepared.flatMap { p in Result { try p.map(send) } }
             let acknowledged: (rejected: [String], stale: Set<UUID>)
             do { acknowledged = try acknowledge(current.batch, response.results, plan: current.plan) } catch {
                 if case let .success(sent?) = next {
@@ -179,6 +187,7 @@ extension PatientVault {
         try store.write { tx in
             var rejected: [String] = []
             var states = try ServerStates.load(tx)
+            var kept: [(item: OutboxItem, head: Bool)] = []
             for (item, result) in zip(batch, results) {
                 guard result.versionID == item.versionID else {
                     throw ClientError.integrity("the server acknowledged a version that was not sent")
@@ -188,13 +197,14 @@ extension PatientVault {
                     // A duplicate is taken as the head, as the commitment took it: it was this device's
                     // newest version of the record, and a newer head from elsewhere would have come with a
                     // newer commitment that made this push stale.
-                    try states.acknowledge(item, head: result.status == .duplicate || result.sequence != nil, tx)
+                    kept.append((item, result.status == .duplicate || result.sequence != nil))
                 case .rejected:
                     let reason = "\(result.code?.rawValue ?? "rejected"): \(result.reason ?? "no reason given")"
                     try tx.reject(item, reason: reason, at: Date().unixMillis)
                     rejected.append(reason)
                 }
             }
+            try states.acknowledge(kept, tx)
             var stale = Set<UUID>()
             for p in plan {
                 states.remember(p.commitment)

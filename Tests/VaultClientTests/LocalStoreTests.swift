@@ -116,7 +116,7 @@ struct LocalStoreTests {
             #expect(batch.count == 2)
             var states = try store.serverStates()
             try store.write { tx in
-                try states.acknowledge(batch[0], head: true, tx)
+                try states.acknowledge([(batch[0], true)], tx)
                 try tx.reject(batch[1], reason: "clock_skew: ahead of the server", at: 1)
                 try states.save(tx)
             }
@@ -136,7 +136,7 @@ struct LocalStoreTests {
             let again = try store.outbox(limit: 10)
             #expect(again.map(\.versionID) == [head.versionID])
             try store.write { tx in
-                try states.acknowledge(again[0], head: true, tx)
+                try states.acknowledge([(again[0], true)], tx)
                 try states.save(tx)
             }
             #expect(try store.serverStates().sets[walk.header.tresorID] == expected)

@@ -12,18 +12,19 @@ extension SQLiteRepository {
             try Self.replaceCommitments(db, owner: owner, commitments, now: now)
             var last = try Int64.fetchOne(db, sql: "SELECT last_sequence FROM owner_sequences WHERE owner_id = ?", arguments: [owner]) ?? 0
             let start = last
-            let insertVersion = try db.cachedStatement(
+            let insertVersion = try SQLiteStep(
+                db,
                 sql: """
                     INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (version_id) DO NOTHING
                     """
             )
-            let readHead = try db.cachedStatement(
-                sql: """
-                    SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?
-                    """
+            let readHead = try SQLiteStep(
+                db,
+                sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?"
             )
-            let writeHead = try db.cachedStatement(
+            let writeHead = try SQLiteStep(
+                db,
                 sql: """
                     INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence, changed_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -32,27 +33,60 @@ extension SQLiteRepository {
                         deleted = excluded.deleted, sequence = excluded.sequence, changed_at = excluded.changed_at
                     """
             )
+            defer {
+                insertVersion.finish()
+                readHead.finish()
+                writeHead.finish()
+            }
             var outcomes: [StoreOutcome] = []
             outcomes.reserveCapacity(versions.count)
             for v in versions {
-                try insertVersion.execute(arguments: [
-                    v.versionID, owner, v.recordID, Self.id(v.tresorID), Int64(v.epoch), v.hlcPhysical,
-                    v.hlcCounter, v.hlcDevice, v.deleted, Data(v.envelope),
-                ])
+                let tresor = Self.id(v.tresorID)
+                try insertVersion.bind(
+                    .text(v.versionID),
+                    .text(owner),
+                    .text(v.recordID),
+                    .text(tresor),
+                    .int(Int64(v.epoch)),
+                    .int(v.hlcPhysical),
+                    .int(v.hlcCounter),
+                    .text(v.hlcDevice),
+                    .int(v.deleted ? 1 : 0),
+                    .blob(v.envelope)
+                )
+                _ = try insertVersion.step()
                 guard db.changesCount == 1 else {
                     outcomes.append(.duplicate)
                     continue
                 }
-                let head = try Row.fetchOne(readHead, arguments: [owner, v.recordID]).map { try HeadKey(stored: $0) }
-                if let head, !v.wins(over: head) {
-                    outcomes.append(.stored(sequence: nil))
-                    continue
+                try readHead.bind(.text(owner), .text(v.recordID))
+                if try readHead.step() {
+                    let head = HeadKey(
+                        hlcPhysical: try readHead.int(0),
+                        hlcCounter: try readHead.int(1),
+                        hlcDevice: try readHead.text(2),
+                        deleted: try readHead.int(3) != 0
+                    )
+                    readHead.finish()
+                    if !v.wins(over: head) {
+                        outcomes.append(.stored(sequence: nil))
+                        continue
+                    }
                 }
                 last += 1
-                try writeHead.execute(arguments: [
-                    owner, v.recordID, Self.id(v.tresorID), v.versionID, v.hlcPhysical, v.hlcCounter, v.hlcDevice,
-                    v.deleted, last, now,
-                ])
+                try writeHead.bind(
+                    .text(owner),
+                    .text(v.recordID),
+                    .text(tresor),
+                    .text(v.versionID),
+                    .int(v.hlcPhysical),
+                    .int(v.hlcCounter),
+                    .text(v.hlcDevice),
+                    .int(v.deleted ? 1 : 0),
+                    .int(last),
+                    .int(now)
+                )
+                _ = try writeHead.step()
                 outcomes.append(.stored(sequence: UInt64(last)))
             }
             if last != start {

@@ -1,0 +1,79 @@
+import GRDB
+import GRDBSQLite
+
+/// A cached statement bound, stepped and read through SQLite's C API, for the statements a push runs once
+/// per record. There, GRDB's argument arrays of existentials and its row objects cost more than SQLite's own
+/// work (the profile in Docs/benchmarks.md §2). Failures are GRDB's `DatabaseError`, as everywhere else.
+/// Use only inside a transaction GRDB opened; the statement is reset before each use and after the last.
+struct SQLiteStep {
+    private let db: Database
+    private let handle: SQLiteStatement
+
+    init(_ db: Database, sql: String) throws {
+        self.db = db
+        handle = try db.cachedStatement(sql: sql).sqliteStatement
+    }
+
+    /// Binds `values` to the parameters 1, 2, … after resetting the statement.
+    func bind(_ values: Value...) throws {
+        sqlite3_reset(handle)
+        for (i, value) in values.enumerated() {
+            let index = Int32(i + 1)
+            let code: Int32
+            switch value {
+            case let .text(s): code = sqlite3_bind_text(handle, index, s, -1, Self.transient)
+            case let .int(n): code = sqlite3_bind_int64(handle, index, n)
+            case let .blob(bytes):
+                code = bytes.withUnsafeBytes { raw in
+                    // An empty array may have no address; SQLite would store NULL for it.
+                    raw.baseAddress.map { sqlite3_bind_blob(handle, index, $0, Int32(raw.count), Self.transient) }
+                        ?? sqlite3_bind_zeroblob(handle, index, 0)
+                }
+            }
+            guard code == SQLITE_OK else { throw failure(code) }
+        }
+    }
+
+    /// One step: true when it produced a row (read it with `int`/`text`), false when the statement is done.
+    func step() throws -> Bool {
+        let code = sqlite3_step(handle)
+        switch code {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            sqlite3_reset(handle)
+            throw failure(code)
+        }
+    }
+
+    /// Leaves the statement reset (its read, if any, ended).
+    func finish() { sqlite3_reset(handle) }
+
+    /// The integer in `column` of the current row; a NULL is an error, as `Row.int64` makes it.
+    func int(_ column: Int32) throws -> Int64 {
+        guard sqlite3_column_type(handle, column) != SQLITE_NULL else { throw RepositoryError.notFound("no value in column \(column)") }
+        return sqlite3_column_int64(handle, column)
+    }
+
+    /// The text in `column` of the current row; a NULL is an error, as `Row.string` makes it.
+    func text(_ column: Int32) throws -> String {
+        guard let c = sqlite3_column_text(handle, column) else { throw RepositoryError.notFound("no value in column \(column)") }
+        return String(cString: c)
+    }
+
+    enum Value {
+        case text(String)
+        case int(Int64)
+        case blob([UInt8])
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    private func failure(_ code: Int32) -> DatabaseError {
+        DatabaseError(
+            resultCode: ResultCode(rawValue: code),
+            message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+            sql: String(cString: sqlite3_sql(handle))
+        )
+    }
+}

@@ -41,6 +41,10 @@ let package = Package(
         .target(name: "VaultCore", dependencies: ["VaultCrypto"]),
         .target(name: "VaultAPI", dependencies: ["VaultCore", "VaultCrypto"]),
         .target(
+            name: "VaultSQLite",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
+        .target(
             name: "VaultServer",
             dependencies: [
                 "VaultAPI", "VaultCore", "VaultCrypto",
@@ -52,7 +56,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                "VaultSQLite",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -65,6 +69,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                "VaultSQLite",
             ]
         ),
         .executableTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import VaultCore
+import VaultSQLite
 
 /// What this device knows of the heads the server holds per tresor (Docs/envelope-v1.md §3.4): their
 /// LtHash, counts and newest HLC, kept up to date from every verified pulled change and every
@@ -101,45 +102,70 @@ struct ServerStates {
     private mutating func acknowledge(_ item: OutboxItem, head becameHead: Bool, _ tx: LocalStore.Transaction) throws {
         let h = item.envelope.header
         let rid = h.recordID.hex
-        let row = try Row.fetchOne(
-            tx.db.cachedStatement(
-                sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
-            ),
-            arguments: [rid]
+        // Through SQLite's C API: GRDB's arguments and rows cost more than the queries here.
+        let read = try SQLiteStep(
+            tx.db,
+            sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
         )
-        // The server's newest timestamp of the record, unless it showed a newer one before. (Columns by
-        // position: a lookup by name costs more than the query here.)
-        var physical = row?[2] as DatabaseValue? ?? .null
-        var counter = row?[3] as DatabaseValue? ?? .null
-        var device = row?[4] as DatabaseValue? ?? .null
-        var written = false
-        if let row, LocalStore.timestamp(row[2], row[3], row[4]).map({ $0 < h.timestamp }) ?? true {
-            (physical, counter, device) = (
-                Int64(h.timestamp.physicalMs).databaseValue, Int64(h.timestamp.counter).databaseValue, h.timestamp.deviceID.databaseValue
-            )
-            written = true
+        defer { read.finish() }
+        try read.bind(.text(rid))
+        guard try read.step() else {
+            // A record this device does not hold: no row to write, but the version is the server's head all the same.
+            if becameHead { try replace(h, rid, old: nil, with: item.versionID) }
+            return
         }
-        var version = row?[0] as DatabaseValue? ?? .null
-        var deleted = row?[1] as DatabaseValue? ?? .null
+        // The server's newest timestamp of the record moves forward only; nil binds leave a column as it is.
+        var timestamp: HLCTimestamp?
+        let seen =
+            read.isNull(2) || read.isNull(3) || read.isNull(4)
+            ? nil
+            : HLCTimestamp(
+                physicalMs: UInt64(bitPattern: try read.int(2)),
+                counter: UInt32(truncatingIfNeeded: try read.int(3)),
+                deviceID: try read.text(4)
+            )
+        if seen.map({ $0 < h.timestamp }) ?? true { timestamp = h.timestamp }
+        var version: String?
         if becameHead {
-            let old = (row?[0] as String?).map { HeadSet.Head(versionID: $0, deleted: (row?[1] as Int64? ?? 0) != 0, timestamp: HeadSet.noTimestamp) }
-            let head = HeadSet.Head(versionID: item.versionID, deleted: h.deleted, timestamp: h.timestamp)
-            if old?.versionID != head.versionID {
-                do { try sets[h.tresorID, default: HeadSet()].replace(recordID: rid, old: old, with: head) } catch {
-                    throw ClientError.localState("a record id or version id on this device is damaged")
-                }
-                changed.insert(h.tresorID)
-                (version, deleted) = (head.versionID.databaseValue, head.deleted.databaseValue)
-                written = true
+            let old =
+                read.isNull(0)
+                ? nil
+                : HeadSet.Head(versionID: try read.text(0), deleted: read.isNull(1) ? false : try read.int(1) != 0, timestamp: HeadSet.noTimestamp)
+            if old?.versionID != item.versionID {
+                try replace(h, rid, old: old, with: item.versionID)
+                version = item.versionID
             }
         }
-        guard row != nil, written else { return }
-        try tx.db.cachedStatement(
+        read.finish()
+        guard timestamp != nil || version != nil else { return }
+        let write = try SQLiteStep(
+            tx.db,
             sql: """
-                UPDATE records SET server_physical = ?, server_counter = ?, server_device = ?, server_version = ?, server_deleted = ?
+                UPDATE records SET server_physical = coalesce(?, server_physical), server_counter = coalesce(?, server_counter),
+                    server_device = coalesce(?, server_device), server_version = coalesce(?, server_version),
+                    server_deleted = coalesce(?, server_deleted)
                 WHERE record_id = ?
                 """
-        ).execute(arguments: [physical, counter, device, version, deleted, rid])
+        )
+        defer { write.finish() }
+        try write.bind(
+            timestamp.map { .int(Int64($0.physicalMs)) } ?? .null,
+            timestamp.map { .int(Int64($0.counter)) } ?? .null,
+            timestamp.map { .text($0.deviceID) } ?? .null,
+            version.map { .text($0) } ?? .null,
+            version == nil ? .null : .int(h.deleted ? 1 : 0),
+            .text(rid)
+        )
+        _ = try write.step()
+    }
+
+    /// `versionID` (of a version with header `h`) in place of `old` as the head of record `rid`.
+    private mutating func replace(_ h: RecordHeader, _ rid: String, old: HeadSet.Head?, with versionID: String) throws {
+        let head = HeadSet.Head(versionID: versionID, deleted: h.deleted, timestamp: h.timestamp)
+        do { try sets[h.tresorID, default: HeadSet()].replace(recordID: rid, old: old, with: head) } catch {
+            throw ClientError.localState("a record id or version id on this device is damaged")
+        }
+        changed.insert(h.tresorID)
     }
 
     /// Remembers `c` as the newest commitment of its tresor.
@@ -242,15 +268,22 @@ extension HeadSet {
 extension LocalStore.Transaction {
     /// The server's head of a record as this device last learnt it, if any.
     func serverHead(_ recordID: String) throws -> HeadSet.Head? {
-        let statement = try db.cachedStatement(
+        let read = try SQLiteStep(
+            db,
             sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
         )
-        guard let r = try Row.fetchOne(statement, arguments: [recordID]), let version = r[0] as String? else { return nil }
-        return HeadSet.Head(
-            versionID: version,
-            deleted: (r[1] as Int64? ?? 0) != 0,
-            timestamp: LocalStore.timestamp(r[2], r[3], r[4]) ?? HeadSet.noTimestamp
-        )
+        defer { read.finish() }
+        try read.bind(.text(recordID))
+        guard try read.step(), !read.isNull(0) else { return nil }
+        let timestamp =
+            read.isNull(2) || read.isNull(3) || read.isNull(4)
+            ? HeadSet.noTimestamp
+            : HLCTimestamp(
+                physicalMs: UInt64(bitPattern: try read.int(2)),
+                counter: UInt32(truncatingIfNeeded: try read.int(3)),
+                deviceID: try read.text(4)
+            )
+        return HeadSet.Head(versionID: try read.text(0), deleted: read.isNull(1) ? false : try read.int(1) != 0, timestamp: timestamp)
     }
 }
 

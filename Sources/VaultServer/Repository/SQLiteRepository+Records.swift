@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import VaultCore
+import VaultSQLite
 
 /// Append-only versions, last-writer-wins heads and per-owner change sequences (Docs/design.md §5).
 extension SQLiteRepository {

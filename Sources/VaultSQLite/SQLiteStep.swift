@@ -1,21 +1,22 @@
 import GRDB
 import GRDBSQLite
 
-/// A cached statement bound, stepped and read through SQLite's C API, for the statements a push runs once
-/// per record. There, GRDB's argument arrays of existentials and its row objects cost more than SQLite's own
-/// work (the profile in Docs/benchmarks.md §2). Failures are GRDB's `DatabaseError`, as everywhere else.
-/// Use only inside a transaction GRDB opened; the statement is reset before each use and after the last.
-struct SQLiteStep {
+/// A cached statement bound, stepped and read through SQLite's C API, for the statements run once per
+/// record of a push, on the server and on the patient's device. There, GRDB's argument arrays of
+/// existentials and its row objects cost more than SQLite's own work (the profile in Docs/benchmarks.md §2).
+/// Failures are GRDB's `DatabaseError`, as everywhere else. Use only inside a transaction GRDB opened; the
+/// statement is reset before each use and after the last.
+public struct SQLiteStep {
     private let db: Database
     private let handle: SQLiteStatement
 
-    init(_ db: Database, sql: String) throws {
+    public init(_ db: Database, sql: String) throws {
         self.db = db
         handle = try db.cachedStatement(sql: sql).sqliteStatement
     }
 
     /// Binds `values` to the parameters 1, 2, … after resetting the statement.
-    func bind(_ values: Value...) throws {
+    public func bind(_ values: Value...) throws {
         sqlite3_reset(handle)
         for (i, value) in values.enumerated() {
             let index = Int32(i + 1)
@@ -23,6 +24,7 @@ struct SQLiteStep {
             switch value {
             case let .text(s): code = sqlite3_bind_text(handle, index, s, -1, Self.transient)
             case let .int(n): code = sqlite3_bind_int64(handle, index, n)
+            case .null: code = sqlite3_bind_null(handle, index)
             case let .blob(bytes):
                 code = bytes.withUnsafeBytes { raw in
                     // An empty array may have no address; SQLite would store NULL for it.
@@ -35,7 +37,7 @@ struct SQLiteStep {
     }
 
     /// One step: true when it produced a row (read it with `int`/`text`), false when the statement is done.
-    func step() throws -> Bool {
+    public func step() throws -> Bool {
         let code = sqlite3_step(handle)
         switch code {
         case SQLITE_ROW: return true
@@ -47,27 +49,36 @@ struct SQLiteStep {
     }
 
     /// Leaves the statement reset (its read, if any, ended).
-    func finish() { sqlite3_reset(handle) }
+    public func finish() { sqlite3_reset(handle) }
 
-    /// The integer in `column` of the current row; a NULL is an error, as `Row.int64` makes it.
-    func int(_ column: Int32) throws -> Int64 {
-        guard sqlite3_column_type(handle, column) != SQLITE_NULL else { throw RepositoryError.notFound("no value in column \(column)") }
+    /// Whether `column` of the current row is NULL.
+    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
+    /// The integer in `column` of the current row; a NULL is an error.
+    public func int(_ column: Int32) throws -> Int64 {
+        guard !isNull(column) else { throw missing(column) }
         return sqlite3_column_int64(handle, column)
     }
 
-    /// The text in `column` of the current row; a NULL is an error, as `Row.string` makes it.
-    func text(_ column: Int32) throws -> String {
-        guard let c = sqlite3_column_text(handle, column) else { throw RepositoryError.notFound("no value in column \(column)") }
+    /// The text in `column` of the current row; a NULL is an error.
+    public func text(_ column: Int32) throws -> String {
+        guard let c = sqlite3_column_text(handle, column) else { throw missing(column) }
         return String(cString: c)
     }
 
-    enum Value {
+    /// A value to bind.
+    public enum Value: Sendable {
         case text(String)
         case int(Int64)
         case blob([UInt8])
+        case null
     }
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    private func missing(_ column: Int32) -> DatabaseError {
+        DatabaseError(resultCode: .SQLITE_MISMATCH, message: "no value in column \(column)", sql: String(cString: sqlite3_sql(handle)))
+    }
 
     private func failure(_ code: Int32) -> DatabaseError {
         DatabaseError(

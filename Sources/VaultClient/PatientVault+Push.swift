@@ -77,6 +77,11 @@ extension PatientVault {
             guard response.results.count == current.batch.count else {
                 throw ClientError.integrity("the server answered a push with the wrong number of results")
             }
+            // An answer that does not name the versions sent goes no further: nothing more is sent on it.
+            guard zip(current.batch, response.results).allSatisfy({ $0.versionID == $1.versionID }) else {
+                throw ClientError.integrity("the server acknowledged a version that was not sent")
+            }
+            try Task.checkCancellation()
             let next = prepared.flatMap { p in Result { try p.map(send) } }
             let acknowledged: (rejected: [String], stale: Set<UUID>)
             do { acknowledged = try acknowledge(current.batch, response.results, plan: current.plan) } catch {

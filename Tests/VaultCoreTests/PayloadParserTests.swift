@@ -109,6 +109,14 @@ struct PayloadParserTests {
         // Refused by both.
         (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":01}}"#, false),
         (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":1e999}}]}}"#, false),
+        // Non-zero digits that round to zero: JSONDecoder calls them not representable.
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":1e-400}}]}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":-1e-400}}]}}"#, false),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"createdAt":2.4703282292062327e-324}}"#, false),
+        ("{\"type\":\"outcome\",\"outcome\":{\"activityID\":\"w\",\"occurrence\":0,\"updatedAt\":0.\(String(repeating: "0", count: 400))1}}", false),
+        // Zero written with zero digits, and the smallest subnormal, are numbers to both.
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":0.000e-999}}]}}"#, true),
+        (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number","number":5e-324}}]}}"#, true),
         (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"number"}}]}}"#, false),
         (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[{"value":{"type":"dose","number":1}}]}}"#, false),
         (#"{"type":"outcome","outcome":{"activityID":"w","occurrence":0,"values":[1,]}}"#, false),

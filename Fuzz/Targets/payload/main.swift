@@ -44,7 +44,13 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         // The direct payload reader either gives up or reads exactly what JSONDecoder reads.
         let payload = Array(bytes.dropFirst())
         if let direct = PayloadParser.decode(payload) {
-            precondition(direct == (try? RecordPayload.decodeWithFoundation(payload)), "the direct payload reader disagrees with JSONDecoder")
+            // Equal, and equal again once encoded: == alone takes -0.0 for 0.0 and canonically equivalent text as one.
+            let reference = try? RecordPayload.decodeWithFoundation(payload)
+            precondition(direct == reference, "the direct payload reader disagrees with JSONDecoder")
+            precondition(
+                (try? RecordPayload.encoder.encode(direct)) == reference.flatMap { try? RecordPayload.encoder.encode($0) },
+                "the direct payload reader disagrees with JSONDecoder once encoded"
+            )
         }
         let type: RecordType = flags & 1 == 0 ? .activity : .outcome
         let envelope = FuzzFixture.seal(payload: Array(bytes.dropFirst()), type: type, deleted: flags & 2 != 0)

@@ -275,7 +275,8 @@ struct PayloadParser {
         return negative ? -value : value
     }
 
-    /// A JSON number (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?) that is finite as a Double.
+    /// A JSON number (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?) that is finite as a Double and is not
+    /// rounded to zero from non-zero digits: `JSONDecoder` refuses both as not representable.
     private mutating func double() -> Double? {
         skipSpace()
         let start = at
@@ -283,8 +284,10 @@ struct PayloadParser {
         let intStart = at
         let intCount = digits()
         guard intCount > 0, bytes[intStart] != Self.zero || intCount == 1 else { return nil }
+        var mantissaEnd = at
         if eat(Self.dot) {
             guard digits() > 0 else { return nil }
+            mantissaEnd = at
         }
         if at < bytes.count, bytes[at] | 0x20 == UInt8(ascii: "e") {
             at += 1
@@ -293,6 +296,7 @@ struct PayloadParser {
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<at]), as: UTF8.self)
         guard let value = Double(text), value.isFinite else { return nil }
+        if value == 0, bytes[intStart..<mantissaEnd].contains(where: { $0 > Self.zero && $0 <= Self.nine }) { return nil }
         return value
     }
 

@@ -38,15 +38,16 @@ struct BenchReport {
         return l / s
     }
 
-    static let ratioTarget = 0.8, rpsTarget = 10_000.0, incrementalTarget = 1.2
+    /// The targets of Docs/benchmarks.md: seal/open ratios, 500-byte push and pull on SQLite, incremental sync.
+    static let ratioTarget = 0.9, pushTarget = 12_000.0, pullTarget = 15_000.0, incrementalTarget = 1.2
 
     var notesForOutput: [String] {
         var out = [
             "ratios are figure / floor in records/s (1.0 = as fast as the floor); incremental_ratio is time(large) / time(small)",
-            "unsuffixed push_*/pull_* keys are the 500-byte run (the size the 10,000 records/s target is about); *_16k keys are the 16 KiB run",
+            "unsuffixed push_*/pull_* keys are the 500-byte run (the size the push and pull targets are about); *_16k keys are the 16 KiB run",
             "record sizes: 500 B = 496-byte ciphertext (payload padded to 480), 16k = 16,400-byte ciphertext (payload padded to 16,384)",
             "push = PatientVault.sync() of pending outcomes (sealed beforehand, not timed); pull = DoctorReader.view() of the category with a cold cache",
-            "pull_100k_*: `carevault-doctor show PATIENT --json` (release build, its own process, a new device) of 100,000 activities with 496-byte ciphertexts; peak RSS is its ru_maxrss, the time covers pull, checks, cache, decryption and output",
+            "pull_100k_*: `carevault-doctor show PATIENT --json` (release build, its own process, a device with a remembered key) of 100,000 activities with 496-byte ciphertexts; peak RSS is its own VmHWM, the time covers pull, checks, cache, decryption and output",
             "load: mixed pushes of \(LoadBench.pushSize) outcome envelopes and pulls of \(LoadBench.pullSize) changes on SQLite; server_rss_mib is the peak RSS (VmHWM) of the carevault-server process during the level; the load clients run in the bench process on the same 2 cores",
         ]
         if plan.quick {

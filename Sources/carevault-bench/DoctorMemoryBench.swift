@@ -13,7 +13,7 @@ struct DoctorMemoryResult: Sendable {
     var records: Int
     /// The wall time of the doctor's command: pull, verify, cache, decrypt and print.
     var seconds: Double
-    /// The command's peak resident set size (its own `ru_maxrss`).
+    /// The command's peak resident set size (its own `VmHWM`, sampled every 10 ms).
     var peakRSSMiB: Double
     /// Activities in the command's output (must equal `records`: the figure counts only a complete read).
     var shown: Int

@@ -17,7 +17,11 @@ extension Transport {
     /// Pushes a binary batch (§7.2) and decodes the server's JSON answer.
     func push(batch: [UInt8], auth: Auth) async throws -> PushResponse {
         let media = Media(body: RecordMediaType.batch, accept: RecordMediaType.json)
-        return try Self.decode(try await sendRaw(.POST, Routes.records, payload: batch, auth: auth, media: media), .POST, Routes.records)
+        let answer = try await sendRaw(.POST, Routes.records, payload: batch, auth: auth, media: media)
+        // The common answer is read directly (PushResponse+Direct); any other goes through JSONDecoder.
+        try Self.requireJSON(answer, .POST, Routes.records)
+        if let response = PushResponse.direct(from: answer.body) { return response }
+        return try Self.decode(answer, .POST, Routes.records)
     }
 
     /// One page of `GET /v1/records` with `query` that must follow `cursor`, asked for in binary (§7.3),

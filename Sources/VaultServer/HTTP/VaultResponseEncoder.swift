@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import VaultAPI
 
 /// The response encoder of `VaultRequestContext`: every JSON answer of the API leaves through here, so
 /// its bytes are the same whatever the route (sorted keys, slashes unescaped, `application/json`).
@@ -18,7 +19,9 @@ public struct VaultResponseEncoder: ResponseEncoder {
 
     /// Encodes `value` as a 200 response.
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
-        Self.response(ByteBuffer(bytes: try Self.json.encode(value)))
+        // The answer to a push in its common form is written directly, the same bytes (PushResponse+Direct).
+        if let push = value as? PushResponse, let bytes = push.directJSON() { return Self.response(ByteBuffer(bytes: bytes)) }
+        return Self.response(ByteBuffer(bytes: try Self.json.encode(value)))
     }
 
     /// A 200 response carrying JSON that is already encoded.

@@ -16,7 +16,7 @@ struct PushAnswerTests {
     }()
 
     static func answer(_ count: Int, seed: UInt64) -> PushResponse {
-        var g = SplitMix(state: seed)
+        var g = SeededGenerator(seed: seed)
         return PushResponse(
             results: (0..<count).map { i in
                 let id = Hex.encode(RandomBytes.bytes(count: 32))
@@ -27,17 +27,6 @@ struct PushAnswerTests {
                 }
             }
         )
-    }
-
-    struct SplitMix {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
     }
 
     /// Nil when the direct reading gave up; else whether it is what JSONDecoder reads.
@@ -97,7 +86,7 @@ struct PushAnswerTests {
 
     /// Bytes changed, inserted, deleted and repeated at random in answers: the direct reading gives up or agrees.
     @Test func mutatedAnswersAreNeverReadDifferently() throws {
-        var g = SplitMix(state: 11)
+        var g = SeededGenerator(seed: 11)
         let alphabet = Array(#"{}[],:"\-.0123456789eE+ ntfusqdabx"#.utf8) + [0x00, 0x1F, 0xC3, 0xFF]
         let base = try #require(Self.answer(4, seed: 5).directJSON())
         var direct = 0

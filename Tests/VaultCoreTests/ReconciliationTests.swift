@@ -4,8 +4,8 @@ import Testing
 @testable import VaultCore
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator, so every property-test case can be
-/// replayed from its seed.
-private struct SplitMix64: RandomNumberGenerator {
+/// replayed from its seed. Shared by this target's property tests.
+struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

@@ -26,7 +26,7 @@ enum PayloadParser {
         var outcome: Outcome?
         var seen: UInt8 = 0
         var first = true
-        guard s.open(JSONScanner.braceOpen) else { return nil }
+        guard s.openObject() else { return nil }
         while let key = s.nextKey(&first) {
             switch key {
             case "type":
@@ -55,7 +55,7 @@ enum PayloadParser {
         var updated: Date?
         var seen: UInt8 = 0
         var first = true
-        guard s.open(JSONScanner.braceOpen) else { return nil }
+        guard s.openObject() else { return nil }
         while let key = s.nextKey(&first) {
             switch key {
             case "activityID":
@@ -105,7 +105,7 @@ enum PayloadParser {
         var created: Date?
         var seen: UInt8 = 0
         var first = true
-        guard s.open(JSONScanner.braceOpen) else { return nil }
+        guard s.openObject() else { return nil }
         while let key = s.nextKey(&first) {
             switch key {
             case "id":
@@ -143,7 +143,7 @@ enum PayloadParser {
         var boolean: Bool?
         var seen: UInt8 = 0
         var first = true
-        guard s.open(JSONScanner.braceOpen) else { return nil }
+        guard s.openObject() else { return nil }
         while let key = s.nextKey(&first) {
             switch key {
             case "type":

@@ -81,8 +81,9 @@ extension PatientVault {
             guard zip(current.batch, response.results).allSatisfy({ $0.versionID == $1.versionID }) else {
                 throw ClientError.integrity("the server acknowledged a version that was not sent")
             }
-            try Task.checkCancellation()
-            let next = prepared.flatMap { p in Result { try p.map(send) } }
+            // Cancelled: nothing more goes out, but this answer is still acknowledged (its commitment remembered).
+            let cancelled = Task.isCancelled
+            let next = cancelled ? .success(nil) : prepared.flatMap { p in Result { try p.map(send) } }
             let acknowledged: (rejected: [String], stale: Set<UUID>)
             do { acknowledged = try acknowledge(current.batch, response.results, plan: current.plan) } catch {
                 if case let .success(sent?) = next {
@@ -97,6 +98,7 @@ extension PatientVault {
             summary.rejected += acknowledged.rejected
             done += current.batch.count
             progress?(SyncProgress(phase: .push, done: done, total: max(total, done)))
+            if cancelled { throw CancellationError() }
             inFlight = try next.get()
         }
         // A version the server refused or did not make the head left its committed state different from

@@ -8,15 +8,22 @@ import GRDBSQLite
 /// statement is reset before each use and after the last.
 public struct SQLiteStep {
     private let db: Database
-    private let handle: SQLiteStatement
+    /// Held so the handle stays valid even if GRDB's statement cache lets go of it meanwhile.
+    private let statement: Statement
+    private var handle: SQLiteStatement { statement.sqliteStatement }
 
     public init(_ db: Database, sql: String) throws {
         self.db = db
-        handle = try db.cachedStatement(sql: sql).sqliteStatement
+        statement = try db.cachedStatement(sql: sql)
     }
 
     /// Binds `values` to the parameters 1, 2, … after resetting the statement.
     public func bind(_ values: Value...) throws {
+        // A statement still stepping belongs to an enclosing use of the same SQL (one cached statement):
+        // resetting it would cut that use's row short. Refused instead.
+        guard sqlite3_stmt_busy(handle) == 0 else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "statement already in use", sql: String(cString: sqlite3_sql(handle)))
+        }
         sqlite3_reset(handle)
         for (i, value) in values.enumerated() {
             let index = Int32(i + 1)

@@ -57,7 +57,32 @@ public final class PostgresRepository: VaultRepository {
 
     // MARK: Schema
 
+    /// Migrates, each try bounded in time and retried twice. When the watch finds the database slow to
+    /// answer (a loaded machine at start-up), it retires the pool and cuts the migration's connection
+    /// mid-transaction; the driver may then fail the migration or never finish it, and the server would
+    /// not start or would hang. A try that fails or has not ended within 45 seconds is left, and the
+    /// migration runs again on the pool now in use: the advisory lock and `schema_migrations` make a
+    /// repeat safe, and a cut connection's transaction was rolled back with its lock.
     public func migrate() async throws {
+        var attempt = 1
+        while true {
+            let run = Task { () -> Result<Void, any Error> in
+                do { return .success(try await self.migrateOnce()) } catch { return .failure(error) }
+            }
+            let outcome = await Deadline.value(of: run, within: .seconds(45))
+            if case .success? = outcome { return }
+            run.cancel()
+            guard attempt < 3 else {
+                if case let .failure(error)? = outcome { throw error }
+                throw RepositoryError.unavailable("the PostgreSQL migration did not finish within 45 seconds")
+            }
+            logger.warning("the PostgreSQL migration did not finish; trying again", metadata: ["attempt": "\(attempt)"])
+            attempt += 1
+            try await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    private func migrateOnce() async throws {
         try await transaction { conn in
             // One instance migrates at a time; the others wait here and then find nothing to do.
             try await conn.query("SELECT pg_advisory_xact_lock(7262737)", logger: logger)

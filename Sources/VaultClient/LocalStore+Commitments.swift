@@ -75,19 +75,17 @@ struct ServerStates {
         return states
     }
 
-    /// The server's head of `env`'s record is now `env` (a verified pulled change, or an acknowledged push).
-    mutating func note(_ env: Envelope, versionID: String? = nil, _ tx: LocalStore.Transaction) throws {
+    /// The server's head of `env`'s record is now `env` (a verified pulled change; an acknowledged push
+    /// goes through `acknowledge`).
+    mutating func note(_ env: Envelope, _ tx: LocalStore.Transaction) throws {
         let h = env.header
         let rid = h.recordID.hex
-        let head = HeadSet.Head(versionID: versionID ?? env.versionID, deleted: h.deleted, timestamp: h.timestamp)
+        let versionID = env.versionID
         let old = try tx.serverHead(rid)
-        guard old?.versionID != head.versionID else { return }
-        do { try sets[h.tresorID, default: HeadSet()].replace(recordID: rid, old: old, with: head) } catch {
-            throw ClientError.localState("a record id or version id on this device is damaged")
-        }
-        changed.insert(h.tresorID)
+        guard old?.versionID != versionID else { return }
+        try replace(h, rid, old: old, with: versionID)
         try tx.db.cachedStatement(sql: "UPDATE records SET server_version = ?, server_deleted = ? WHERE record_id = ?")
-            .execute(arguments: [head.versionID, head.deleted, rid])
+            .execute(arguments: [versionID, h.deleted, rid])
     }
 
     /// Pushed versions the server stored or already had: they leave the outbox (in one statement), the
@@ -102,41 +100,18 @@ struct ServerStates {
     private mutating func acknowledge(_ item: OutboxItem, head becameHead: Bool, _ tx: LocalStore.Transaction) throws {
         let h = item.envelope.header
         let rid = h.recordID.hex
-        // Through SQLite's C API: GRDB's arguments and rows cost more than the queries here.
-        let read = try SQLiteStep(
-            tx.db,
-            sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
-        )
-        defer { read.finish() }
-        try read.bind(.text(rid))
-        guard try read.step() else {
+        guard let row = try tx.serverRow(rid) else {
             // A record this device does not hold: no row to write, but the version is the server's head all the same.
             if becameHead { try replace(h, rid, old: nil, with: item.versionID) }
             return
         }
         // The server's newest timestamp of the record moves forward only; nil binds leave a column as it is.
-        var timestamp: HLCTimestamp?
-        let seen =
-            read.isNull(2) || read.isNull(3) || read.isNull(4)
-            ? nil
-            : HLCTimestamp(
-                physicalMs: UInt64(bitPattern: try read.int(2)),
-                counter: UInt32(truncatingIfNeeded: try read.int(3)),
-                deviceID: try read.text(4)
-            )
-        if seen.map({ $0 < h.timestamp }) ?? true { timestamp = h.timestamp }
+        let timestamp = (row.timestamp.map { $0 < h.timestamp } ?? true) ? h.timestamp : nil
         var version: String?
-        if becameHead {
-            let old =
-                read.isNull(0)
-                ? nil
-                : HeadSet.Head(versionID: try read.text(0), deleted: read.isNull(1) ? false : try read.int(1) != 0, timestamp: HeadSet.noTimestamp)
-            if old?.versionID != item.versionID {
-                try replace(h, rid, old: old, with: item.versionID)
-                version = item.versionID
-            }
+        if becameHead, row.head?.versionID != item.versionID {
+            try replace(h, rid, old: row.head, with: item.versionID)
+            version = item.versionID
         }
-        read.finish()
         guard timestamp != nil || version != nil else { return }
         let write = try SQLiteStep(
             tx.db,
@@ -266,25 +241,26 @@ extension HeadSet {
 }
 
 extension LocalStore.Transaction {
-    /// The server's head of a record as this device last learnt it, if any.
-    func serverHead(_ recordID: String) throws -> HeadSet.Head? {
+    /// What this device last learnt of the server's copy of a record it holds: the server's head (nil
+    /// before any) and the newest timestamp the server showed; nil when the device holds no such record.
+    /// Through SQLite's C API: GRDB's arguments and rows cost more than the query, once per pushed record.
+    func serverRow(_ recordID: String) throws -> (head: HeadSet.Head?, timestamp: HLCTimestamp?)? {
         let read = try SQLiteStep(
             db,
             sql: "SELECT server_version, server_deleted, server_physical, server_counter, server_device FROM records WHERE record_id = ?"
         )
         defer { read.finish() }
         try read.bind(.text(recordID))
-        guard try read.step(), !read.isNull(0) else { return nil }
-        let timestamp =
-            read.isNull(2) || read.isNull(3) || read.isNull(4)
-            ? HeadSet.noTimestamp
-            : HLCTimestamp(
-                physicalMs: UInt64(bitPattern: try read.int(2)),
-                counter: UInt32(truncatingIfNeeded: try read.int(3)),
-                deviceID: try read.text(4)
-            )
-        return HeadSet.Head(versionID: try read.text(0), deleted: read.isNull(1) ? false : try read.int(1) != 0, timestamp: timestamp)
+        guard try read.step() else { return nil }
+        let timestamp = LocalStore.timestamp(read.optionalInt(2), read.optionalInt(3), read.optionalText(4))
+        let head = read.optionalText(0).map {
+            HeadSet.Head(versionID: $0, deleted: (read.optionalInt(1) ?? 0) != 0, timestamp: timestamp ?? HeadSet.noTimestamp)
+        }
+        return (head, timestamp)
     }
+
+    /// The server's head of a record as this device last learnt it, if any.
+    func serverHead(_ recordID: String) throws -> HeadSet.Head? { try serverRow(recordID)?.head }
 }
 
 extension LocalStore.Transaction {

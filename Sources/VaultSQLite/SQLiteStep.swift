@@ -73,6 +73,12 @@ public struct SQLiteStep {
         return String(cString: c)
     }
 
+    /// The integer in `column` of the current row, nil for a NULL.
+    public func optionalInt(_ column: Int32) -> Int64? { isNull(column) ? nil : sqlite3_column_int64(handle, column) }
+
+    /// The text in `column` of the current row, nil for a NULL.
+    public func optionalText(_ column: Int32) -> String? { sqlite3_column_text(handle, column).map { String(cString: $0) } }
+
     /// A value to bind.
     public enum Value: Sendable {
         case text(String)

@@ -308,18 +308,70 @@ struct FaultWorld {
             createdAt: Date(unixMillis: 1_767_254_400_000)
         )
     }
+}
 
-    /// Polls the server's version count until it reaches `target` (or `timeout` passes); returns the last count.
-    func waitForVersions(atLeast target: Int, timeout: TimeInterval = 60) async throws -> Int {
-        let deadline = Date().addingTimeInterval(timeout)
-        var last = 0
-        var failure: (any Error)?
-        while Date() < deadline {
-            do { last = try server.database.counts().versions } catch { failure = error }
-            if last >= target { return last }
-            try await Task.sleep(for: .milliseconds(10))
+/// Kills the server from a thread of its own once it has stored `threshold` versions, `delay` ms later.
+/// Not from a task of the test: with the other suites running, the test's pool of two threads can be
+/// busy for longer than a whole push takes, and the kill then always came after the push.
+final class KillWatch: @unchecked Sendable {
+    private let finished = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var result: (seen: Int, failure: String?) = (0, nil)
+
+    init(server: ServerProcess, threshold: Int, delay: Int, timeout: TimeInterval = 60) {
+        guard let process = server.process else {
+            result.failure = "the server was not running"
+            finished.signal()
+            return
         }
-        if let failure { print("note: counting the server's versions failed at least once: \(failure)") }
-        return last
+        let database = server.database
+        let thread = Thread { [self] in
+            var seen = 0
+            var failure: String?
+            let deadline = Date().addingTimeInterval(timeout)
+            do {
+                let count = try database.versionCounter()
+                while Date() < deadline {
+                    do { seen = try count() } catch { failure = "counting the server's versions failed: \(error)" }
+                    if seen >= threshold { break }
+                    usleep(2_000)
+                }
+            } catch { failure = "could not open the server's database: \(error)" }
+            usleep(useconds_t(delay * 1_000))
+            process.signalIfRunning(SIGKILL)
+            lock.withLock { result = (seen, failure) }
+            finished.signal()
+        }
+        thread.start()
+    }
+
+    /// The version count the watch saw before it killed the server, once it has; failures are printed.
+    func wait() async -> Int {
+        while finished.wait(timeout: .now()) == .timedOut { try? await Task.sleep(for: .milliseconds(5)) }
+        let (seen, failure) = lock.withLock { result }
+        if let failure { print("note: \(failure)") }
+        return seen
+    }
+}
+
+extension ServerDatabase {
+    /// A cheap reader of the number of stored versions, for polling while the server writes: one
+    /// read-only connection kept open (SQLite), or psql per call (PostgreSQL).
+    func versionCounter() throws -> () throws -> Int {
+        let sql = "SELECT count(*) FROM versions"
+        if let sqlitePath {
+            var config = Configuration()
+            config.readonly = true
+            config.busyMode = .timeout(5)
+            let queue = try DatabaseQueue(path: sqlitePath, configuration: config)
+            return { try queue.read { try Int.fetchOne($0, sql: sql) ?? 0 } }
+        }
+        let url = url
+        return {
+            guard let n = Int(try Self.psql(url, sql).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw Tools.ToolMissing(path: "psql answered something unexpected")
+            }
+            return n
+        }
     }
 }

@@ -24,12 +24,15 @@ struct FaultTests {
             var n = 0
             let vault = try world.vault()
             var interrupted = 0
+            var missed = 0
             for round in 1...6 where interrupted < 2 {
                 let before = try world.server.database.counts().versions
-                // Each kill needs a push long enough to land in: when the last one finished first, import more.
+                // Each kill needs a push long enough to land in: when the last one finished first, import
+                // more, twice as many for each round the kill came too late.
                 if n + 1 - before < 2_500 {
-                    try await FaultWorld.importOutcomes(vault, activity: "walk", category: "interventions", first: n, count: Self.outcomeCount)
-                    n += Self.outcomeCount
+                    let count = Self.outcomeCount << min(missed, 3)
+                    try await FaultWorld.importOutcomes(vault, activity: "walk", category: "interventions", first: n, count: count)
+                    n += count
                 }
                 let remaining = n + 1 - before
                 // Kill once the server has stored part of the push, after a random short delay.
@@ -37,15 +40,17 @@ struct FaultTests {
                 let threshold = before + Int.random(in: 1...max(1, remaining / 4), using: &rng)
                 let delay = Int.random(in: 0...30, using: &rng)
                 let sync = try world.startPatient(["sync"])
-                let seen = try await world.waitForVersions(atLeast: threshold)
-                try await Task.sleep(for: .milliseconds(delay))
+                let seen = await KillWatch(server: world.server, threshold: threshold, delay: delay).wait()
                 world.server.kill()
                 let status = try await sync.wait()
                 let atKill = try world.server.database.counts()
                 print("[\(backend)] round \(round): server killed \(delay) ms after \(seen) versions; stored: \(atKill); sync exit \(status)")
                 if atKill.versions < n + 1 {
                     interrupted += 1
+                    missed = 0
                     #expect(status != 0, "a sync cut off by the server's death must not report success")
+                } else {
+                    missed += 1
                 }
                 #expect(atKill.versions == atKill.heads, "every stored version of a record written once is its head")
                 try world.server.start()

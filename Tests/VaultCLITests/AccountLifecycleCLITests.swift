@@ -35,17 +35,17 @@ struct AccountLifecycleCLITests {
     @Test(arguments: FaultBackend.allCases)
     func passwordChangeEndsOtherSessionsAndOnlyTheNewPasswordWorks(backend: FaultBackend) async throws {
         try await FaultWorld.run(backend) { world in
-            let add = try world.patient([
+            let add = try await world.patient([
                 "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00",
             ])
             #expect(add.status == 0, "\(add.stderr)")
             // A second device that knows the account (its profile holds the old salt) and a session.
-            #expect(try world.patient(["login", "--username", "alice"], home: "phone").status == 0)
-            let sessions = try Self.json(try world.patient(["sessions", "--json"]).stdout) as? [[String: Any]]
+            #expect(try await world.patient(["login", "--username", "alice"], home: "phone").status == 0)
+            let sessions = try Self.json(try await world.patient(["sessions", "--json"]).stdout) as? [[String: Any]]
             #expect(sessions?.count == 2)
             #expect(sessions?.filter { $0["current"] as? Bool == true }.count == 1)
 
-            let change = try world.tools.run(
+            let change = try await world.tools.run(
                 "carevault-patient",
                 ["password", "change"],
                 home: "alice",
@@ -69,20 +69,20 @@ struct AccountLifecycleCLITests {
             }
 
             // The other session ended at once; the old password opens nothing on the server any more.
-            #expect(try world.patient(["sync"], home: "phone").status == 77)
-            let old = try world.patient(["login", "--username", "alice"], home: "phone")
+            #expect(try await world.patient(["sync"], home: "phone").status == 77)
+            let old = try await world.patient(["login", "--username", "alice"], home: "phone")
             #expect(old.status == 77, "\(old.stderr)")
-            func withNew(_ args: [String], home: String) throws -> Tools.Result {
-                try world.tools.run("carevault-patient", args, home: home, password: Self.newPassword, extra: world.common)
+            func withNew(_ args: [String], home: String) async throws -> Tools.Result {
+                try await world.tools.run("carevault-patient", args, home: home, password: Self.newPassword, extra: world.common)
             }
             // The device that stored the old salt accepts the signed change; a fresh device too; both read the data.
             for home in ["phone", "laptop"] {
-                let login = try withNew(["login", "--username", "alice"], home: home)
+                let login = try await withNew(["login", "--username", "alice"], home: home)
                 #expect(login.status == 0, "\(home): \(login.stderr)")
-                #expect(try withNew(["activity", "list", "--json"], home: home).stdout.contains("walk"), "\(home)")
+                #expect(try await withNew(["activity", "list", "--json"], home: home).stdout.contains("walk"), "\(home)")
             }
             // A wrong current password changes nothing.
-            let wrong = try world.tools.run(
+            let wrong = try await world.tools.run(
                 "carevault-patient",
                 ["password", "change"],
                 home: "laptop",
@@ -90,16 +90,16 @@ struct AccountLifecycleCLITests {
                 extra: world.common.merging(["CAREVAULT_NEW_PASSWORD": "yet another password"]) { _, b in b }
             )
             #expect(wrong.status == 77, "\(wrong.stderr)")
-            #expect(try withNew(["login", "--username", "alice"], home: "tablet").status == 0)
+            #expect(try await withNew(["login", "--username", "alice"], home: "tablet").status == 0)
 
             // A revoked session is refused at once.
-            let laptop = try Self.json(try withNew(["sessions", "--json"], home: "laptop").stdout) as? [[String: Any]]
+            let laptop = try Self.json(try await withNew(["sessions", "--json"], home: "laptop").stdout) as? [[String: Any]]
             let laptopID = try #require(laptop?.first { $0["current"] as? Bool == true }?["id"] as? String)
             #expect(laptop?.first { $0["current"] as? Bool == true }?["lastUsedAt"] is NSNumber, "the listing itself is a use")
-            let revoke = try world.patient(["sessions", "revoke", laptopID])
+            let revoke = try await world.patient(["sessions", "revoke", laptopID])
             #expect(revoke.status == 0, "\(revoke.stderr)")
-            #expect(try withNew(["sync"], home: "laptop").status == 77)
-            #expect(try withNew(["sync"], home: "tablet").status == 0, "other sessions stay")
+            #expect(try await withNew(["sync"], home: "laptop").status == 77)
+            #expect(try await withNew(["sync"], home: "tablet").status == 0, "other sessions stay")
         }
     }
 
@@ -107,7 +107,7 @@ struct AccountLifecycleCLITests {
     func recoveryKeySetsANewPasswordAndIsNeverWrittenToDisk(backend: FaultBackend) async throws {
         try await FaultWorld.run(backend) { world in
             let pw = "carol's first password"
-            let reg = try world.tools.run(
+            let reg = try await world.tools.run(
                 "carevault-patient",
                 ["register", "--username", "carol", "--json"],
                 home: "carol",
@@ -116,14 +116,15 @@ struct AccountLifecycleCLITests {
             )
             #expect(reg.status == 0, "\(reg.stderr)")
             let key = try #require((try Self.json(reg.stdout) as? [String: Any])?["recoveryKey"] as? String)
-            #expect(try world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
+            #expect(try await world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
             #expect(
-                try world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "carol", password: pw, extra: world.common).status
+                try await world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "carol", password: pw, extra: world.common)
+                    .status
                     == 0
             )
 
-            func recover(_ user: String, key: String) throws -> Tools.Result {
-                try world.tools.run(
+            func recover(_ user: String, key: String) async throws -> Tools.Result {
+                try await world.tools.run(
                     "carevault-patient",
                     ["account", "recover", "--username", user],
                     home: "carol",
@@ -132,19 +133,20 @@ struct AccountLifecycleCLITests {
             }
             // A wrong key and an unknown user get the same refusal.
             let wrongKey = RecoveryKey.generate().text
-            let wrong = try recover("carol", key: wrongKey)
-            let unknown = try recover("nobody", key: wrongKey)
+            let wrong = try await recover("carol", key: wrongKey)
+            let unknown = try await recover("nobody", key: wrongKey)
             #expect(wrong.status == 77 && unknown.status == 77)
             #expect(wrong.stderr == unknown.stderr, "\(wrong.stderr) vs \(unknown.stderr)")
-            #expect(try recover("carol", key: "not a key").status == 64)
+            #expect(try await recover("carol", key: "not a key").status == 64)
 
-            let ok = try recover("carol", key: key)
+            let ok = try await recover("carol", key: key)
             #expect(ok.status == 0, "\(ok.stderr)")
             #expect(
-                try world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "c2", password: pw, extra: world.common).status == 77
+                try await world.tools.run("carevault-patient", ["login", "--username", "carol"], home: "c2", password: pw, extra: world.common).status
+                    == 77
             )
             #expect(
-                try world.tools.run(
+                try await world.tools.run(
                     "carevault-patient",
                     ["login", "--username", "carol"],
                     home: "c2",
@@ -171,38 +173,40 @@ struct AccountLifecycleCLITests {
     @Test(arguments: FaultBackend.allCases)
     func suspensionBlocksLoginAndReadsAndDeletionRemovesEveryRow(backend: FaultBackend) async throws {
         try await FaultWorld.run(backend) { world in
-            let id = try #require((try Self.json(try world.patient(["whoami", "--json"]).stdout) as? [String: String])?["userID"]?.lowercased())
-            #expect(try world.patient(["activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions"]).status == 0)
+            let id = try #require(
+                (try Self.json(try await world.patient(["whoami", "--json"]).stdout) as? [String: String])?["userID"]?.lowercased()
+            )
+            #expect(try await world.patient(["activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions"]).status == 0)
             let doctor = { (args: [String]) in
-                try world.tools.run("carevault-doctor", args, home: "bob", password: "drbob's password!", extra: world.common)
+                try await world.tools.run("carevault-doctor", args, home: "bob", password: "drbob's password!", extra: world.common)
             }
-            #expect(try doctor(["register", "--username", "drbob"]).status == 0)
-            #expect(try world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
-            #expect(try doctor(["login", "--username", "drbob"]).status == 0)
-            #expect(try world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
-            #expect(try world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
-            #expect(try doctor(["patients", "--json"]).stdout.contains("alice"))
+            #expect(try await doctor(["register", "--username", "drbob"]).status == 0)
+            #expect(try await world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
+            #expect(try await doctor(["login", "--username", "drbob"]).status == 0)
+            #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+            #expect(try await world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
+            #expect(try await doctor(["patients", "--json"]).stdout.contains("alice"))
 
-            let admin = { (args: [String]) in try world.tools.run("carevault-admin", args, extra: world.common) }
-            let suspend = try admin(["suspend", "alice", "--reason", "lost phone"])
+            let admin = { (args: [String]) in try await world.tools.run("carevault-admin", args, extra: world.common) }
+            let suspend = try await admin(["suspend", "alice", "--reason", "lost phone"])
             #expect(suspend.status == 0, "\(suspend.stderr)")
-            #expect(try world.patient(["sync"]).status == 77, "its session ended")
-            let login = try world.patient(["login", "--username", "alice"], home: "other")
+            #expect(try await world.patient(["sync"]).status == 77, "its session ended")
+            let login = try await world.patient(["login", "--username", "alice"], home: "other")
             #expect(login.status == 77 && login.stderr.contains("suspended"), "\(login.stderr)")
             let kept = "SELECT count(*) FROM versions WHERE owner_id = '\(id)'"
             #expect(try Self.count(world, kept) > 0, "its data stays")
-            #expect(try admin(["reinstate", "alice"]).status == 0)
-            #expect(try world.patient(["login", "--username", "alice", "--remember"]).status == 0)
-            #expect(try world.patient(["activity", "list", "--json"]).stdout.contains("walk"))
+            #expect(try await admin(["reinstate", "alice"]).status == 0)
+            #expect(try await world.patient(["login", "--username", "alice", "--remember"]).status == 0)
+            #expect(try await world.patient(["activity", "list", "--json"]).stdout.contains("walk"))
 
             // The patient's own export: every category, JSON or the doctor's FHIR R4 Bundle.
-            let fhir = try world.patient(["export", "--format", "fhir"])
+            let fhir = try await world.patient(["export", "--format", "fhir"])
             #expect(fhir.status == 0 && fhir.stdout.contains("\"Bundle\"") && fhir.stdout.contains("Walk"), "\(fhir.stderr)")
-            #expect(try world.patient(["export", "--format", "json"]).stdout.contains("\"walk\""))
+            #expect(try await world.patient(["export", "--format", "json"]).stdout.contains("\"walk\""))
 
             // Deletion needs a confirmation; with --yes it removes every row of alice's and the doctor's share.
-            #expect(try world.patient(["account", "delete"]).status == 64)
-            let delete = try world.patient(["account", "delete", "--yes"])
+            #expect(try await world.patient(["account", "delete"]).status == 64)
+            let delete = try await world.patient(["account", "delete", "--yes"])
             #expect(delete.status == 0, "\(delete.stderr)")
             for (table, column) in [
                 ("versions", "owner_id"), ("heads", "owner_id"), ("tresors", "owner_id"), ("shares", "patient_id"), ("sessions", "user_id"),
@@ -211,10 +215,10 @@ struct AccountLifecycleCLITests {
                 #expect(try Self.count(world, "SELECT count(*) FROM \(table) WHERE \(column) = '\(id)'") == 0, "\(table)")
             }
             #expect(try Self.count(world, "SELECT count(*) FROM audit_log WHERE action = 'account.deleted'") == 1)
-            #expect(try !doctor(["patients", "--json"]).stdout.contains("alice"), "the share is gone")
+            #expect(try await !doctor(["patients", "--json"]).stdout.contains("alice"), "the share is gone")
             let folder = Profile.folder(home: world.tools.root.appendingPathComponent("alice"), server: world.server.url, username: "alice")
             #expect(!FileManager.default.fileExists(atPath: folder.path), "no local copy is left")
-            #expect(try world.patient(["whoami"]).status != 0)
+            #expect(try await world.patient(["whoami"]).status != 0)
         }
     }
 }

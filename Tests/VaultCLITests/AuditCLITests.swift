@@ -7,51 +7,51 @@ import Testing
 /// ends both tools with exit status 65 and the entry named.
 @Suite("CLI: the audit log against signed checkpoints")
 struct AuditCLITests {
-    @Test func checkpointThenTamperingEndsBothToolsWith65() throws {
+    @Test func checkpointThenTamperingEndsBothToolsWith65() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
         let adminDir = t.root.appendingPathComponent("admin")
-        #expect(try t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
+        #expect(try await t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
         let pub = adminDir.appendingPathComponent("admin.pub")
         let db = t.root.appendingPathComponent("server.sqlite")
-        let (server, url) = try t.startServer(adminPub: pub, database: db)
+        let (server, url) = try await t.startServer(adminPub: pub, database: db)
         defer {
             server.stopIfRunning()
         }
         let common = ["CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": adminDir.path + "/admin.key"]
-        func patient(_ args: [String]) throws -> Tools.Result {
-            try t.run("carevault-patient", args, home: "alice", password: "alice's long password", extra: common)
+        func patient(_ args: [String]) async throws -> Tools.Result {
+            try await t.run("carevault-patient", args, home: "alice", password: "alice's long password", extra: common)
         }
-        func admin(_ args: [String]) throws -> Tools.Result { try t.run("carevault-admin", args, extra: common) }
+        func admin(_ args: [String]) async throws -> Tools.Result { try await t.run("carevault-admin", args, extra: common) }
 
-        #expect(try patient(["register", "--username", "alice"]).status == 0)
-        #expect(try admin(["approve", "--all"]).status == 0)
-        #expect(try patient(["login", "--username", "alice", "--remember"]).status == 0)
-        let unsigned = try patient(["access-log"])
+        #expect(try await patient(["register", "--username", "alice"]).status == 0)
+        #expect(try await admin(["approve", "--all"]).status == 0)
+        #expect(try await patient(["login", "--username", "alice", "--remember"]).status == 0)
+        let unsigned = try await patient(["access-log"])
         #expect(unsigned.status == 0 && unsigned.stdout.contains("not verified: the admin has not signed an audit checkpoint yet"))
 
-        let signed = try admin(["audit", "checkpoint"])
+        let signed = try await admin(["audit", "checkpoint"])
         #expect(signed.status == 0 && signed.stdout.hasPrefix("signed checkpoint "), "\(signed.stderr)")
         #expect(FileManager.default.fileExists(atPath: adminDir.appendingPathComponent("audit-checkpoint.json").path))
-        let verified = try admin(["audit", "verify"])
+        let verified = try await admin(["audit", "verify"])
         #expect(verified.status == 0 && verified.stdout.contains("verified against checkpoint"), "\(verified.stdout)")
-        let log = try patient(["access-log"])
+        let log = try await patient(["access-log"])
         #expect(log.status == 0 && log.stdout.contains("verified against checkpoint"), "\(log.stderr)")
         #expect(log.stdout.contains("account.registered") && log.stdout.contains("verified"))
 
         // Someone with the database file edits the patient's registration entry in place.
         let queue = try DatabaseQueue(path: db.path)
-        let edited = try queue.write { db -> Int64 in
+        let edited = try await queue.write { db -> Int64 in
             try db.execute(sql: "DROP TRIGGER IF EXISTS audit_append_only_u")
             let sequence = try Int64.fetchOne(db, sql: "SELECT sequence FROM audit_log WHERE action = 'account.registered'")!
             try db.execute(sql: "UPDATE audit_log SET at = at + 1 WHERE sequence = ?", arguments: [sequence])
             return sequence
         }
-        let broken = try admin(["audit", "verify"])
+        let broken = try await admin(["audit", "verify"])
         #expect(broken.status == 65, "\(broken.stderr)")
         #expect(broken.stderr.contains("audit log broken at entry \(edited) (edited entry)"), "\(broken.stderr)")
-        let refused = try patient(["access-log"])
+        let refused = try await patient(["access-log"])
         #expect(refused.status == 65 && refused.stderr.contains("edited entry"), "\(refused.stderr)")
-        #expect(try admin(["audit", "checkpoint"]).status == 65, "nothing is signed over a broken log")
+        #expect(try await admin(["audit", "checkpoint"]).status == 65, "nothing is signed over a broken log")
     }
 }

@@ -8,23 +8,23 @@ struct SharedWorld {
     let server: Process
     let common: [String: String]
 
-    init() throws {
+    init() async throws {
         tools = try Tools()
         let adminDir = tools.root.appendingPathComponent("admin")
-        try Self.expectOK(try tools.run("carevault-admin", ["keygen", "--out", adminDir.path]))
+        try Self.expectOK(try await tools.run("carevault-admin", ["keygen", "--out", adminDir.path]))
         let pub = adminDir.appendingPathComponent("admin.pub")
-        let (process, url) = try tools.startServer(adminPub: pub, database: tools.root.appendingPathComponent("server.sqlite"))
+        let (process, url) = try await tools.startServer(adminPub: pub, database: tools.root.appendingPathComponent("server.sqlite"))
         server = process
         common = [
             "CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path,
         ]
-        try Self.expectOK(try patient(["register", "--username", "alice"]))
-        try Self.expectOK(try doctor(["register", "--username", "drbob"]))
-        try Self.expectOK(try admin(["approve", "--all"]))
-        try Self.expectOK(try patient(["login", "--username", "alice", "--remember"]))
-        try Self.expectOK(try doctor(["login", "--username", "drbob", "--remember"]))
-        try Self.expectOK(try patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]))
-        try Self.expectOK(try admin(["approve", "--all"]))
+        try Self.expectOK(try await patient(["register", "--username", "alice"]))
+        try Self.expectOK(try await doctor(["register", "--username", "drbob"]))
+        try Self.expectOK(try await admin(["approve", "--all"]))
+        try Self.expectOK(try await patient(["login", "--username", "alice", "--remember"]))
+        try Self.expectOK(try await doctor(["login", "--username", "drbob", "--remember"]))
+        try Self.expectOK(try await patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]))
+        try Self.expectOK(try await admin(["approve", "--all"]))
     }
 
     struct Failed: Error, CustomStringConvertible {
@@ -35,15 +35,15 @@ struct SharedWorld {
         guard r.status == 0 else { throw Failed(description: "exit \(r.status): \(r.stderr)") }
     }
 
-    func patient(_ args: [String]) throws -> Tools.Result {
-        try tools.run("carevault-patient", args, home: "alice", password: "alice's long password", extra: common)
+    func patient(_ args: [String]) async throws -> Tools.Result {
+        try await tools.run("carevault-patient", args, home: "alice", password: "alice's long password", extra: common)
     }
 
-    func doctor(_ args: [String]) throws -> Tools.Result {
-        try tools.run("carevault-doctor", args, home: "bob", password: "bob's long password", extra: common)
+    func doctor(_ args: [String]) async throws -> Tools.Result {
+        try await tools.run("carevault-doctor", args, home: "bob", password: "bob's long password", extra: common)
     }
 
-    func admin(_ args: [String]) throws -> Tools.Result { try tools.run("carevault-admin", args, extra: common) }
+    func admin(_ args: [String]) async throws -> Tools.Result { try await tools.run("carevault-admin", args, extra: common) }
 
     func file(_ name: String, _ text: String) throws -> String {
         let url = tools.root.appendingPathComponent(name)
@@ -78,38 +78,40 @@ struct CLIInputTests {
 
     static func json(_ text: String) throws -> Any { try JSONSerialization.jsonObject(with: Data(text.utf8)) }
 
-    @Test func hostileTextIsShownNeutralisedEverywhere() throws {
-        let w = try SharedWorld()
+    @Test func hostileTextIsShownNeutralisedEverywhere() async throws {
+        let w = try await SharedWorld()
         defer { w.stop() }
         let note = String(repeating: "long note ", count: 20_000) + "\u{1B}[2J\u{202E}"  // 200 KB: over the argument limit
         try SharedWorld.expectOK(
-            try w.patient([
+            try await w.patient([
                 "activity", "add", "--id", "walk", "--title-file", try w.file("title.txt", Self.title + "\n"), "--category", "interventions",
                 "--instructions", "brisk\u{1B}[31m red", "--start", "yesterday",
             ])
         )
         try SharedWorld.expectOK(
-            try w.patient(["outcome", "record", "--activity", "walk", "--date", "yesterday", "--value", "4200", "--note-file", try w.file("n", note)])
+            try await w.patient([
+                "outcome", "record", "--activity", "walk", "--date", "yesterday", "--value", "4200", "--note-file", try w.file("n", note),
+            ])
         )
 
-        let list = try w.patient(["activity", "list"])
+        let list = try await w.patient(["activity", "list"])
         Self.expectClean(list.stdout, "activity list")
         #expect(list.stdout.contains("Walk\\u{1B}]0;pwned\\u{7}\\r\\u{202E}kcab\\u{9B}2J\\u{7F}"), "visible escapes: \(list.stdout)")
-        let outcomes = try w.patient(["outcome", "list"])
+        let outcomes = try await w.patient(["outcome", "list"])
         Self.expectClean(outcomes.stdout, "outcome list")
         #expect(outcomes.stdout.contains("long note \\u{1B}[2J\\u{202E}"))
-        let show = try w.doctor(["show", "alice", "--from", "yesterday"])
+        let show = try await w.doctor(["show", "alice", "--from", "yesterday"])
         Self.expectClean(show.stdout, "doctor show")
         #expect(show.stdout.contains("brisk\\u{1B}[31m red") && show.stdout.contains("\\u{202E}kcab"))
-        let csv = try w.doctor(["export", "alice", "--format", "csv"])
+        let csv = try await w.doctor(["export", "alice", "--format", "csv"])
         Self.expectClean(csv.stdout, "CSV export")
         #expect(csv.stdout.contains("\"Walk\\u{1B}]0;pwned"))
 
         // JSON escapes them and reads back as the original text.
         for (what, r) in [
-            ("activity list --json", try w.patient(["activity", "list", "--json"])),
-            ("show --json", try w.doctor(["show", "alice", "--json", "--from", "yesterday"])),
-            ("export json", try w.doctor(["export", "alice"])),
+            ("activity list --json", try await w.patient(["activity", "list", "--json"])),
+            ("show --json", try await w.doctor(["show", "alice", "--json", "--from", "yesterday"])),
+            ("export json", try await w.doctor(["export", "alice"])),
         ] {
             Self.expectClean(r.stdout, what)
             let parsed = try Self.json(r.stdout)
@@ -117,61 +119,62 @@ struct CLIInputTests {
             let titles = activities.compactMap { $0["title"] as? String }
             #expect(titles == [Self.title], "\(what) keeps the title")
         }
-        let fhir = try w.doctor(["export", "alice", "--format", "fhir"])
+        let fhir = try await w.doctor(["export", "alice", "--format", "fhir"])
         Self.expectClean(fhir.stdout, "FHIR export")
         #expect(fhir.stdout.contains("\\u202E") && (try? Self.json(fhir.stdout)) != nil)
-        let notes = try #require(try Self.json(w.patient(["outcome", "list", "--json"]).stdout) as? [[String: Any]])
+        let notes = try #require(try await Self.json(w.patient(["outcome", "list", "--json"]).stdout) as? [[String: Any]])
         #expect(notes.first?["note"] as? String == String(note), "a note read from a file arrives whole")
 
         // An error that echoes what was typed echoes it neutralised.
-        let missing = try w.patient(["activity", "update", "--id", "x\u{1B}]0;t\u{07}y", "--title", "z"])
+        let missing = try await w.patient(["activity", "update", "--id", "x\u{1B}]0;t\u{07}y", "--title", "z"])
         #expect(missing.status == 1 && missing.stderr.contains("no activity 'x\\u{1B}]0;t\\u{7}y'"), "\(missing.stderr)")
         Self.expectClean(missing.stderr, "the error")
     }
 
-    @Test func usernamesWithEscapesAreNeverEchoedRaw() throws {
+    @Test func usernamesWithEscapesAreNeverEchoedRaw() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
         for tool in ["carevault-patient", "carevault-doctor"] {
-            let r = try t.run(tool, ["register", "--username", "bad\u{1B}[31mname\u{202E}"], home: "h", password: "long enough password")
+            let r = try await t.run(tool, ["register", "--username", "bad\u{1B}[31mname\u{202E}"], home: "h", password: "long enough password")
             #expect(r.status == 64, "\(r.stderr)")
             Self.expectClean(r.stderr, "\(tool) register")
             #expect(r.stderr.contains("'bad\\u{1B}[31mname\\u{202E}'"), "\(r.stderr)")
         }
     }
 
-    @Test func badDatesRangesAndOccurrencesExit64InPlainWords() throws {
-        let w = try SharedWorld()
+    @Test func badDatesRangesAndOccurrencesExit64InPlainWords() async throws {
+        let w = try await SharedWorld()
         defer { w.stop() }
         let add = ["activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions"]
-        try SharedWorld.expectOK(try w.patient(add + ["--start", "yesterday"]))
+        try SharedWorld.expectOK(try await w.patient(add + ["--start", "yesterday"]))
         let cases: [(String, Tools.Result, String)] = [
-            ("negative year", try w.patient(add + ["--id", "b", "--start=-0001-01-01"]), "is not a date"),
-            ("year 0", try w.patient(add + ["--id", "b", "--start", "0000-01-01"]), "is not a date"),
-            ("extra part", try w.patient(add + ["--id", "b", "--start", "2026-01-01-1"]), "is not a date"),
-            ("bad category", try w.patient(add + ["--id", "b", "--category", "Bad_Cat"]), "a category may only hold"),
-            ("empty id", try w.patient(add + ["--id", ""]), "the activity id is empty"),
-            ("zero hours", try w.patient(add + ["--id", "b", "--schedule", "every:0h"]), "out of range"),
-            ("year 9999 start", try w.patient(add + ["--id", "b", "--start", "9999-01-01"]), "outside the years"),
-            ("outcome range", try w.patient(["outcome", "list", "--from", "2026-02-01", "--to", "2026-01-01"]), "--from is after --to"),
-            ("show range", try w.doctor(["show", "alice", "--from", "2026-02-01", "--to", "2026-01-01"]), "--from is after --to"),
+            ("negative year", try await w.patient(add + ["--id", "b", "--start=-0001-01-01"]), "is not a date"),
+            ("year 0", try await w.patient(add + ["--id", "b", "--start", "0000-01-01"]), "is not a date"),
+            ("extra part", try await w.patient(add + ["--id", "b", "--start", "2026-01-01-1"]), "is not a date"),
+            ("bad category", try await w.patient(add + ["--id", "b", "--category", "Bad_Cat"]), "a category may only hold"),
+            ("empty id", try await w.patient(add + ["--id", ""]), "the activity id is empty"),
+            ("zero hours", try await w.patient(add + ["--id", "b", "--schedule", "every:0h"]), "out of range"),
+            ("year 9999 start", try await w.patient(add + ["--id", "b", "--start", "9999-01-01"]), "outside the years"),
+            ("outcome range", try await w.patient(["outcome", "list", "--from", "2026-02-01", "--to", "2026-01-01"]), "--from is after --to"),
+            ("show range", try await w.doctor(["show", "alice", "--from", "2026-02-01", "--to", "2026-01-01"]), "--from is after --to"),
             (
-                "huge adherence", try w.doctor(["adherence", "alice", "--from", "0001-01-01", "--to", "9999-12-31"]),
+                "huge adherence", try await w.doctor(["adherence", "alice", "--from", "0001-01-01", "--to", "9999-12-31"]),
                 "ask for a shorter range"
             ),
             (
-                "huge occurrence", try w.patient(["outcome", "record", "--activity", "walk", "--occurrence", "9223372036854775807", "--value", "1"]),
+                "huge occurrence",
+                try await w.patient(["outcome", "record", "--activity", "walk", "--occurrence", "9223372036854775807", "--value", "1"]),
                 "is too large"
             ),
-            ("both texts", try w.patient(add + ["--id", "b", "--title-file", try w.file("t", "x")]), "not both"),
-            ("no title", try w.patient(["activity", "add", "--id", "b", "--category", "interventions"]), "--title"),
+            ("both texts", try await w.patient(add + ["--id", "b", "--title-file", try w.file("t", "x")]), "not both"),
+            ("no title", try await w.patient(["activity", "add", "--id", "b", "--category", "interventions"]), "--title"),
         ]
         for (what, r, words) in cases {
             #expect(r.status == 64, "\(what): \(r.status) \(r.stderr)")
             #expect(r.stderr.contains(words), "\(what): \(r.stderr)")
             Self.expectPlain(r, what)
         }
-        #expect(try w.patient(["outcome", "list", "--from", "2026-01-01", "--to", "2026-01-01"]).status == 0, "one day is a range")
+        #expect(try await w.patient(["outcome", "list", "--from", "2026-01-01", "--to", "2026-01-01"]).status == 0, "one day is a range")
     }
 
     static func importFile(activities: [[String: Any]], outcomes: [[String: Any]]) throws -> String {
@@ -193,8 +196,8 @@ struct CLIInputTests {
         ["activityID": activity, "occurrence": occurrence, "values": [["value": ["type": "number", "number": occurrence], "units": "steps"]]]
     }
 
-    @Test func importWritesThousandsAtOnceOrNothing() throws {
-        let w = try SharedWorld()
+    @Test func importWritesThousandsAtOnceOrNothing() async throws {
+        let w = try await SharedWorld()
         defer { w.stop() }
         let run: [String: Any] = ["id": "run", "title": "Run", "category": "interventions", "schedule": Self.daily]
         let bad: [(String, [[String: Any]], [[String: Any]], String)] = [
@@ -212,22 +215,22 @@ struct CLIInputTests {
             ),
         ]
         for (what, activities, outcomes, words) in bad {
-            let r = try w.patient(["import", try w.file("bad.json", try Self.importFile(activities: activities, outcomes: outcomes))])
+            let r = try await w.patient(["import", try w.file("bad.json", try Self.importFile(activities: activities, outcomes: outcomes))])
             #expect(r.status == 64 && r.stderr.contains(words), "\(what): \(r.status) \(r.stderr)")
         }
-        let notJSON = try w.patient(["import", try w.file("bad.json", "{\"activities\": [")])
+        let notJSON = try await w.patient(["import", try w.file("bad.json", "{\"activities\": [")])
         #expect(notJSON.status == 64 && notJSON.stderr.contains("not a JSON object"), "\(notJSON.stderr)")
-        #expect(try w.patient(["activity", "list"]).stdout.contains("no activities yet"), "a refused import writes nothing")
+        #expect(try await w.patient(["activity", "list"]).stdout.contains("no activities yet"), "a refused import writes nothing")
 
         let file = try w.file("plan.json", try Self.importFile(activities: [run], outcomes: (0..<1000).map { Self.outcome("run", $0) }))
         let started = Date()
-        let r = try w.patient(["import", file, "--json"])
+        let r = try await w.patient(["import", file, "--json"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try Self.json(r.stdout) as? [String: Int] == ["activities": 1, "added": 1, "outcomes": 1000])
         #expect(Date().timeIntervalSince(started) < 60, "one process, one transaction, one sync")
-        let listed = try #require(try Self.json(w.patient(["outcome", "list", "--json"]).stdout) as? [[String: Any]])
+        let listed = try #require(try await Self.json(w.patient(["outcome", "list", "--json"]).stdout) as? [[String: Any]])
         #expect(listed.count == 1000)
-        let shown = try #require(try Self.json(w.doctor(["export", "alice"]).stdout) as? [String: Any])
+        let shown = try #require(try await Self.json(w.doctor(["export", "alice"]).stdout) as? [String: Any])
         #expect((shown["outcomes"] as? [Any])?.count == 1000, "the import was synced")
     }
 }

@@ -29,8 +29,23 @@ struct Tools {
         env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAREVAULT_") }
     }
 
+    /// Runs `tool` to its end and returns what it printed. It is waited for on a thread of its own: a test
+    /// that blocks one of the pool's two threads for the length of a tool run stalls every in-process
+    /// server and clock of the suites running beside it.
     @discardableResult
-    func run(_ tool: String, _ args: [String], home: String? = nil, password: String? = nil, extra: [String: String] = [:]) throws -> Result {
+    func run(
+        _ tool: String,
+        _ args: [String],
+        home: String? = nil,
+        password: String? = nil,
+        extra: [String: String] = [:]
+    ) async throws
+        -> Result
+    {
+        try await Self.offPool { try runBlocking(tool, args, home: home, password: password, extra: extra) }
+    }
+
+    private func runBlocking(_ tool: String, _ args: [String], home: String?, password: String?, extra: [String: String]) throws -> Result {
         let exe = Self.bin.appendingPathComponent(tool)
         guard FileManager.default.isExecutableFile(atPath: exe.path) else { throw ToolMissing(path: exe.path) }
         let p = Process()
@@ -56,13 +71,20 @@ struct Tools {
         )
     }
 
+    /// `body` on a thread of its own, not on the test's pool (see `run`).
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Swift.Result { try body() }) }.start()
+        }
+    }
+
     struct ToolMissing: Error, CustomStringConvertible {
         var path: String
         var description: String { "\(path) is not built: run 'swift build' first (Scripts/test does)" }
     }
 
     /// Starts carevault-server on a free port over a SQLite file; returns the process and its URL.
-    func startServer(adminPub: URL, database: URL) throws -> (Process, String) {
+    func startServer(adminPub: URL, database: URL) async throws -> (Process, String) {
         let p = Process()
         p.executableURL = Self.bin.appendingPathComponent("carevault-server")
         p.arguments = ["--admin-key", adminPub.path, "--port", "0", "--database", "sqlite:" + database.path]
@@ -79,7 +101,7 @@ struct Tools {
             {
                 return (p, String(text[r]))
             }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
         p.signalIfRunning(SIGTERM)
         throw ToolMissing(path: "carevault-server did not start within 30 s")
@@ -117,19 +139,19 @@ struct CLITests {
         )
     }
 
-    @Test func badArgumentsExit64AndServerDownExits69() throws {
+    @Test func badArgumentsExit64AndServerDownExits69() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
-        let missing = try t.run("carevault-patient", ["activity", "add", "--title", "x"], home: "p")
+        let missing = try await t.run("carevault-patient", ["activity", "add", "--title", "x"], home: "p")
         #expect(missing.status == 64)
         #expect(missing.stderr.hasPrefix("carevault-patient: error:"))
-        #expect(try t.run("carevault-doctor", ["export", "alice", "--format", "xml"], home: "d").status == 64)
-        #expect(try t.run("carevault-admin", ["approve"], home: "a").status == 64)
-        #expect(try t.run("carevault-patient", ["--help"]).status == 0)
+        #expect(try await t.run("carevault-doctor", ["export", "alice", "--format", "xml"], home: "d").status == 64)
+        #expect(try await t.run("carevault-admin", ["approve"], home: "a").status == 64)
+        #expect(try await t.run("carevault-patient", ["--help"]).status == 0)
 
-        _ = try t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path])
+        _ = try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path])
         let started = Date()
-        let down = try t.run(
+        let down = try await t.run(
             "carevault-patient",
             [
                 "register", "--username", "alice", "--server", "http://127.0.0.1:9",
@@ -143,68 +165,70 @@ struct CLITests {
         #expect(Date().timeIntervalSince(started) < 10, "a refused connection fails fast, not after the request deadline")
     }
 
-    @Test func wholeStoryWithEveryRefusal() throws {
+    @Test func wholeStoryWithEveryRefusal() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
         let adminDir = t.root.appendingPathComponent("admin")
-        let keygen = try t.run("carevault-admin", ["keygen", "--out", adminDir.path])
+        let keygen = try await t.run("carevault-admin", ["keygen", "--out", adminDir.path])
         #expect(keygen.status == 0)
         let secret = adminDir.appendingPathComponent("admin.key")
         let pub = adminDir.appendingPathComponent("admin.pub")
         #expect((try FileManager.default.attributesOfItem(atPath: secret.path))[.posixPermissions] as? Int == 0o600)
         let db = t.root.appendingPathComponent("server.sqlite")
-        let (server, url) = try t.startServer(adminPub: pub, database: db)
+        let (server, url) = try await t.startServer(adminPub: pub, database: db)
         defer {
             server.stopIfRunning()
         }
         let common = ["CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": secret.path]
-        func patient(_ args: [String], password: String = "alice's long password") throws -> Tools.Result {
-            try t.run("carevault-patient", args, home: "alice", password: password, extra: common)
+        func patient(_ args: [String], password: String = "alice's long password") async throws -> Tools.Result {
+            try await t.run("carevault-patient", args, home: "alice", password: password, extra: common)
         }
-        func doctor(_ args: [String]) throws -> Tools.Result {
-            try t.run("carevault-doctor", args, home: "bob", password: "bob's long password", extra: common)
+        func doctor(_ args: [String]) async throws -> Tools.Result {
+            try await t.run("carevault-doctor", args, home: "bob", password: "bob's long password", extra: common)
         }
-        func admin(_ args: [String]) throws -> Tools.Result { try t.run("carevault-admin", args, extra: common) }
+        func admin(_ args: [String]) async throws -> Tools.Result { try await t.run("carevault-admin", args, extra: common) }
 
-        #expect(try patient(["register", "--username", "alice"]).status == 0)
-        let early = try patient(["login", "--username", "alice"])
+        #expect(try await patient(["register", "--username", "alice"]).status == 0)
+        let early = try await patient(["login", "--username", "alice"])
         #expect(early.status == 77, "not yet approved: \(early.stderr)")
         #expect(early.stderr.contains("waiting for admin approval"))
-        let pending = try admin(["pending", "--json"])
+        let pending = try await admin(["pending", "--json"])
         #expect(pending.status == 0)
         let pendingJSON = try JSONSerialization.jsonObject(with: Data(pending.stdout.utf8)) as? [String: Any]
         #expect((pendingJSON?["registrations"] as? [Any])?.count == 1)
-        #expect(try admin(["approve", "--all"]).status == 0)
+        #expect(try await admin(["approve", "--all"]).status == 0)
 
-        let wrong = try patient(["login", "--username", "alice"], password: "not the password")
+        let wrong = try await patient(["login", "--username", "alice"], password: "not the password")
         #expect(wrong.status == 77, "wrong password: \(wrong.stderr)")
-        #expect(try patient(["login", "--username", "alice", "--remember"]).status == 0)
-        let add = try patient([
+        #expect(try await patient(["login", "--username", "alice", "--remember"]).status == 0)
+        let add = try await patient([
             "activity", "add", "--id", "walk", "--title", "Walk 30 minutes", "--category", "interventions",
             "--schedule", "daily@08:00", "--start", "yesterday", "--json",
         ])
         #expect(add.status == 0, "\(add.stderr)")
         let added = try JSONSerialization.jsonObject(with: Data(add.stdout.utf8)) as? [String: Any]
         #expect(added?["title"] as? String == "Walk 30 minutes")
-        #expect(try patient(["outcome", "record", "--activity", "walk", "--date", "yesterday", "--value", "4200", "--units", "steps"]).status == 0)
-        let list = try patient(["activity", "list", "--json"])
+        #expect(
+            try await patient(["outcome", "record", "--activity", "walk", "--date", "yesterday", "--value", "4200", "--units", "steps"]).status == 0
+        )
+        let list = try await patient(["activity", "list", "--json"])
         #expect((try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [Any])?.count == 1)
         #expect(
-            try patient(["activity", "add", "--id", "walk", "--title", "again", "--category", "interventions"]).status == 1,
+            try await patient(["activity", "add", "--id", "walk", "--title", "again", "--category", "interventions"]).status == 1,
             "a duplicate id is refused"
         )
 
-        #expect(try doctor(["register", "--username", "drbob"]).status == 0)
-        #expect(try admin(["approve", "--all"]).status == 0)
-        #expect(try doctor(["login", "--username", "drbob", "--remember"]).status == 0)
-        #expect(try patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
-        let notYet = try doctor(["show", "alice"])
+        #expect(try await doctor(["register", "--username", "drbob"]).status == 0)
+        #expect(try await admin(["approve", "--all"]).status == 0)
+        #expect(try await doctor(["login", "--username", "drbob", "--remember"]).status == 0)
+        #expect(try await patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+        let notYet = try await doctor(["show", "alice"])
         #expect(notYet.status == 77, "share not approved yet")
-        #expect(try admin(["approve", "--all"]).status == 0)
+        #expect(try await admin(["approve", "--all"]).status == 0)
 
         // The server's database is tampered with before the doctor's first read: integrity failure, 65.
         let queue = try DatabaseQueue(path: db.path)
-        let original = try queue.write { db -> (String, Data) in
+        let original = try await queue.write { db -> (String, Data) in
             try db.execute(sql: "DROP TRIGGER IF EXISTS versions_append_only_u")
             let row = try Row.fetchOne(
                 db,
@@ -221,38 +245,40 @@ struct CLITests {
             try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [tampered, id])
             return (id, data)
         }
-        let tampered = try doctor(["show", "alice"])
+        let tampered = try await doctor(["show", "alice"])
         #expect(tampered.status == 65, "tampered ciphertext: \(tampered.stderr)")
         #expect(tampered.stderr.contains("integrity"))
-        try queue.write { db in try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [original.1, original.0]) }
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [original.1, original.0])
+        }
         // The keys follow the approval from the patient's device, at its next sync.
-        let waiting = try doctor(["show", "alice"])
+        let waiting = try await doctor(["show", "alice"])
         #expect(waiting.status == 0 && waiting.stderr.contains("keys not delivered yet"), "\(waiting.stderr)")
-        #expect(try patient(["sync"]).status == 0)
+        #expect(try await patient(["sync"]).status == 0)
 
-        let shown = try doctor(["show", "alice", "--json", "--from", "yesterday"])
+        let shown = try await doctor(["show", "alice", "--json", "--from", "yesterday"])
         #expect(shown.status == 0, "\(shown.stderr)")
         let view = try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any]
         #expect((view?["activities"] as? [[String: Any]])?.first?["title"] as? String == "Walk 30 minutes")
-        #expect((try doctor(["patients", "--json"]).stdout).contains("alice"))
-        let adherence = try doctor(["adherence", "alice", "--from", "yesterday", "--json"])
+        #expect((try await doctor(["patients", "--json"]).stdout).contains("alice"))
+        let adherence = try await doctor(["adherence", "alice", "--from", "yesterday", "--json"])
         #expect(adherence.status == 0)
-        let fhir = try doctor(["export", "alice", "--format", "fhir"])
+        let fhir = try await doctor(["export", "alice", "--format", "fhir"])
         let bundle = try JSONSerialization.jsonObject(with: Data(fhir.stdout.utf8)) as? [String: Any]
         #expect(bundle?["resourceType"] as? String == "Bundle")
         let types = (bundle?["entry"] as? [[String: Any]])?.compactMap { ($0["resource"] as? [String: Any])?["resourceType"] as? String } ?? []
         #expect(types.contains("CarePlan") && types.contains("Observation") && types.contains("Patient"))
-        #expect(try doctor(["export", "alice", "--format", "csv"]).stdout.contains("4200"))
+        #expect(try await doctor(["export", "alice", "--format", "csv"]).stdout.contains("4200"))
         try Self.validateFHIR(fhir.stdout, in: t.root)
 
-        #expect(try patient(["share", "revoke", "--doctor", "drbob", "--category", "interventions"]).status == 0)
-        let revoked = try doctor(["show", "alice"])
+        #expect(try await patient(["share", "revoke", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+        let revoked = try await doctor(["show", "alice"])
         #expect(revoked.status == 77, "revoked share: \(revoked.stderr)")
-        #expect(try admin(["audit", "verify"]).status == 0)
-        let who = try JSONSerialization.jsonObject(with: Data(try patient(["whoami", "--json"]).stdout.utf8)) as? [String: String]
+        #expect(try await admin(["audit", "verify"]).status == 0)
+        let who = try JSONSerialization.jsonObject(with: Data(try await patient(["whoami", "--json"]).stdout.utf8)) as? [String: String]
         #expect(who?["username"] == "alice" && who?["role"] == "patient")
-        #expect(try patient(["logout"]).status == 0)
-        #expect(try patient(["sync"]).status == 77, "after logout the session is gone")
+        #expect(try await patient(["logout"]).status == 0)
+        #expect(try await patient(["sync"]).status == 77, "after logout the session is gone")
         // Nothing the tools printed to stderr ever contains health data.
         #expect(!revoked.stderr.contains("Walk") && !tampered.stderr.contains("Walk"))
     }
@@ -274,10 +300,10 @@ extension CLITests {
         return (fd, UInt16(bigEndian: addr.sin_port))
     }
 
-    @Test func aSilentServerEndsWithinTheTimeout() throws {
+    @Test func aSilentServerEndsWithinTheTimeout() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
-        _ = try t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path])
+        _ = try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path])
         let (listener, port) = try Self.silentListener()
         defer { close(listener) }
         let args = [
@@ -285,18 +311,18 @@ extension CLITests {
             "--admin-key", t.root.appendingPathComponent("admin/admin.pub").path,
         ]
         let started = Date()
-        let silent = try t.run("carevault-patient", args + ["--timeout", "2"], home: "p", password: "long enough password")
+        let silent = try await t.run("carevault-patient", args + ["--timeout", "2"], home: "p", password: "long enough password")
         let elapsed = Date().timeIntervalSince(started)
         #expect(silent.status == 75, "\(silent.stderr)")
         #expect(silent.stderr.hasPrefix("carevault-patient: error: the server did not answer within 2 s\nhint:"), "\(silent.stderr)")
         #expect(elapsed >= 1.9 && elapsed < 3.2, "took \(elapsed) s")
 
-        let fromEnv = try t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "1"])
+        let fromEnv = try await t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "1"])
         #expect(fromEnv.status == 75 && fromEnv.stderr.contains("within 1 s"), "\(fromEnv.stderr)")
 
-        let words = try t.run("carevault-patient", ["whoami", "--timeout", "soon"], home: "p")
+        let words = try await t.run("carevault-patient", ["whoami", "--timeout", "soon"], home: "p")
         #expect(words.status == 64 && words.stderr.contains("--timeout must be a number of seconds"), "\(words.stderr)")
-        let zero = try t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "0"])
+        let zero = try await t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "0"])
         #expect(zero.status == 64 && zero.stderr.contains("CAREVAULT_TIMEOUT must be"), "\(zero.stderr)")
     }
 

@@ -130,7 +130,7 @@ final class ServerProcess {
     }
 
     /// Starts the server (on a free port the first time, on the same port afterwards) and waits until it listens.
-    func start() throws {
+    func start() async throws {
         let port = url.isEmpty ? "0" : String(url.split(separator: ":").last!)
         let p = Process()
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
@@ -150,7 +150,7 @@ final class ServerProcess {
                 return
             }
             if !p.isRunning { break }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
         p.signalIfRunning(SIGTERM)
         throw Tools.ToolMissing(path: "carevault-server did not start on \(database.backend) within 30 s")
@@ -221,10 +221,10 @@ struct FaultWorld {
         guard let database = try ServerDatabase.make(backend, in: tools.root) else { return }
         defer { database.drop() }
         let adminDir = tools.root.appendingPathComponent("admin")
-        #expect(try tools.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
+        #expect(try await tools.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
         let pub = adminDir.appendingPathComponent("admin.pub")
         let server = ServerProcess(adminPub: pub, database: database, log: tools.root.appendingPathComponent("server.out"))
-        try server.start()
+        try await server.start()
         defer { server.stop() }
         let key = try SigningPublicKey(base64URL: try String(contentsOf: pub, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
         let common = [
@@ -232,16 +232,16 @@ struct FaultWorld {
             "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path,
         ]
         let world = FaultWorld(tools: tools, server: server, adminKey: key, common: common)
-        #expect(try world.patient(["register", "--username", "alice"]).status == 0)
-        #expect(try tools.run("carevault-admin", ["approve", "--all"], extra: common).status == 0)
-        let login = try world.patient(["login", "--username", "alice", "--remember"])
+        #expect(try await world.patient(["register", "--username", "alice"]).status == 0)
+        #expect(try await tools.run("carevault-admin", ["approve", "--all"], extra: common).status == 0)
+        let login = try await world.patient(["login", "--username", "alice", "--remember"])
         #expect(login.status == 0, "\(login.stderr)")
         try await body(world)
     }
 
     @discardableResult
-    func patient(_ args: [String], home: String = "alice") throws -> Tools.Result {
-        try tools.run("carevault-patient", args, home: home, password: Self.password, extra: common)
+    func patient(_ args: [String], home: String = "alice") async throws -> Tools.Result {
+        try await tools.run("carevault-patient", args, home: home, password: Self.password, extra: common)
     }
 
     func startPatient(_ args: [String], home: String = "alice") throws -> RunningTool {

@@ -17,7 +17,7 @@ struct FaultTests {
     func serverKilledMidPushThenRestartedKeepsEveryRecordOnce(backend: FaultBackend) async throws {
         var rng = SeededGenerator(seed: SeededGenerator.seed(for: "serverKilledMidPush[\(backend)]"))
         try await FaultWorld.run(backend) { world in
-            let add = try world.patient([
+            let add = try await world.patient([
                 "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00", "--offline",
             ])
             #expect(add.status == 0, "\(add.stderr)")
@@ -53,12 +53,12 @@ struct FaultTests {
                     missed += 1
                 }
                 #expect(atKill.versions == atKill.heads, "every stored version of a record written once is its head")
-                try world.server.start()
+                try await world.server.start()
             }
             #expect(interrupted >= 1, "the server was never killed in the middle of the push")
             let expected = n + 1
 
-            let done = try world.patient(["sync"])
+            let done = try await world.patient(["sync"])
             #expect(done.status == 0, "\(done.stderr)")
             let counts = try world.server.database.counts()
             #expect(counts == .init(versions: expected, heads: expected, recordsWithVersions: expected), "each record is on the server once")
@@ -78,12 +78,12 @@ struct FaultTests {
         var rng = SeededGenerator(seed: SeededGenerator.seed(for: "patientKilledMidSync[\(backend)]"))
         try await FaultWorld.run(backend) { world in
             for (id, category) in [("walk", "interventions"), ("mood", "assessments")] {
-                let add = try world.patient([
+                let add = try await world.patient([
                     "activity", "add", "--id", id, "--title", id, "--category", category, "--schedule", "daily@08:00", "--offline",
                 ])
                 #expect(add.status == 0, "\(add.stderr)")
             }
-            #expect(try world.patient(["sync"]).status == 0)
+            #expect(try await world.patient(["sync"]).status == 0)
             // Another device of alice, in this process: its changes give each sync something to pull.
             let other = try await world.newDevice("phone")
             _ = try await other.sync()
@@ -109,13 +109,13 @@ struct FaultTests {
             }
             #expect(kills >= 5, "only \(kills) of \(rounds) syncs were cut off")
 
-            let done = try world.patient(["sync"])
+            let done = try await world.patient(["sync"])
             #expect(done.status == 0, "\(done.stderr)")
             _ = try await other.sync()
             let store = try world.vault().account.store.storeURL
             let check = try await DatabaseQueue(path: store.path).read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
             #expect(check == "ok", "the local store survived every kill")
-            #expect(try world.patient(["activity", "list"]).status == 0, "the tool opens its store")
+            #expect(try await world.patient(["activity", "list"]).status == 0, "the tool opens its store")
 
             let vault = try world.vault()
             #expect(try await vault.pendingCount() == 0)

@@ -46,7 +46,7 @@ struct TestPKI {
 @Suite("TLS: HTTPS, HTTP/2 and a private CA", .serialized, .enabled(if: TestPKI.openssl != nil, "needs openssl (Scripts/setup installs it)"))
 struct TLSTests {
     /// Starts carevault-server over HTTPS with JSON logs; returns it, its https URL and its stderr file.
-    static func startServer(_ t: Tools, pki: TestPKI, adminPub: URL) throws -> (Process, String, URL) {
+    static func startServer(_ t: Tools, pki: TestPKI, adminPub: URL) async throws -> (Process, String, URL) {
         let p = Process()
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
         p.arguments = [
@@ -68,7 +68,7 @@ struct TLSTests {
             {
                 return (p, String(text[r]), err)
             }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
         p.signalIfRunning(SIGTERM)
         throw Tools.ToolMissing(path: "carevault-server with TLS did not start within 30 s")
@@ -80,9 +80,9 @@ struct TLSTests {
         let pki = try TestPKI(in: t.root.appendingPathComponent("pki"))
         let rogue = try TestPKI(in: t.root.appendingPathComponent("rogue"), server: false)
         let adminDir = t.root.appendingPathComponent("admin")
-        #expect(try t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
+        #expect(try await t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
         let pub = adminDir.appendingPathComponent("admin.pub")
-        let (server, url, serverLog) = try Self.startServer(t, pki: pki, adminPub: pub)
+        let (server, url, serverLog) = try await Self.startServer(t, pki: pki, adminPub: pub)
         defer {
             server.stopIfRunning()
         }
@@ -91,29 +91,31 @@ struct TLSTests {
             "CAREVAULT_SERVER": url, "CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path,
             "CAREVAULT_CA_CERT": pki.caCert.path,
         ]
-        func patient(_ args: [String], extra: [String: String] = [:]) throws -> Tools.Result {
-            try t.run("carevault-patient", args, home: "alice", password: password, extra: common.merging(extra) { _, b in b })
+        func patient(_ args: [String], extra: [String: String] = [:]) async throws -> Tools.Result {
+            try await t.run("carevault-patient", args, home: "alice", password: password, extra: common.merging(extra) { _, b in b })
         }
-        #expect(try patient(["register", "--username", "alice"]).status == 0)
-        #expect(try t.run("carevault-admin", ["approve", "--all"], extra: common).status == 0)
-        let login = try patient(["login", "--username", "alice", "--remember"])
+        #expect(try await patient(["register", "--username", "alice"]).status == 0)
+        #expect(try await t.run("carevault-admin", ["approve", "--all"], extra: common).status == 0)
+        let login = try await patient(["login", "--username", "alice", "--remember"])
         #expect(login.status == 0, "\(login.stderr)")
-        let add = try patient(["activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00"])
+        let add = try await patient([
+            "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00",
+        ])
         #expect(add.status == 0, "\(add.stderr)")
-        let sync = try patient(["sync"])
+        let sync = try await patient(["sync"])
         #expect(sync.status == 0, "\(sync.stderr)")
 
         // Without the private CA (the system's roots), and with another CA: no connection, exit 69, plain words.
-        let noCA = try patient(["sync"], extra: ["CAREVAULT_CA_CERT": ""])
+        let noCA = try await patient(["sync"], extra: ["CAREVAULT_CA_CERT": ""])
         #expect(noCA.status == 69, "\(noCA.stderr)")
         #expect(noCA.stderr.contains("certificate is not trusted") && noCA.stderr.contains("--ca-cert"), "\(noCA.stderr)")
-        let otherCA = try patient(["sync", "--ca-cert", rogue.caCert.path])
+        let otherCA = try await patient(["sync", "--ca-cert", rogue.caCert.path])
         #expect(otherCA.status == 69, "\(otherCA.stderr)")
         #expect(otherCA.stderr.contains("not signed by the CA of --ca-cert"), "\(otherCA.stderr)")
         // A file that is no certificate is a usage error, before any request.
-        let notPEM = try patient(["sync", "--ca-cert", pki.serverKey.path])
+        let notPEM = try await patient(["sync", "--ca-cert", pki.serverKey.path])
         #expect(notPEM.status == 64 && notPEM.stderr.contains("not a PEM certificate"), "\(notPEM.stderr)")
-        let missing = try patient(["sync", "--ca-cert", t.root.appendingPathComponent("nope.pem").path])
+        let missing = try await patient(["sync", "--ca-cert", t.root.appendingPathComponent("nope.pem").path])
         #expect(missing.status == 64 && missing.stderr.contains("cannot read"), "\(missing.stderr)")
 
         try await Self.checkProtocols(url: url, ca: pki.caCert)
@@ -151,11 +153,11 @@ struct TLSTests {
         }
     }
 
-    @Test func serverRefusesBadTLSFilesWithUsageStatus() throws {
+    @Test func serverRefusesBadTLSFilesWithUsageStatus() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
         let pki = try TestPKI(in: t.root.appendingPathComponent("pki"))
-        #expect(try t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path]).status == 0)
+        #expect(try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path]).status == 0)
         let pub = t.root.appendingPathComponent("admin/admin.pub").path
         let cases: [([String], String)] = [
             (["--tls-cert", t.root.appendingPathComponent("nope.pem").path, "--tls-key", pki.serverKey.path], "no such file"),
@@ -165,18 +167,18 @@ struct TLSTests {
             (["--tls-cert", pki.serverCert.path], "go together"),
         ]
         for (args, message) in cases {
-            let r = try t.run("carevault-server", ["--admin-key", pub, "--port", "0", "--database", "sqlite::memory:"] + args)
+            let r = try await t.run("carevault-server", ["--admin-key", pub, "--port", "0", "--database", "sqlite::memory:"] + args)
             #expect(r.status == 64, "\(args): \(r.stderr)")
             #expect(r.stderr.contains(message), "\(args): \(r.stderr)")
         }
     }
 
-    @Test func everyToolPrintsTheOneVersion() throws {
+    @Test func everyToolPrintsTheOneVersion() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
         #expect(CareVaultVersion.current.hasPrefix(CareVaultVersion.release + " (API v1, envelope format 1)"))
         for tool in ["carevault-patient", "carevault-doctor", "carevault-admin", "carevault-server", "carevault-bench"] {
-            let r = try t.run(tool, ["--version"])
+            let r = try await t.run(tool, ["--version"])
             #expect(r.status == 0, "\(tool)")
             #expect(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == CareVaultVersion.current, "\(tool): \(r.stdout)")
         }

@@ -31,7 +31,7 @@ struct ThrowawayPostgres {
     var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
 
     /// Initialises a cluster in a new temporary folder and starts it on a free port.
-    static func start() throws -> ThrowawayPostgres {
+    static func start() async throws -> ThrowawayPostgres {
         let bin = try #require(binDirectory, Comment(rawValue: missing))
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-outage-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -41,8 +41,8 @@ struct ThrowawayPostgres {
             chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
         }
         let pg = ThrowawayPostgres(bin: bin, runAs: runAs, directory: directory, port: try freePort())
-        try pg.run("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        try pg.startServer()
+        try await pg.run("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+        try await pg.startServer()
         return pg
     }
 
@@ -61,18 +61,18 @@ struct ThrowawayPostgres {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    func startServer() throws {
+    func startServer() async throws {
         let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off"
-        try run("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "-o", options, "start"])
+        try await run("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "-o", options, "start"])
     }
 
     /// Kills the cluster as a crash or a pulled cable would: no goodbye to the clients.
-    func stopImmediately() throws {
-        try run("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
+    func stopImmediately() async throws {
+        try await run("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
     }
 
     func destroy() {
-        try? run("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
+        _ = ChildProcess.run(command("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"]))
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -81,10 +81,16 @@ struct ThrowawayPostgres {
     /// posix_spawn rather than Foundation's Process: Process learns that a child ended through a file
     /// descriptor the child inherits, and the server `pg_ctl start` leaves behind inherits it too, so
     /// waiting for `pg_ctl` would last as long as the server.
-    func run(_ tool: String, _ arguments: [String]) throws {
+    /// Waited for off the test's pool (`ChildProcess.runDetached`): `pg_ctl start` takes seconds on a
+    /// loaded machine, and the in-process servers of the suites beside this one need the pool meanwhile.
+    func run(_ tool: String, _ arguments: [String]) async throws {
+        try #require(await ChildProcess.runDetached(command(tool, arguments)) == 0, "\(tool) \(arguments.last ?? "") failed")
+    }
+
+    /// The command line of `tool`, through runuser when it must not run as root.
+    func command(_ tool: String, _ arguments: [String]) -> [String] {
         let command = ["\(bin)/\(tool)"] + arguments
-        let argv = runAs.map { ["runuser", "-u", $0, "--"] + command } ?? command
-        try #require(ChildProcess.run(argv) == 0, "\(tool) \(arguments.last ?? "") failed")
+        return runAs.map { ["runuser", "-u", $0, "--"] + command } ?? command
     }
 }
 
@@ -138,7 +144,7 @@ struct PostgresOutageTests {
         .timeLimit(.minutes(2))
     )
     func outageIsAPrompt503AndRecoveryIsImmediate() async throws {
-        let pg = try ThrowawayPostgres.start()
+        let pg = try await ThrowawayPostgres.start()
         defer { pg.destroy() }
         let configuration = ServerConfiguration(
             host: "127.0.0.1",
@@ -152,7 +158,7 @@ struct PostgresOutageTests {
             for path in [Routes.health, Routes.loginParameters] {
                 #expect(try await Self.answersOK(client, path), "\(path) before the outage")
             }
-            try pg.stopImmediately()
+            try await pg.stopImmediately()
             // Every request, the first one included, is refused promptly and says when to retry.
             for attempt in 0..<4 {
                 for path in [Routes.loginParameters, Routes.health] {
@@ -165,7 +171,7 @@ struct PostgresOutageTests {
             }
             // Long enough for postgres-nio's own reconnection back-off to have grown past seconds.
             try await Task.sleep(for: .seconds(3))
-            try pg.startServer()
+            try await pg.startServer()
             // Measured from when the database itself takes a new connection again, so that a loaded machine
             // (slow to start and connect) does not count against the server.
             let (back, check) = try await Self.databaseAnswers(pg.url)

@@ -128,7 +128,7 @@ struct PostgresTLSTests {
         .timeLimit(.minutes(2))
     )
     func aRealClusterWithAPrivateCA() async throws {
-        let pg = try ThrowawayPostgres.start()
+        let pg = try await ThrowawayPostgres.start()
         defer { pg.destroy() }
         let pki = "\(pg.directory)/pki"
         try Self.makePKI(in: pki, owner: pg.runAs)

@@ -101,4 +101,21 @@ struct HostileValuesTests {
             try zero.openRecord(keys: f.tresor.keys, authorKey: f.patient.signing.publicKey, expecting: f.context)
         }
     }
+
+    /// The byte-wise control check agrees with Unicode's general category Cc on every scalar, alone and
+    /// between other characters (a two-byte C1 control after ASCII and before a multi-byte scalar).
+    @Test func controlCharactersAreExactlyCategoryCc() {
+        var disagreements: [UInt32] = []
+        for value in UInt32(0)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let expected = scalar.properties.generalCategory == .control
+            let alone = String(Character(scalar))
+            if Activity.containsControlCharacter(alone) != expected || Activity.containsControlCharacter("a\(alone)é") != expected {
+                disagreements.append(value)
+            }
+        }
+        #expect(disagreements.isEmpty, "disagree with Cc at \(disagreements.prefix(10).map { String($0, radix: 16) })")
+        #expect(!Activity.containsControlCharacter("Ä¿ç\u{A0}\u{2028}"))
+        #expect(Activity.containsControlCharacter("Ä\u{85}"))
+    }
 }

@@ -173,7 +173,15 @@ public struct Activity: Codable, Sendable, Hashable {
 
     /// True when `s` holds a C0/C1 control character (general category Cc): those hide in terminals and
     /// logs and can make two different ids look the same.
+    /// Cc is exactly U+0000-U+001F and U+007F-U+009F, and the Unicode stability policy keeps it so; those
+    /// ranges are compared on the UTF-8 bytes, without the property lookup per scalar (a doctor's pull
+    /// checks every outcome's strings). C1 controls are encoded 0xC2 0x80-0x9F.
     static func containsControlCharacter(_ s: String) -> Bool {
-        s.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        var afterC2 = false
+        for b in s.utf8 {
+            if b < 0x20 || b == 0x7F || (afterC2 && b <= 0x9F) { return true }
+            afterC2 = b == 0xC2
+        }
+        return false
     }
 }

@@ -40,13 +40,15 @@ extension VaultService {
         let me = caller.id
         let commitments = try Self.check(pushedCommitments, caller: caller, tresors: tresors)
 
+        // A record stays in the tresor it was first written to: moving it would leave the first tresor's
+        // readers (a doctor of that category) without its later versions and its tombstone. The tresors the
+        // records live in are looked up (among the caller's records only) while the signatures are checked.
+        async let placedLookup = repository.headTresors(ownerID: me, recordIDs: envelopes.map { $0.envelope.header.recordID.hex })
         // Checks that need no database, including the Ed25519 verification, spread over every core.
         let checked: [Result<VersionRow, APIError>] = try await Parallel.map(envelopes) { pushed in
             Self.check(pushed, owner: me, signingKey: signingKey, tresors: tresors, now: now)
         }
-        // A record stays in the tresor it was first written to: moving it would leave the first tresor's
-        // readers (a doctor of that category) without its later versions and its tombstone.
-        let placed = try await repository.headTresors(ownerID: me, recordIDs: checked.compactMap { try? $0.get().recordID })
+        let placed = try await placedLookup
         var rows: [VersionRow] = []
         var results: [PushResult] = []
         var accepted: [Int] = []

@@ -63,7 +63,7 @@ struct Tools {
         p.standardError = try FileHandle(forWritingTo: err)
         p.standardInput = FileHandle.nullDevice
         try p.runTracked()
-        p.waitUntilExit()
+        try p.waitForExit()
         return Result(
             status: p.terminationStatus,
             stdout: try String(contentsOf: out, encoding: .utf8),
@@ -131,7 +131,7 @@ struct CLITests {
         p.standardError = err
         p.standardOutput = out
         try p.runTracked()
-        p.waitUntilExit()
+        try p.waitForExit()
         let problems = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(p.terminationStatus == 0, "the FHIR bundle does not validate: \(problems)")
         print(

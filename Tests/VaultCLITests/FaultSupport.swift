@@ -108,7 +108,7 @@ struct ServerDatabase {
         p.standardError = FileHandle.nullDevice
         try p.runTracked()
         let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        try p.waitForExit()
         guard p.terminationStatus == 0 else { throw Tools.ToolMissing(path: "psql could not run: \(sql)") }
         return String(decoding: data, as: UTF8.self)
     }
@@ -160,7 +160,7 @@ final class ServerProcess {
     func kill() {
         guard let p = process else { return }
         p.signalIfRunning(SIGKILL)
-        p.waitUntilExit()
+        try? p.waitForExit()
         process = nil
     }
 
@@ -193,14 +193,15 @@ struct RunningTool {
     @discardableResult
     func kill() -> Bool {
         process.signalIfRunning(SIGKILL)
-        process.waitUntilExit()
+        guard (try? process.waitForExit()) != nil else { return false }
         return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
     }
 
     /// Waits for the tool without blocking a thread of the test's pool; its exit status.
     func wait() async throws -> Int32 {
-        while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
-        process.waitUntilExit()
+        let deadline = Date().addingTimeInterval(600)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try process.waitForExit(limit: 0)
         return process.terminationStatus
     }
 }

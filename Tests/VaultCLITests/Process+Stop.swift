@@ -52,10 +52,32 @@ extension Process {
         kill(processIdentifier, signal)
     }
 
-    /// SIGTERM (graceful shutdown) if still running, then waits for the end.
+    /// SIGTERM (graceful shutdown) if still running, then waits for the end (SIGKILL after `waitForExit`'s limit).
     func stopIfRunning() {
         signalIfRunning(SIGTERM)
-        waitUntilExit()
+        try? waitForExit()
         ChildHandles.forget(self)
     }
+
+    /// Waits for the child's end by polling `isRunning`, at most `limit` seconds; then kills it and throws
+    /// (its status must not be read then). Not `waitUntilExit`: a full run here was once left hung for good,
+    /// no child process left and threads of the test process waiting, and a hang ends a CI run at its
+    /// time limit without naming the test.
+    func waitForExit(limit: TimeInterval = 600) throws {
+        let deadline = Date().addingTimeInterval(limit)
+        while isRunning {
+            guard Date() < deadline else {
+                signalIfRunning(SIGKILL)
+                throw ChildHung(command: ([executableURL?.lastPathComponent ?? "?"] + (arguments ?? [])).joined(separator: " "), limit: limit)
+            }
+            usleep(2_000)
+        }
+    }
+}
+
+/// A child process that did not end within the limit of `waitForExit`.
+struct ChildHung: Error, CustomStringConvertible {
+    var command: String
+    var limit: TimeInterval
+    var description: String { "\(command) did not end within \(Int(limit)) s (killed)" }
 }

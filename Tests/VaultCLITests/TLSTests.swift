@@ -36,7 +36,7 @@ struct TestPKI {
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.runTracked()
-        p.waitUntilExit()
+        try p.waitForExit()
         try #require(p.terminationStatus == 0, "openssl \(args.joined(separator: " "))")
     }
 }

@@ -82,11 +82,7 @@ struct ServerDatabase {
     func counts() throws -> Counts {
         let sql = "SELECT (SELECT count(*) FROM versions), (SELECT count(*) FROM heads), (SELECT count(DISTINCT record_id) FROM versions)"
         if let sqlitePath {
-            var config = Configuration()
-            config.readonly = true
-            // The server writes beside this reader (WAL); wait out a checkpoint instead of failing.
-            config.busyMode = .timeout(5)
-            let queue = try DatabaseQueue(path: sqlitePath, configuration: config)
+            let queue = try Self.reader(sqlitePath)
             defer { try? queue.close() }
             return try queue.read { db in
                 let row = try Row.fetchOne(db, sql: sql)!
@@ -96,6 +92,15 @@ struct ServerDatabase {
         let fields = try Self.psql(url, sql).split(separator: "|").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         guard fields.count == 3 else { throw Tools.ToolMissing(path: "psql answered something unexpected") }
         return Counts(versions: fields[0], heads: fields[1], recordsWithVersions: fields[2])
+    }
+
+    /// A read-only connection to the server's SQLite file. The server writes beside it (WAL); it waits
+    /// out a checkpoint instead of failing.
+    static func reader(_ path: String) throws -> DatabaseQueue {
+        var config = Configuration()
+        config.readonly = true
+        config.busyMode = .timeout(5)
+        return try DatabaseQueue(path: path, configuration: config)
     }
 
     /// Runs one statement with psql and returns its unaligned output.
@@ -197,12 +202,13 @@ struct RunningTool {
         return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
     }
 
-    /// Waits for the tool without blocking a thread of the test's pool; its exit status.
+    /// Waits for the tool off the test's pool (`Tools.offPool`); its exit status.
     func wait() async throws -> Int32 {
-        let deadline = Date().addingTimeInterval(600)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        try process.waitForExit(limit: 0)
-        return process.terminationStatus
+        let process = process
+        return try await Tools.offPool {
+            try process.waitForExit()
+            return process.terminationStatus
+        }
     }
 }
 
@@ -311,47 +317,28 @@ struct FaultWorld {
     }
 }
 
-/// Kills the server from a thread of its own once it has stored `threshold` versions, `delay` ms later.
-/// Not from a task of the test: with the other suites running, the test's pool of two threads can be
-/// busy for longer than a whole push takes, and the kill then always came after the push.
-final class KillWatch: @unchecked Sendable {
-    private let finished = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var result: (seen: Int, failure: String?) = (0, nil)
-
-    init(server: ServerProcess, threshold: Int, delay: Int, timeout: TimeInterval = 60) {
-        guard let process = server.process else {
-            result.failure = "the server was not running"
-            finished.signal()
-            return
-        }
-        let database = server.database
-        let thread = Thread { [self] in
+extension ServerProcess {
+    /// Kills the server once it has stored `threshold` versions, `delay` ms later; returns the count seen
+    /// then. The polling and the kill run off the test's pool (`Tools.offPool`): with the other suites
+    /// running, the pool's two threads can be busy for longer than a whole push takes, and the kill then
+    /// always came after the push. Failures to count are printed; the kill comes after `timeout` anyway.
+    func kill(whenVersionsReach threshold: Int, after delay: Int, timeout: TimeInterval = 60) async throws -> Int {
+        guard let process else { throw Tools.ToolMissing(path: "a running carevault-server") }
+        let database = database
+        return try await Tools.offPool {
             var seen = 0
-            var failure: String?
-            let deadline = Date().addingTimeInterval(timeout)
             do {
                 let count = try database.versionCounter()
-                while Date() < deadline {
-                    do { seen = try count() } catch { failure = "counting the server's versions failed: \(error)" }
-                    if seen >= threshold { break }
-                    usleep(2_000)
+                let deadline = Date().addingTimeInterval(timeout)
+                while seen < threshold && Date() < deadline {
+                    do { seen = try count() } catch { print("note: counting the server's versions failed: \(error)") }
+                    if seen < threshold { usleep(2_000) }
                 }
-            } catch { failure = "could not open the server's database: \(error)" }
+            } catch { print("note: could not open the server's database: \(error)") }
             usleep(useconds_t(delay * 1_000))
             process.signalIfRunning(SIGKILL)
-            lock.withLock { result = (seen, failure) }
-            finished.signal()
+            return seen
         }
-        thread.start()
-    }
-
-    /// The version count the watch saw before it killed the server, once it has; failures are printed.
-    func wait() async -> Int {
-        while finished.wait(timeout: .now()) == .timedOut { try? await Task.sleep(for: .milliseconds(5)) }
-        let (seen, failure) = lock.withLock { result }
-        if let failure { print("note: \(failure)") }
-        return seen
     }
 }
 
@@ -361,10 +348,7 @@ extension ServerDatabase {
     func versionCounter() throws -> () throws -> Int {
         let sql = "SELECT count(*) FROM versions"
         if let sqlitePath {
-            var config = Configuration()
-            config.readonly = true
-            config.busyMode = .timeout(5)
-            let queue = try DatabaseQueue(path: sqlitePath, configuration: config)
+            let queue = try Self.reader(sqlitePath)
             return { try queue.read { try Int.fetchOne($0, sql: sql) ?? 0 } }
         }
         let url = url

@@ -40,7 +40,7 @@ struct FaultTests {
                 let threshold = before + Int.random(in: 1...max(1, remaining / 4), using: &rng)
                 let delay = Int.random(in: 0...30, using: &rng)
                 let sync = try world.startPatient(["sync"])
-                let seen = await KillWatch(server: world.server, threshold: threshold, delay: delay).wait()
+                let seen = try await world.server.kill(whenVersionsReach: threshold, after: delay)
                 world.server.kill()
                 let status = try await sync.wait()
                 let atKill = try world.server.database.counts()

@@ -1,4 +1,5 @@
 import CSodium
+import Foundation
 
 /// Argon2id cost parameters, stored beside each account so a password derives the same key on every
 /// device. Clients refuse parameters below libsodium's INTERACTIVE limits (a server must not be able to
@@ -72,10 +73,23 @@ public struct KDFParameters: Sendable, Hashable, Codable, CustomStringConvertibl
 
 /// Argon2id password hashing (`crypto_pwhash`), deriving a 32-byte master key from a password.
 public enum PasswordHasher {
+    /// Counts the Argon2id runs started by the tasks it is bound to (with `$runs.withValue`), so a caller
+    /// can tell that a refusal came before any derivation whatever else the process derives meanwhile.
+    public final class RunCount: @unchecked Sendable {
+        private let lock = NSLock()
+        private var count = 0
+        public init() {}
+        public var value: Int { lock.withLock { count } }
+        func add() { lock.withLock { count += 1 } }
+    }
+
+    @TaskLocal public static var runs: RunCount?
+
     /// Derives the master key. Parameters are validated first, so a weakened or absurd parameter set is
     /// refused before any work is done.
     public static func deriveKey(password: [UInt8], salt: Salt, parameters: KDFParameters) throws(CryptoError) -> SymmetricKey {
         try parameters.validate()
+        runs?.add()
         let secret = try SecureBytes(count: SymmetricKey.byteCount) { (out) throws(CryptoError) in
             // An empty password still needs a valid pointer for the C call.
             let input = password.isEmpty ? [0] : password

@@ -137,7 +137,7 @@ let package = Package(
         .testTarget(
             name: "VaultServerTests",
             dependencies: [
-                "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
+                "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultSQLite", "VaultTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

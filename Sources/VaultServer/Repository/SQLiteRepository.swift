@@ -3,12 +3,15 @@ import GRDB
 import VaultAPI
 import VaultCore
 import VaultCrypto
+import VaultSQLite
 
 /// The embedded default backend: SQLite through GRDB, one database file, WAL mode so reads run beside
 /// the single writer. SQLite serialises writers, which is what keeps change sequences gap-free.
 public final class SQLiteRepository: VaultRepository {
     public let backendName = "sqlite"
     let pool: DatabasePool
+    /// Moves the WAL's checkpoints out of the pushes' commits (see `WALCheckpointer`).
+    let checkpointer: WALCheckpointer
 
     /// Opens (creating if needed) the database at `path`; its folder is created too.
     public init(path: String) throws {
@@ -18,6 +21,9 @@ public final class SQLiteRepository: VaultRepository {
         config.foreignKeysEnabled = true
         // A lock held longer than this is an outage to report (503 with Retry-After), not a request to hold.
         config.busyMode = .timeout(5)
+        let checkpointer = WALCheckpointer(path: url.path)
+        config.prepareDatabase { db in checkpointer.install(on: db) }
+        self.checkpointer = checkpointer
         pool = try DatabasePool(path: path, configuration: config)
     }
 

@@ -5,7 +5,7 @@ import VaultSQLite
 
 /// Append-only versions, last-writer-wins heads and per-owner change sequences (Docs/design.md §5).
 extension SQLiteRepository {
-    public func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
+    public func storeVersions(ownerID: UUID, _ versions: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
         let owner = Self.id(ownerID)
         let now = Date().unixMillis
         return try await pool.write { db in
@@ -40,55 +40,58 @@ extension SQLiteRepository {
                 writeHead.finish()
             }
             var outcomes: [StoreOutcome] = []
-            outcomes.reserveCapacity(versions.count)
-            for v in versions {
-                let tresor = Self.id(v.tresorID)
-                try insertVersion.bind(
-                    .text(v.versionID),
-                    .text(owner),
-                    .text(v.recordID),
-                    .text(tresor),
-                    .int(Int64(v.epoch)),
-                    .int(v.hlcPhysical),
-                    .int(v.hlcCounter),
-                    .text(v.hlcDevice),
-                    .int(v.deleted ? 1 : 0),
-                    .blob(v.envelope)
-                )
-                _ = try insertVersion.step()
-                guard db.changesCount == 1 else {
-                    outcomes.append(.duplicate)
-                    continue
-                }
-                try readHead.bind(.text(owner), .text(v.recordID))
-                if try readHead.step() {
-                    let head = HeadKey(
-                        hlcPhysical: try readHead.int(0),
-                        hlcCounter: try readHead.int(1),
-                        hlcDevice: try readHead.text(2),
-                        deleted: try readHead.int(3) != 0
+            // The writer's queue waits here for each chunk still being checked (never a thread of the tasks
+            // checking them); a failed check of the push throws and rolls everything back.
+            while let chunk = try versions.nextBlocking() {
+                for v in chunk {
+                    let tresor = Self.id(v.tresorID)
+                    try insertVersion.bind(
+                        .text(v.versionID),
+                        .text(owner),
+                        .text(v.recordID),
+                        .text(tresor),
+                        .int(Int64(v.epoch)),
+                        .int(v.hlcPhysical),
+                        .int(v.hlcCounter),
+                        .text(v.hlcDevice),
+                        .int(v.deleted ? 1 : 0),
+                        .blob(v.envelope)
                     )
-                    readHead.finish()
-                    if !v.wins(over: head) {
-                        outcomes.append(.stored(sequence: nil))
+                    _ = try insertVersion.step()
+                    guard db.changesCount == 1 else {
+                        outcomes.append(.duplicate)
                         continue
                     }
+                    try readHead.bind(.text(owner), .text(v.recordID))
+                    if try readHead.step() {
+                        let head = HeadKey(
+                            hlcPhysical: try readHead.int(0),
+                            hlcCounter: try readHead.int(1),
+                            hlcDevice: try readHead.text(2),
+                            deleted: try readHead.int(3) != 0
+                        )
+                        readHead.finish()
+                        if !v.wins(over: head) {
+                            outcomes.append(.stored(sequence: nil))
+                            continue
+                        }
+                    }
+                    last += 1
+                    try writeHead.bind(
+                        .text(owner),
+                        .text(v.recordID),
+                        .text(tresor),
+                        .text(v.versionID),
+                        .int(v.hlcPhysical),
+                        .int(v.hlcCounter),
+                        .text(v.hlcDevice),
+                        .int(v.deleted ? 1 : 0),
+                        .int(last),
+                        .int(now)
+                    )
+                    _ = try writeHead.step()
+                    outcomes.append(.stored(sequence: UInt64(last)))
                 }
-                last += 1
-                try writeHead.bind(
-                    .text(owner),
-                    .text(v.recordID),
-                    .text(tresor),
-                    .text(v.versionID),
-                    .int(v.hlcPhysical),
-                    .int(v.hlcCounter),
-                    .text(v.hlcDevice),
-                    .int(v.deleted ? 1 : 0),
-                    .int(last),
-                    .int(now)
-                )
-                _ = try writeHead.step()
-                outcomes.append(.stored(sequence: UInt64(last)))
             }
             if last != start {
                 try db.execute(

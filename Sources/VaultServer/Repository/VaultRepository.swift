@@ -82,7 +82,9 @@ public protocol VaultRepository: Sendable {
     /// `storeVersions`, and in the same transaction each tresor's newest state commitment replaced by
     /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is
     /// stored); otherwise nothing is stored and this throws `.conflict` naming the stale commitment.
-    func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome]
+    /// The versions arrive chunk by chunk (a push's store begins while its later envelopes are still
+    /// being checked); a stream that fails rolls the transaction back. Outcomes are in stream order.
+    func storeVersions(ownerID: UUID, _ versions: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome]
     /// Like `changes`, but ending earlier once the envelopes would pass `maxBytes` (`StoredPage.fitting`),
     /// and on a final page (nothing left after it) the newest commitments of the tresors it covers (all of
     /// the owner's, or `tresorID`'s), read in the same snapshot as the changes.
@@ -142,6 +144,11 @@ extension VaultRepository {
     /// Versions without commitments, as older clients push them.
     public func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome] {
         try await storeVersions(ownerID: ownerID, versions, commitments: [])
+    }
+
+    /// Versions known all at once, with commitments.
+    public func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
+        try await storeVersions(ownerID: ownerID, VersionChunks(versions), commitments: commitments)
     }
 
     /// Sets a pending user's status with its certificate and approval (or rejection reason); throws

@@ -32,7 +32,9 @@ extension VaultService {
         return try await push(caller, pushed, commitments: frame.commitments)
     }
 
-    /// Every check of a push, then one transaction storing the versions that passed with the commitments.
+    /// Every check of a push, and one transaction storing the versions that passed with the commitments.
+    /// The transaction begins with the commitments and stores each chunk of envelopes as soon as its checks
+    /// are done, while the later chunks are still being verified on the other cores.
     func push(_ caller: Caller, _ envelopes: [PushedEnvelope], commitments pushedCommitments: [StateCommitment]) async throws -> PushResponse {
         let tresors = Dictionary(uniqueKeysWithValues: try await repository.tresors(ownerID: caller.id).map { ($0.id, $0) })
         let now = clock()
@@ -43,30 +45,60 @@ extension VaultService {
         // A record stays in the tresor it was first written to: moving it would leave the first tresor's
         // readers (a doctor of that category) without its later versions and its tombstone. The tresors the
         // records live in are looked up (among the caller's records only) while the signatures are checked.
-        async let placedLookup = repository.headTresors(ownerID: me, recordIDs: envelopes.map { $0.envelope.header.recordID.hex })
-        // Checks that need no database, including the Ed25519 verification, spread over every core.
-        let checked: [Result<VersionRow, APIError>] = try await Parallel.map(envelopes) { pushed in
-            Self.check(pushed, owner: me, signingKey: signingKey, tresors: tresors, now: now)
-        }
-        let placed = try await placedLookup
-        var rows: [VersionRow] = []
+        let repository = self.repository
+        let recordIDs = envelopes.map { $0.envelope.header.recordID.hex }
+        let placedLookup = Task { try await repository.headTresors(ownerID: me, recordIDs: recordIDs) }
+        let ranges = Parallel.chunks(envelopes.count)
+        let stream = VersionChunks(count: ranges.count)
+        async let stored = repository.storeVersions(ownerID: me, stream, commitments: commitments)
         var results: [PushResult] = []
-        var accepted: [Int] = []
-        for (i, result) in checked.enumerated() {
-            switch result {
-            case let .success(row) where placed[row.recordID].map({ $0 != row.tresorID }) ?? false:
-                let err = APIError(.conflict, .conflict, "this record lives in another category's tresor; a record never moves between categories")
-                results.append(PushResult(versionID: row.versionID, status: .rejected, code: err.code, reason: err.message))
-            case let .success(row):
-                accepted.append(i)
-                rows.append(row)
-                results.append(PushResult(versionID: row.versionID, status: .stored))
-            case let .failure(err):
-                results.append(PushResult(versionID: envelopes[i].envelope.versionID, status: .rejected, code: err.code, reason: err.message))
+        var accepted: [[Int]] = Array(repeating: [], count: ranges.count)
+        do {
+            results = try await withThrowingTaskGroup(of: (Int, [Result<VersionRow, APIError>]).self) { group in
+                // Checks that need no database, including the Ed25519 verification, spread over every core.
+                for (k, range) in ranges.enumerated() {
+                    let part = envelopes[range]
+                    group.addTask { (k, part.map { Self.check($0, owner: me, signingKey: signingKey, tresors: tresors, now: now) }) }
+                }
+                let placed = try await placedLookup.value
+                var results = envelopes.map { PushResult(versionID: $0.envelope.versionID, status: .rejected) }
+                for try await (k, checked) in group {
+                    var rows: [VersionRow] = []
+                    for (i, result) in zip(ranges[k], checked) {
+                        switch result {
+                        case let .success(row) where placed[row.recordID].map({ $0 != row.tresorID }) ?? false:
+                            let err = APIError(
+                                .conflict,
+                                .conflict,
+                                "this record lives in another category's tresor; a record never moves between categories"
+                            )
+                            results[i] = PushResult(versionID: row.versionID, status: .rejected, code: err.code, reason: err.message)
+                        case let .success(row):
+                            accepted[k].append(i)
+                            rows.append(row)
+                            results[i] = PushResult(versionID: row.versionID, status: .stored)
+                        case let .failure(err):
+                            results[i] = PushResult(
+                                versionID: envelopes[i].envelope.versionID,
+                                status: .rejected,
+                                code: err.code,
+                                reason: err.message
+                            )
+                        }
+                    }
+                    stream.deliver(rows, at: k)
+                }
+                return results
             }
+        } catch {
+            // The store waits for chunks that will not come: it rolls back.
+            stream.fail(error)
+            _ = try? await placedLookup.value
+            _ = try? await stored
+            throw error
         }
-        let outcomes = try await repository.storeVersions(ownerID: me, rows, commitments: commitments)
-        for (k, outcome) in zip(accepted, outcomes) {
+        let outcomes = try await stored
+        for (k, outcome) in zip(accepted.joined(), outcomes) {
             switch outcome {
             case let .stored(seq): results[k].sequence = seq
             case .duplicate: results[k].status = .duplicate

@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+@testable import VaultServer
+
+/// A push is stored chunk by chunk while its later envelopes are still being checked (`VersionChunks`):
+/// the outcome must be the one of storing the whole batch at once, and a push whose checks fail midway
+/// must leave nothing behind.
+@Suite("Repository: versions stored as their checks finish")
+struct StreamedStoreTests {
+    @Test(arguments: Backend.allCases)
+    func chunksDeliveredOutOfOrderAreStoredInOrderAsOneBatch(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let owner = UUID()
+            let tresor = UUID()
+            let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 100)
+            let other = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
+            let older = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 50)
+            let newer = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 200)
+            let third = Fixtures.version(owner: owner, record: "r3", tresor: tresor, physical: 7)
+            let chunks = VersionChunks(count: 3)
+            let stored = Task { try await repo.storeVersions(ownerID: owner, chunks, commitments: []) }
+            // The last chunk first, then the others, each while the store waits for the one before.
+            chunks.deliver([newer, third], at: 2)
+            try await Task.sleep(for: .milliseconds(30))
+            chunks.deliver([first, other], at: 0)
+            try await Task.sleep(for: .milliseconds(30))
+            chunks.deliver([first, older], at: 1)
+            #expect(
+                try await stored.value == [
+                    .stored(sequence: 1), .stored(sequence: 2), .duplicate, .stored(sequence: nil), .stored(sequence: 3), .stored(sequence: 4),
+                ],
+                "a duplicate across chunks, an older version after its head and a newer one after both are judged as in one batch"
+            )
+            let changes = try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10)
+            #expect(changes.map(\.sequence) == [2, 3, 4])
+            #expect(changes.map(\.envelope) == [other.envelope, newer.envelope, third.envelope])
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aStreamFailingAfterItsFirstChunkStoresNothing(backend: Backend) async throws {
+        struct ChecksFailed: Error, Equatable {}
+        try await TestDatabase.with(backend) { repo in
+            let owner = UUID()
+            let tresor = UUID()
+            let versions = (0..<6).map { Fixtures.version(owner: owner, record: "r\($0)", tresor: tresor, physical: Int64($0 + 1)) }
+            let chunks = VersionChunks(count: 3)
+            let stored = Task { try await repo.storeVersions(ownerID: owner, chunks, commitments: []) }
+            chunks.deliver(Array(versions[0..<2]), at: 0)
+            // By now the store has written the first chunk and waits for the second.
+            try await Task.sleep(for: .milliseconds(50))
+            chunks.fail(ChecksFailed())
+            chunks.deliver(Array(versions[2..<4]), at: 1)
+            await #expect(throws: ChecksFailed.self) { _ = try await stored.value }
+
+            #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10).isEmpty)
+            // Rolled back whole: the versions are new again and the change sequence starts at 1.
+            #expect(try await repo.storeVersions(ownerID: owner, versions) == (1...6).map { .stored(sequence: UInt64($0)) })
+        }
+    }
+
+    @Test func aReaderWaitingOnAThreadOrATaskGetsEveryChunkInOrder() async throws {
+        let rows = (0..<5).map { Fixtures.version(owner: UUID(), record: "r\($0)", tresor: UUID(), physical: 1) }
+        let blocking = VersionChunks(count: 5)
+        let waiting = VersionChunks(count: 5)
+        let onThread = Task.detached {
+            var got: [String] = []
+            while let chunk = try blocking.nextBlocking() { got += chunk.map(\.recordID) }
+            return got
+        }
+        let inTask = Task { try await waiting.rest().map(\.recordID) }
+        for i in [3, 0, 4, 1, 2] {
+            try await Task.sleep(for: .milliseconds(5))
+            blocking.deliver([rows[i]], at: i)
+            waiting.deliver([rows[i]], at: i)
+            waiting.deliver([rows[0]], at: i)  // a second delivery of an index is ignored
+        }
+        #expect(try await onThread.value == ["r0", "r1", "r2", "r3", "r4"])
+        #expect(try await inTask.value == ["r0", "r1", "r2", "r3", "r4"])
+        #expect(try await waiting.next() == nil, "nothing after the last chunk")
+    }
+}

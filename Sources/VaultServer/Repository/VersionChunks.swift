@@ -65,7 +65,9 @@ public final class VersionChunks: @unchecked Sendable {
                 switch try takeLocked() {
                 case let .chunk(rows): c.resume(returning: rows)
                 case .done: c.resume(returning: nil)
-                case .wait: waiter = c
+                case .wait:
+                    precondition(waiter == nil, "VersionChunks has one reader")
+                    waiter = c
                 }
             } catch {
                 c.resume(throwing: error)

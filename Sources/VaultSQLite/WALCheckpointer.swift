@@ -10,9 +10,11 @@ import GRDBSQLite
 /// paid for copying the log and syncing the file, which doubled that batch's store time and held the
 /// single writer meanwhile (Docs/benchmarks.md §2). Here the writer's commit hook only asks for a
 /// checkpoint; a connection of the checkpointer's own runs it (PASSIVE: it waits for no reader and no
-/// writer, so the writer goes on appending while it copies). Should the log still grow past
-/// `blockingPages` (the background cannot keep up, or keeps failing), the committing connection
-/// checkpoints itself, as SQLite's default does, so the log stays bounded.
+/// writer, so the writer goes on appending while it copies). A PASSIVE checkpoint copies only the frames
+/// written before it began, and the log starts again from its beginning only when a commit finds every
+/// frame copied: under writes that never pause it grows. Past `blockingPages` the committing connection
+/// therefore runs a RESTART checkpoint itself, which waits for the background one and for readers, so the
+/// log's file stays near `blockingPages` pages at most (the file is reused, not shrunk).
 ///
 /// Install it with `install(on:)` from `Configuration.prepareDatabase` of every connection of one
 /// database; the configuration then keeps the checkpointer alive as long as any connection that can call
@@ -45,8 +47,11 @@ public final class WALCheckpointer: @unchecked Sendable {
                 guard let context else { return SQLITE_OK }
                 let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue()
                 if logPages >= checkpointer.blockingPages {
-                    // Best effort: busy while the background one runs, which then moves the log on.
-                    _ = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+                    // RESTART waits (up to the connection's busy timeout) for the background checkpoint and for
+                    // readers of old frames, copies every frame and makes the next commit start the log from
+                    // its beginning: a PASSIVE one would give up while the background one holds the lock,
+                    // and under writes that never pause the log would go on growing.
+                    _ = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, nil, nil)
                 } else if logPages >= checkpointer.pages {
                     checkpointer.request()
                 }

@@ -78,4 +78,20 @@ struct WALCheckpointerTests {
         #expect(Self.size(path) >= 7 << 20, "the fallback copied the log into the file")
         #expect(Self.size(path + "-wal") < 4 << 20, "the log never grew much past 500 pages")
     }
+
+    @Test func underSustainedWritesTheLogStaysNearItsBound() async throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("db.sqlite").path
+        // Background checkpoints asked for every 100 pages, the committing connection's own past 1,000.
+        let checkpointer = WALCheckpointer(path: path, pages: 100, blockingPages: 1_000)
+        var config = Configuration()
+        config.busyMode = .timeout(5)
+        config.prepareDatabase { db in checkpointer.install(on: db) }
+        let pool = try DatabasePool(path: path, configuration: config)
+        try await Self.fill(pool, megabytes: 24)
+        #expect(Self.size(path) >= 20 << 20)
+        // 1,000 pages of 4 KiB, plus the transaction that crossed the mark and the frames' headers.
+        #expect(Self.size(path + "-wal") < 6 << 20, "the log's file grew to \(Self.size(path + "-wal")) bytes")
+    }
 }

@@ -16,8 +16,12 @@ extension PostgresRepository {
         }
     }
 
-    public func storeVersions(ownerID: UUID, _ versions: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
-        guard versions.count > 0 || !commitments.isEmpty else { return [] }
+    /// Stores the whole push in two statements once every chunk is checked (`streamsPushes` is false):
+    /// storing chunk by chunk while the rest were checked cost a round trip per chunk and measured no
+    /// faster here (Docs/benchmarks.md §2).
+    public func storeVersions(ownerID: UUID, _ chunks: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
+        let versions = try await chunks.rest()
+        guard !versions.isEmpty || !commitments.isEmpty else { return [] }
         let now = Date().unixMillis
         return try await transaction { conn in
             let logger = self.logger
@@ -31,42 +35,52 @@ extension PostgresRepository {
             let start = last
             // Under the owner's lock, so two pushes to one tresor are serialised; a stale one throws and rolls back.
             try await self.replaceCommitments(conn, owner: ownerID, commitments, now: now)
+            guard !versions.isEmpty else { return [] }
+
+            // One round trip inserts the whole batch; RETURNING tells which ids were new.
+            var inserted = Set<String>()
+            let ids = versions.map(\.versionID)
+            let rows = try await conn.query(
+                """
+                INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                SELECT v.id, \(ownerID), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
+                FROM unnest(\(ids), \(versions.map(\.recordID)), \(versions.map(\.tresorID)), \(versions.map { Int64($0.epoch) }),
+                            \(versions.map(\.hlcPhysical)), \(versions.map(\.hlcCounter)), \(versions.map(\.hlcDevice)), \(versions.map(\.deleted)),
+                            \(versions.map { ByteBuffer(bytes: $0.envelope) }))
+                     AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
+                ON CONFLICT (version_id) DO NOTHING RETURNING version_id
+                """,
+                logger: logger
+            )
+            for try await id in rows.decode(String.self) { inserted.insert(id) }
+
+            let recordIDs = Array(Set(versions.map(\.recordID)))
+            let stored = try await self.all(
+                HeadRecord.self,
+                """
+                SELECT record_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
+                WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))
+                """,
+                on: conn
+            )
+            var heads = Dictionary(stored.map { ($0.recordID, $0.key) }, uniquingKeysWith: { first, _ in first })
 
             var outcomes: [StoreOutcome] = []
-            var heads: [String: HeadKey] = [:]
-            var known = Set<String>()
             var winners: [String: (VersionRow, Int64)] = [:]
             var seen = Set<String>()
-            // Each chunk is stored as soon as its checks are done, while the later ones are still checked.
-            while let chunk = try await versions.next() {
-                guard !chunk.isEmpty else { continue }
-                let inserted = try await self.insertVersions(chunk, ownerID: ownerID, on: conn)
-                // The stored heads of records this push has not met yet; the others are in `heads` already.
-                let unknown = Array(Set(chunk.map(\.recordID)).subtracting(known))
-                known.formUnion(unknown)
-                let stored = try await self.all(
-                    HeadRecord.self,
-                    """
-                    SELECT record_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
-                    WHERE owner_id = \(ownerID) AND record_id = ANY(\(unknown))
-                    """,
-                    on: conn
-                )
-                for h in stored where heads[h.recordID] == nil { heads[h.recordID] = h.key }
-                for v in chunk {
-                    guard inserted.contains(v.versionID), seen.insert(v.versionID).inserted else {
-                        outcomes.append(.duplicate)
-                        continue
-                    }
-                    if let head = heads[v.recordID], !v.wins(over: head) {
-                        outcomes.append(.stored(sequence: nil))
-                        continue
-                    }
-                    last += 1
-                    heads[v.recordID] = HeadKey(hlcPhysical: v.hlcPhysical, hlcCounter: v.hlcCounter, hlcDevice: v.hlcDevice, deleted: v.deleted)
-                    winners[v.recordID] = (v, last)
-                    outcomes.append(.stored(sequence: UInt64(last)))
+            for v in versions {
+                guard inserted.contains(v.versionID), seen.insert(v.versionID).inserted else {
+                    outcomes.append(.duplicate)
+                    continue
                 }
+                if let head = heads[v.recordID], !v.wins(over: head) {
+                    outcomes.append(.stored(sequence: nil))
+                    continue
+                }
+                last += 1
+                heads[v.recordID] = HeadKey(hlcPhysical: v.hlcPhysical, hlcCounter: v.hlcCounter, hlcDevice: v.hlcDevice, deleted: v.deleted)
+                winners[v.recordID] = (v, last)
+                outcomes.append(.stored(sequence: UInt64(last)))
             }
             if !winners.isEmpty {
                 let w = Array(winners.values)
@@ -90,25 +104,6 @@ extension PostgresRepository {
             }
             return outcomes
         }
-    }
-
-    /// Inserts `versions` in one round trip; returns the ids that were new (RETURNING).
-    private func insertVersions(_ versions: [VersionRow], ownerID: UUID, on conn: PostgresConnection) async throws -> Set<String> {
-        let rows = try await conn.query(
-            """
-            INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-            SELECT v.id, \(ownerID), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
-            FROM unnest(\(versions.map(\.versionID)), \(versions.map(\.recordID)), \(versions.map(\.tresorID)), \(versions.map { Int64($0.epoch) }),
-                        \(versions.map(\.hlcPhysical)), \(versions.map(\.hlcCounter)), \(versions.map(\.hlcDevice)), \(versions.map(\.deleted)),
-                        \(versions.map { ByteBuffer(bytes: $0.envelope) }))
-                 AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
-            ON CONFLICT (version_id) DO NOTHING RETURNING version_id
-            """,
-            logger: logger
-        )
-        var inserted = Set<String>()
-        for try await id in rows.decode(String.self) { inserted.insert(id) }
-        return inserted
     }
 
     public func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow] {

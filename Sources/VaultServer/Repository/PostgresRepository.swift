@@ -13,6 +13,8 @@ import VaultCrypto
 /// owner's row lock in `owner_sequences`, so change sequences commit in order and a cursor never skips.
 public final class PostgresRepository: VaultRepository {
     public let backendName = "postgres"
+    /// The store waits for every chunk (see `storeVersions`).
+    public let streamsPushes = false
     let client: PostgresPool
     let logger: Logger
 

@@ -85,6 +85,9 @@ public protocol VaultRepository: Sendable {
     /// The versions arrive chunk by chunk (a push's store begins while its later envelopes are still
     /// being checked); a stream that fails rolls the transaction back. Outcomes are in stream order.
     func storeVersions(ownerID: UUID, _ versions: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome]
+    /// Whether a push's store should start with its first checked chunk (true) or once every chunk is
+    /// checked (false).
+    var streamsPushes: Bool { get }
     /// Like `changes`, but ending earlier once the envelopes would pass `maxBytes` (`StoredPage.fitting`),
     /// and on a final page (nothing left after it) the newest commitments of the tresors it covers (all of
     /// the owner's, or `tresorID`'s), read in the same snapshot as the changes.

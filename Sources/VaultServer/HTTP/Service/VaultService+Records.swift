@@ -34,9 +34,10 @@ extension VaultService {
 
     /// Every check of a push, and one transaction storing the versions that passed with the commitments.
     /// The tresors the pushed records already live in are looked up first (beside the signature checks);
-    /// the transaction begins once that lookup is done and the first chunk of envelopes is checked, so it
-    /// never waits for a second database connection, and it stores each later chunk as soon as its
-    /// checks are done, while the chunks after it are still being verified on the other cores.
+    /// the transaction begins once that lookup is done and the first chunk of envelopes is checked (every
+    /// chunk, where the repository does not stream pushes), so it never waits for a second database
+    /// connection, and it stores each later chunk as soon as its checks are done, while the chunks after
+    /// it are still being verified on the other cores.
     func push(_ caller: Caller, _ envelopes: [PushedEnvelope], commitments pushedCommitments: [StateCommitment]) async throws -> PushResponse {
         let tresors = Dictionary(uniqueKeysWithValues: try await repository.tresors(ownerID: caller.id).map { ($0.id, $0) })
         let now = clock()
@@ -63,6 +64,7 @@ extension VaultService {
             var placed: [String: UUID]?
             var early: [(Int, [Result<VersionRow, APIError>])] = []
             var canStore = ranges.isEmpty
+            var delivered = 0
             var storeAdded = false
             var outcomes: [StoreOutcome]?
             for try await step in group {
@@ -88,7 +90,8 @@ extension VaultService {
                         }
                     }
                     stream.deliver(rows, at: k)
-                    if k == 0 { canStore = true }
+                    delivered += 1
+                    if (k == 0 && repository.streamsPushes) || delivered == ranges.count { canStore = true }
                 }
                 if canStore, !storeAdded {
                     storeAdded = true

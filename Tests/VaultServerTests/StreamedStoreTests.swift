@@ -81,4 +81,34 @@ struct StreamedStoreTests {
         #expect(try await inTask.value == ["r0", "r1", "r2", "r3", "r4"])
         #expect(try await waiting.next() == nil, "nothing after the last chunk")
     }
+
+    /// A record stays in the tresor it was first written to. The store checks it under its own lock, so
+    /// two pushes at once cannot place one record in two tresors (a check before the store could not).
+    @Test(arguments: Backend.allCases)
+    func aVersionOfARecordInAnotherTresorIsRefusedAndNothingOfItStored(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let owner = UUID()
+            let first = UUID()
+            let second = UUID()
+            let placed = Fixtures.version(owner: owner, record: "r1", tresor: first, physical: 10)
+            #expect(try await repo.storeVersions(ownerID: owner, [placed]) == [.stored(sequence: 1)])
+            let moved = Fixtures.version(owner: owner, record: "r1", tresor: second, physical: 20)
+            let other = Fixtures.version(owner: owner, record: "r2", tresor: second, physical: 20)
+            // Within one batch too: the first version of a new record places it.
+            let fresh = Fixtures.version(owner: owner, record: "r3", tresor: first, physical: 5)
+            let freshMoved = Fixtures.version(owner: owner, record: "r3", tresor: second, physical: 6)
+            #expect(
+                try await repo.storeVersions(ownerID: owner, [moved, other, fresh, freshMoved])
+                    == [.misplaced, .stored(sequence: 2), .stored(sequence: 3), .misplaced]
+            )
+            let inSecond = try await repo.changes(ownerID: owner, tresorID: second, since: 0, limit: 10)
+            #expect(inSecond.map(\.envelope) == [other.envelope], "the refused versions are neither heads nor stored")
+            let inFirst = try await repo.changes(ownerID: owner, tresorID: first, since: 0, limit: 10)
+            #expect(inFirst.map(\.envelope) == [placed.envelope, fresh.envelope])
+            // Not stored: once the record is in the right tresor the same version id is new, not a duplicate.
+            var back = moved
+            back.tresorID = first
+            #expect(try await repo.storeVersions(ownerID: owner, [back]) == [.stored(sequence: 4)])
+        }
+    }
 }

@@ -8,10 +8,12 @@ extension PostgresRepository {
     /// A stored head and the record it belongs to.
     private struct HeadRecord: StoredRowDecodable {
         var recordID: String
+        var tresorID: UUID
         var key: HeadKey
 
         init(stored r: some StoredRow) throws {
             recordID = try r.string("record_id")
+            tresorID = try r.uuid("tresor_id")
             key = try HeadKey(stored: r)
         }
     }
@@ -37,38 +39,53 @@ extension PostgresRepository {
             try await self.replaceCommitments(conn, owner: ownerID, commitments, now: now)
             guard !versions.isEmpty else { return [] }
 
-            // One round trip inserts the whole batch; RETURNING tells which ids were new.
-            var inserted = Set<String>()
-            let ids = versions.map(\.versionID)
-            let rows = try await conn.query(
-                """
-                INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                SELECT v.id, \(ownerID), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
-                FROM unnest(\(ids), \(versions.map(\.recordID)), \(versions.map(\.tresorID)), \(versions.map { Int64($0.epoch) }),
-                            \(versions.map(\.hlcPhysical)), \(versions.map(\.hlcCounter)), \(versions.map(\.hlcDevice)), \(versions.map(\.deleted)),
-                            \(versions.map { ByteBuffer(bytes: $0.envelope) }))
-                     AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
-                ON CONFLICT (version_id) DO NOTHING RETURNING version_id
-                """,
-                logger: logger
-            )
-            for try await id in rows.decode(String.self) { inserted.insert(id) }
-
+            // The heads first, under the owner's lock: a record stays in the tresor it was first written to
+            // (the first version of a new record places it), so two pushes at once cannot place one record
+            // in two tresors.
             let recordIDs = Array(Set(versions.map(\.recordID)))
             let stored = try await self.all(
                 HeadRecord.self,
                 """
-                SELECT record_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
+                SELECT record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
                 WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))
                 """,
                 on: conn
             )
             var heads = Dictionary(stored.map { ($0.recordID, $0.key) }, uniquingKeysWith: { first, _ in first })
+            var placed = Dictionary(stored.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })
+            let misplaced = versions.map { v in
+                if let t = placed[v.recordID] { return t != v.tresorID }
+                placed[v.recordID] = v.tresorID
+                return false
+            }
+            let kept = zip(versions, misplaced).filter { !$1 }.map(\.0)
+
+            // One round trip inserts the rest of the batch; RETURNING tells which ids were new.
+            var inserted = Set<String>()
+            if !kept.isEmpty {
+                let rows = try await conn.query(
+                    """
+                    INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                    SELECT v.id, \(ownerID), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
+                    FROM unnest(\(kept.map(\.versionID)), \(kept.map(\.recordID)), \(kept.map(\.tresorID)), \(kept.map { Int64($0.epoch) }),
+                                \(kept.map(\.hlcPhysical)), \(kept.map(\.hlcCounter)), \(kept.map(\.hlcDevice)), \(kept.map(\.deleted)),
+                                \(kept.map { ByteBuffer(bytes: $0.envelope) }))
+                         AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
+                    ON CONFLICT (version_id) DO NOTHING RETURNING version_id
+                    """,
+                    logger: logger
+                )
+                for try await id in rows.decode(String.self) { inserted.insert(id) }
+            }
 
             var outcomes: [StoreOutcome] = []
             var winners: [String: (VersionRow, Int64)] = [:]
             var seen = Set<String>()
-            for v in versions {
+            for (v, misplaced) in zip(versions, misplaced) {
+                guard !misplaced else {
+                    outcomes.append(.misplaced)
+                    continue
+                }
                 guard inserted.contains(v.versionID), seen.insert(v.versionID).inserted else {
                     outcomes.append(.duplicate)
                     continue
@@ -187,15 +204,6 @@ extension PostgresRepository {
             logger: logger
         ).decode(Int64?.self) { return v }
         return nil
-    }
-
-    public func headTresors(ownerID: UUID, recordIDs: [String]) async throws -> [String: UUID] {
-        guard !recordIDs.isEmpty else { return [:] }
-        let rows = try await all(
-            HeadTresor.self,
-            "SELECT record_id, tresor_id FROM heads WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))"
-        )
-        return Dictionary(rows.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })
     }
 }
 

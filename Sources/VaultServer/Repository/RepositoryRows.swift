@@ -97,6 +97,8 @@ public enum StoreOutcome: Sendable, Equatable {
     case stored(sequence: UInt64?)
     /// The version id was already stored.
     case duplicate
+    /// Refused, nothing stored: the record lives in another tresor (Docs/design.md §4).
+    case misplaced
 }
 
 /// A change: the sequence at which a head was written, with the envelope as stored (binary, §7.1).

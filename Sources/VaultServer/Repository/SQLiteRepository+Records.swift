@@ -22,7 +22,7 @@ extension SQLiteRepository {
             )
             let readHead = try SQLiteStep(
                 db,
-                sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted FROM heads WHERE owner_id = ? AND record_id = ?"
+                sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted, tresor_id FROM heads WHERE owner_id = ? AND record_id = ?"
             )
             let writeHead = try SQLiteStep(
                 db,
@@ -45,6 +45,24 @@ extension SQLiteRepository {
             while let chunk = try versions.nextBlocking() {
                 for v in chunk {
                     let tresor = Self.id(v.tresorID)
+                    // The head first: a record stays in the tresor it was first written to (checked here, under
+                    // the writer, so two pushes at once cannot place one record in two tresors).
+                    try readHead.bind(.text(owner), .text(v.recordID))
+                    var head: HeadKey?
+                    if try readHead.step() {
+                        guard try readHead.text(4) == tresor else {
+                            readHead.finish()
+                            outcomes.append(.misplaced)
+                            continue
+                        }
+                        head = HeadKey(
+                            hlcPhysical: try readHead.int(0),
+                            hlcCounter: try readHead.int(1),
+                            hlcDevice: try readHead.text(2),
+                            deleted: try readHead.int(3) != 0
+                        )
+                    }
+                    readHead.finish()
                     try insertVersion.bind(
                         .text(v.versionID),
                         .text(owner),
@@ -62,19 +80,9 @@ extension SQLiteRepository {
                         outcomes.append(.duplicate)
                         continue
                     }
-                    try readHead.bind(.text(owner), .text(v.recordID))
-                    if try readHead.step() {
-                        let head = HeadKey(
-                            hlcPhysical: try readHead.int(0),
-                            hlcCounter: try readHead.int(1),
-                            hlcDevice: try readHead.text(2),
-                            deleted: try readHead.int(3) != 0
-                        )
-                        readHead.finish()
-                        if !v.wins(over: head) {
-                            outcomes.append(.stored(sequence: nil))
-                            continue
-                        }
+                    if let head, !v.wins(over: head) {
+                        outcomes.append(.stored(sequence: nil))
+                        continue
                     }
                     last += 1
                     try writeHead.bind(
@@ -182,21 +190,5 @@ extension SQLiteRepository {
                 arguments: [Self.id(ownerID), Self.id(tresorID)]
             )
         }
-    }
-
-    public func headTresors(ownerID: UUID, recordIDs: [String]) async throws -> [String: UUID] {
-        guard !recordIDs.isEmpty else { return [:] }
-        // One statement text for any number of ids (the ids go in as one JSON array): statements are kept
-        // per connection, and a text per batch size would keep up to one per size pushed.
-        let ids = String(decoding: try JSONEncoder().encode(recordIDs), as: UTF8.self)
-        let rows = try await pool.read { db in
-            try Self.all(
-                HeadTresor.self,
-                db,
-                "SELECT record_id, tresor_id FROM heads WHERE owner_id = ? AND record_id IN (SELECT value FROM json_each(?))",
-                [Self.id(ownerID), ids]
-            )
-        }
-        return Dictionary(rows.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })
     }
 }

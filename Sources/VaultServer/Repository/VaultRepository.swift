@@ -95,10 +95,6 @@ public protocol VaultRepository: Sendable {
 
     /// Heads changed after `since`, in sequence order, at most `limit`; only `tresorID`'s when given.
     func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow]
-    /// The tresor each of `recordIDs` already lives in (records without a head are absent): a record stays
-    /// in the tresor it was first written to (Docs/design.md §4).
-    func headTresors(ownerID: UUID, recordIDs: [String]) async throws -> [String: UUID]
-
     /// The latest change time per tresor of an owner, for "My Patients".
     func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis?
 
@@ -218,16 +214,5 @@ extension VaultRepository {
             )
         }
         return AuditVerification(ok: true, entriesChecked: checked, brokenAt: nil, problem: nil)
-    }
-}
-
-/// A record and the tresor its head lives in.
-struct HeadTresor: StoredRowDecodable {
-    var recordID: String
-    var tresorID: UUID
-
-    init(stored r: some StoredRow) throws {
-        recordID = try r.string("record_id")
-        tresorID = try r.uuid("tresor_id")
     }
 }

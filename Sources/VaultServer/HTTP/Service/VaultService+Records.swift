@@ -33,11 +33,10 @@ extension VaultService {
     }
 
     /// Every check of a push, and one transaction storing the versions that passed with the commitments.
-    /// The tresors the pushed records already live in are looked up first (beside the signature checks);
-    /// the transaction begins once that lookup is done and the first chunk of envelopes is checked (every
-    /// chunk, where the repository does not stream pushes), so it never waits for a second database
-    /// connection, and it stores each later chunk as soon as its checks are done, while the chunks after
-    /// it are still being verified on the other cores.
+    /// The transaction begins once the first chunk of envelopes is checked (every chunk, where the
+    /// repository does not stream pushes) and stores each later chunk as soon as its checks are done,
+    /// while the chunks after it are still being verified on the other cores. The store itself refuses a
+    /// version whose record lives in another tresor (`StoreOutcome.misplaced`), under its lock.
     func push(_ caller: Caller, _ envelopes: [PushedEnvelope], commitments pushedCommitments: [StateCommitment]) async throws -> PushResponse {
         let tresors = Dictionary(uniqueKeysWithValues: try await repository.tresors(ownerID: caller.id).map { ($0.id, $0) })
         let now = clock()
@@ -45,57 +44,47 @@ extension VaultService {
         let me = caller.id
         let commitments = try Self.check(pushedCommitments, caller: caller, tresors: tresors)
         let repository = self.repository
-        let recordIDs = envelopes.map { $0.envelope.header.recordID.hex }
         let ranges = Parallel.chunks(envelopes.count)
         let stream = VersionChunks(count: ranges.count)
         var results = envelopes.map { PushResult(versionID: $0.envelope.versionID, status: .rejected) }
         var accepted: [[Int]] = Array(repeating: [], count: ranges.count)
 
         let outcomes: [StoreOutcome] = try await withThrowingTaskGroup(of: PushStep.self) { group in
-            // A record stays in the tresor it was first written to: moving it would leave the first tresor's
-            // readers (a doctor of that category) without its later versions and its tombstone. Looked up
-            // among the caller's records only.
-            group.addTask { .placed(try await repository.headTresors(ownerID: me, recordIDs: recordIDs)) }
             // Checks that need no database, including the Ed25519 verification, spread over every core.
             for (k, range) in ranges.enumerated() {
                 let part = envelopes[range]
                 group.addTask { .checked(k, part.map { Self.check($0, owner: me, signingKey: signingKey, tresors: tresors, now: now) }) }
             }
-            var placed: [String: UUID]?
-            var early: [(Int, [Result<VersionRow, APIError>])] = []
-            var canStore = ranges.isEmpty
+            let store: @Sendable () async throws -> PushStep = {
+                .stored(try await repository.storeVersions(ownerID: me, stream, commitments: commitments))
+            }
+            if ranges.isEmpty { group.addTask(operation: store) }
             var delivered = 0
-            var storeAdded = false
             var outcomes: [StoreOutcome]?
             for try await step in group {
-                var ready: [(Int, [Result<VersionRow, APIError>])] = []
                 switch step {
-                case let .placed(p):
-                    placed = p
-                    ready = early
-                    early = []
                 case let .checked(k, checked):
-                    if placed == nil { early.append((k, checked)) } else { ready = [(k, checked)] }
-                case let .stored(o):
-                    outcomes = o
-                }
-                guard let placed else { continue }
-                for (k, checked) in ready {
                     var rows: [VersionRow] = []
                     for (i, result) in zip(ranges[k], checked) {
-                        results[i] = Self.judge(result, placed: placed, versionID: envelopes[i].envelope.versionID)
-                        if case let .success(row) = result, results[i].status == .stored {
+                        switch result {
+                        case let .success(row):
+                            results[i] = PushResult(versionID: row.versionID, status: .stored)
                             accepted[k].append(i)
                             rows.append(row)
+                        case let .failure(err):
+                            results[i] = PushResult(
+                                versionID: envelopes[i].envelope.versionID,
+                                status: .rejected,
+                                code: err.code,
+                                reason: err.message
+                            )
                         }
                     }
                     stream.deliver(rows, at: k)
                     delivered += 1
-                    if (k == 0 && repository.streamsPushes) || delivered == ranges.count { canStore = true }
-                }
-                if canStore, !storeAdded {
-                    storeAdded = true
-                    group.addTask { .stored(try await repository.storeVersions(ownerID: me, stream, commitments: commitments)) }
+                    if repository.streamsPushes ? k == 0 : delivered == ranges.count { group.addTask(operation: store) }
+                case let .stored(o):
+                    outcomes = o
                 }
             }
             guard let outcomes else { throw APIError.internal }
@@ -105,25 +94,18 @@ extension VaultService {
             switch outcome {
             case let .stored(seq): results[k].sequence = seq
             case .duplicate: results[k].status = .duplicate
+            case .misplaced:
+                let err = Self.misplaced
+                results[k] = PushResult(versionID: results[k].versionID, status: .rejected, code: err.code, reason: err.message)
             }
         }
         ServerMetrics.shared.recordsPushed.increment(by: results.filter { $0.status == .stored }.count)
         return PushResponse(results: results)
     }
 
-    /// The answer for one checked envelope: stored (for now: the store may find it a duplicate), or
-    /// refused for its check or because its record lives in another tresor.
-    static func judge(_ result: Result<VersionRow, APIError>, placed: [String: UUID], versionID: String) -> PushResult {
-        switch result {
-        case let .success(row) where placed[row.recordID].map({ $0 != row.tresorID }) ?? false:
-            let err = APIError(.conflict, .conflict, "this record lives in another category's tresor; a record never moves between categories")
-            return PushResult(versionID: row.versionID, status: .rejected, code: err.code, reason: err.message)
-        case let .success(row):
-            return PushResult(versionID: row.versionID, status: .stored)
-        case let .failure(err):
-            return PushResult(versionID: versionID, status: .rejected, code: err.code, reason: err.message)
-        }
-    }
+    /// The refusal of a version whose record lives in another category's tresor: moving it would leave the
+    /// first tresor's readers (a doctor of that category) without its later versions and its tombstone.
+    static let misplaced = APIError(.conflict, .conflict, "this record lives in another category's tresor; a record never moves between categories")
 
     /// The checks of pushed state commitments that need no database (Docs/envelope-v1.md §3.4): each is
     /// signed by the caller, names one of the caller's tresors with its category, and at most one per
@@ -265,8 +247,6 @@ extension VaultService {
 
 /// What the concurrent steps of a push yield.
 enum PushStep: Sendable {
-    /// The tresor each pushed record already lives in.
-    case placed([String: UUID])
     /// The checks of chunk `k` of the envelopes.
     case checked(Int, [Result<VersionRow, APIError>])
     /// The store's outcomes, in the order of the accepted versions.

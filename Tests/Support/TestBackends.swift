@@ -157,10 +157,15 @@ struct SetupStalled: Error, CustomStringConvertible {
             let work = Task {
                 do { finish(.success(try await body())) } catch { finish(.failure(error)) }
             }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
+            let timer = Task {
+                try await Task.sleep(for: .seconds(seconds))
                 finish(.failure(SetupStalled(step: step, seconds: seconds)))
                 work.cancel()
+            }
+            // The timer goes once the work is done, rather than sleeping out its minute.
+            Task {
+                _ = await work.result
+                timer.cancel()
             }
         }
     }

@@ -77,7 +77,8 @@ public protocol VaultRepository: Sendable {
     /// Stores versions of one owner's records in one transaction: append-only and idempotent by
     /// version id, updating each record's head by last-writer-wins and giving every new head the next
     /// number of the owner's change sequence. Writers of one owner are serialised so that a reader's
-    /// cursor can never pass a sequence number that is not yet committed.
+    /// cursor can never pass a sequence number that is not yet committed. A version whose record's head
+    /// lives in another tresor is refused (`.misplaced`, nothing of it stored): a record never moves.
     func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome]
     /// `storeVersions`, and in the same transaction each tresor's newest state commitment replaced by
     /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is

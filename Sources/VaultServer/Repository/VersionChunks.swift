@@ -26,9 +26,6 @@ public final class VersionChunks: @unchecked Sendable {
         deliver(rows, at: 0)
     }
 
-    /// The number of chunks the stream holds when complete.
-    public var count: Int { condition.withLock { slots.count } }
-
     /// Delivers chunk `index` (each index once; a second delivery is ignored).
     public func deliver(_ rows: [VersionRow], at index: Int) {
         resume {

@@ -96,10 +96,55 @@ struct SchemaTests {
         #expect(
             migrations.map(\.id) == [
                 "v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle",
+                "v7-heads-reference-kept-by-the-store",
             ]
         )
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")
         let hex = try BLAKE2b.hash(Array(normalized.utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(hex == digest)
+    }
+
+    /// The foreign keys declared on `heads`, as the engine reports them.
+    static func headsForeignKeys(_ repo: any VaultRepository) async throws -> Int {
+        if let sqlite = repo as? SQLiteRepository {
+            return try await sqlite.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM pragma_foreign_key_list('heads')") ?? -1 }
+        }
+        let postgres = try #require(repo as? PostgresRepository)
+        var count = -1
+        for try await n in try await postgres.client.query(
+            "SELECT count(*)::bigint FROM pg_constraint WHERE conrelid = 'heads'::regclass AND contype = 'f'",
+            logger: postgres.logger
+        ).decode(Int64.self) { count = Int(n) }
+        return count
+    }
+
+    /// v7 on a database written by the previous version (its foreign key from heads to versions put back and
+    /// the migration forgotten): PostgreSQL loses the key and keeps every version and head; SQLite keeps its key.
+    @Test(arguments: Backend.allCases)
+    func theUpgradeDropsTheHeadsForeignKeyOnPostgreSQLOnlyAndKeepsTheData(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let owner = UUID()
+            let tresor = UUID()
+            let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
+            #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
+            guard backend == .postgres else {
+                #expect(try await Self.headsForeignKeys(repo) == 1, "SQLite keeps the declared reference")
+                return
+            }
+            #expect(try await Self.headsForeignKeys(repo) == 0)
+            try await repo.attackerExecutes(
+                """
+                ALTER TABLE heads ADD CONSTRAINT heads_version_id_fkey FOREIGN KEY (version_id) REFERENCES versions(version_id);
+                DELETE FROM schema_migrations WHERE name = 'v7-heads-reference-kept-by-the-store'
+                """
+            )
+            #expect(try await Self.headsForeignKeys(repo) == 1, "the previous version's schema")
+            try await repo.migrate()
+            #expect(try await Self.headsForeignKeys(repo) == 0)
+            let newer = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 2)
+            let other = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
+            #expect(try await repo.storeVersions(ownerID: owner, [first, newer, other]) == [.duplicate, .stored(sequence: 2), .stored(sequence: 3)])
+            #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10).map(\.envelope) == [newer.envelope, other.envelope])
+        }
     }
 }

@@ -111,4 +111,49 @@ struct StreamedStoreTests {
             #expect(try await repo.storeVersions(ownerID: owner, [back]) == [.stored(sequence: 4)])
         }
     }
+
+    /// A batch of new ids is inserted plainly; one that repeats an id (a retried push, or an id another
+    /// owner stored first) falls back inside the push's transaction, which must keep the commitment written
+    /// before the fallback and store the rest of the batch.
+    @Test(arguments: Backend.allCases)
+    func aRepeatedVersionIDKeepsTheRestOfTheBatchAndItsCommitment(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let world = try await ShareWorld.make(repo)
+            let owner = world.patient.id
+            let tresor = world.tresorRow.id
+            let stranger = UUID()
+            // Fixtures.version derives the id from the fields without the owner: the same fields, the same id.
+            let theirs = Fixtures.version(owner: stranger, record: "r9", tresor: UUID(), physical: 9)
+            #expect(try await repo.storeVersions(ownerID: stranger, [theirs]) == [.stored(sequence: 1)])
+            let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
+            #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
+
+            let collision = Fixtures.version(owner: owner, record: "r9", tresor: tresor, physical: 9)
+            #expect(collision.versionID == theirs.versionID)
+            let newer = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 2)
+            let fresh = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
+            let commitment = CommitmentRow(tresorID: tresor, sequence: 1, json: Array("state 1".utf8))
+            #expect(
+                try await repo.storeVersions(ownerID: owner, VersionChunks([first, collision, newer, fresh]), commitments: [commitment])
+                    == [.duplicate, .duplicate, .stored(sequence: 2), .stored(sequence: 3)]
+            )
+            let page = try await repo.page(ownerID: owner, tresorID: tresor, since: 0, limit: 10, maxBytes: 1 << 20)
+            #expect(page.changes.map(\.envelope) == [newer.envelope, fresh.envelope])
+            #expect(page.commitments == [commitment], "the commitment written before the fallback is kept")
+            #expect(try await repo.changes(ownerID: stranger, tresorID: nil, since: 0, limit: 10).map(\.envelope) == [theirs.envelope])
+
+            // The next push of new ids takes the plain insert again, and its commitment must follow the stored one.
+            let later = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 5)
+            let next = CommitmentRow(tresorID: tresor, sequence: 2, json: Array("state 2".utf8))
+            #expect(try await repo.storeVersions(ownerID: owner, VersionChunks([later]), commitments: [next]) == [.stored(sequence: 4)])
+            let stale = CommitmentRow(tresorID: tresor, sequence: 2, json: Array("state 2 again".utf8))
+            let refused = Fixtures.version(owner: owner, record: "r3", tresor: tresor, physical: 1)
+            await #expect(throws: (any Error).self) {
+                try await repo.storeVersions(ownerID: owner, VersionChunks([refused]), commitments: [stale])
+            }
+            let after = try await repo.page(ownerID: owner, tresorID: tresor, since: 0, limit: 10, maxBytes: 1 << 20)
+            #expect(after.changes.map(\.envelope) == [newer.envelope, later.envelope])
+            #expect(after.commitments == [next])
+        }
+    }
 }

@@ -18,9 +18,10 @@ extension PostgresRepository {
         }
     }
 
-    /// Stores the whole push in two statements once every chunk is checked (`streamsPushes` is false):
-    /// storing chunk by chunk while the rest were checked cost a round trip per chunk and measured no
-    /// faster here (Docs/benchmarks.md §2).
+    /// Stores the whole push once every chunk is checked (`streamsPushes` is false): storing chunk by
+    /// chunk while the rest were checked cost round trips per chunk and measured no faster here
+    /// (Docs/benchmarks.md §2). Under the owner's lock: the heads the batch touches, one INSERT of the
+    /// versions, one INSERT of new heads and one UPDATE of replaced ones.
     public func storeVersions(ownerID: UUID, _ chunks: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
         let versions = try await chunks.rest()
         guard !versions.isEmpty || !commitments.isEmpty else { return [] }
@@ -58,25 +59,7 @@ extension PostgresRepository {
                 placed[v.recordID] = v.tresorID
                 return false
             }
-            let kept = zip(versions, misplaced).filter { !$1 }.map(\.0)
-
-            // One round trip inserts the rest of the batch; RETURNING tells which ids were new.
-            var inserted = Set<String>()
-            if !kept.isEmpty {
-                let rows = try await conn.query(
-                    """
-                    INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
-                    SELECT v.id, \(ownerID), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
-                    FROM unnest(\(kept.map(\.versionID)), \(kept.map(\.recordID)), \(kept.map(\.tresorID)), \(kept.map { Int64($0.epoch) }),
-                                \(kept.map(\.hlcPhysical)), \(kept.map(\.hlcCounter)), \(kept.map(\.hlcDevice)), \(kept.map(\.deleted)),
-                                \(kept.map { ByteBuffer(bytes: $0.envelope) }))
-                         AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
-                    ON CONFLICT (version_id) DO NOTHING RETURNING version_id
-                    """,
-                    logger: logger
-                )
-                for try await id in rows.decode(String.self) { inserted.insert(id) }
-            }
+            let inserted = try await self.insertVersions(conn, owner: ownerID, zip(versions, misplaced).filter { !$1 }.map(\.0))
 
             var outcomes: [StoreOutcome] = []
             var winners: [String: (VersionRow, Int64)] = [:]
@@ -99,27 +82,83 @@ extension PostgresRepository {
                 winners[v.recordID] = (v, last)
                 outcomes.append(.stored(sequence: UInt64(last)))
             }
-            if !winners.isEmpty {
-                let w = Array(winners.values)
-                try await conn.query(
-                    """
-                    INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence,
-                                       changed_at)
-                    SELECT \(ownerID), h.rid, h.tid, h.vid, h.phys, h.ctr, h.dev, h.del, h.seq, \(now)
-                    FROM unnest(\(w.map(\.0.recordID)), \(w.map(\.0.tresorID)), \(w.map(\.0.versionID)), \(w.map(\.0.hlcPhysical)),
-                                \(w.map(\.0.hlcCounter)), \(w.map(\.0.hlcDevice)), \(w.map(\.0.deleted)), \(w.map(\.1)))
-                         AS h(rid, tid, vid, phys, ctr, dev, del, seq)
-                    ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, version_id = excluded.version_id,
-                        hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
-                        deleted = excluded.deleted, sequence = excluded.sequence, changed_at = excluded.changed_at
-                    """,
-                    logger: logger
-                )
-            }
+            try await self.writeHeads(conn, owner: ownerID, Array(winners.values), existing: Set(stored.map(\.recordID)), now: now)
             if last != start {
                 try await conn.query("UPDATE owner_sequences SET last_sequence = \(last) WHERE owner_id = \(ownerID)", logger: logger)
             }
             return outcomes
+        }
+    }
+
+    /// Inserts `versions` and returns the ids that were new. A batch's ids are all new unless a push is
+    /// retried or repeats an id, so a plain INSERT is tried first under a savepoint; only a unique
+    /// violation falls back to the slower `ON CONFLICT DO NOTHING` (Docs/benchmarks.md §2).
+    private func insertVersions(_ conn: PostgresConnection, owner: UUID, _ versions: [VersionRow]) async throws -> Set<String> {
+        guard !versions.isEmpty else { return [] }
+        try await conn.query("SAVEPOINT new_versions", logger: logger)
+        do {
+            try await conn.query(Self.insertVersions(owner: owner, versions, skippingKnown: false), logger: logger)
+            return Set(versions.map(\.versionID))
+        } catch  where Self.isUniqueViolation(error) {
+            try await conn.query("ROLLBACK TO SAVEPOINT new_versions", logger: logger)
+        }
+        var inserted = Set<String>()
+        let rows = try await conn.query(Self.insertVersions(owner: owner, versions, skippingKnown: true), logger: logger)
+        for try await id in rows.decode(String.self) { inserted.insert(id) }
+        return inserted
+    }
+
+    /// One round trip inserting every version; `skippingKnown` skips ids already stored and returns the new ones.
+    private static func insertVersions(owner: UUID, _ v: [VersionRow], skippingKnown: Bool) -> PostgresQuery {
+        """
+        INSERT INTO versions (version_id, owner_id, record_id, tresor_id, epoch, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+        SELECT v.id, \(owner), v.rid, v.tid, v.epoch, v.phys, v.ctr, v.dev, v.del, v.env
+        FROM unnest(\(v.map(\.versionID)), \(v.map(\.recordID)), \(v.map(\.tresorID)), \(v.map { Int64($0.epoch) }),
+                    \(v.map(\.hlcPhysical)), \(v.map(\.hlcCounter)), \(v.map(\.hlcDevice)), \(v.map(\.deleted)),
+                    \(v.map { ByteBuffer(bytes: $0.envelope) }))
+             AS v(id, rid, tid, epoch, phys, ctr, dev, del, env)
+        \(unescaped: skippingKnown ? "ON CONFLICT (version_id) DO NOTHING RETURNING version_id" : "")
+        """
+    }
+
+    /// Writes the winning version of each record and its new sequence: an INSERT for records that had no
+    /// head and an UPDATE for those that had (`existing`, read under the owner's lock, which every writer
+    /// of this owner's heads holds), which costs less than one upsert (Docs/benchmarks.md §2). A record
+    /// keeps its tresor, so the UPDATE leaves `tresor_id` as it is.
+    private func writeHeads(
+        _ conn: PostgresConnection,
+        owner: UUID,
+        _ winners: [(VersionRow, Int64)],
+        existing: Set<String>,
+        now: UnixMillis
+    ) async throws {
+        let new = winners.filter { !existing.contains($0.0.recordID) }
+        let old = winners.filter { existing.contains($0.0.recordID) }
+        if !new.isEmpty {
+            try await conn.query(
+                """
+                INSERT INTO heads (owner_id, record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, sequence,
+                                   changed_at)
+                SELECT \(owner), h.rid, h.tid, h.vid, h.phys, h.ctr, h.dev, h.del, h.seq, \(now)
+                FROM unnest(\(new.map(\.0.recordID)), \(new.map(\.0.tresorID)), \(new.map(\.0.versionID)), \(new.map(\.0.hlcPhysical)),
+                            \(new.map(\.0.hlcCounter)), \(new.map(\.0.hlcDevice)), \(new.map(\.0.deleted)), \(new.map(\.1)))
+                     AS h(rid, tid, vid, phys, ctr, dev, del, seq)
+                """,
+                logger: logger
+            )
+        }
+        if !old.isEmpty {
+            try await conn.query(
+                """
+                UPDATE heads SET version_id = h.vid, hlc_physical = h.phys, hlc_counter = h.ctr, hlc_device = h.dev, deleted = h.del,
+                                 sequence = h.seq, changed_at = \(now)
+                FROM unnest(\(old.map(\.0.recordID)), \(old.map(\.0.versionID)), \(old.map(\.0.hlcPhysical)), \(old.map(\.0.hlcCounter)),
+                            \(old.map(\.0.hlcDevice)), \(old.map(\.0.deleted)), \(old.map(\.1)))
+                     AS h(rid, vid, phys, ctr, dev, del, seq)
+                WHERE heads.owner_id = \(owner) AND heads.record_id = h.rid
+                """,
+                logger: logger
+            )
         }
     }
 

@@ -124,7 +124,9 @@ struct StreamedStoreTests {
             let stranger = UUID()
             // Fixtures.version derives the id from the fields without the owner: the same fields, the same id.
             let theirs = Fixtures.version(owner: stranger, record: "r9", tresor: UUID(), physical: 9)
-            #expect(try await repo.storeVersions(ownerID: stranger, [theirs]) == [.stored(sequence: 1)])
+            // A record id of the stranger's that the owner also uses: the owner's pushes must not touch its head.
+            let theirR1 = Fixtures.version(owner: stranger, record: "r1", tresor: UUID(), physical: 100)
+            #expect(try await repo.storeVersions(ownerID: stranger, [theirs, theirR1]) == [.stored(sequence: 1), .stored(sequence: 2)])
             let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
             #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
 
@@ -140,7 +142,9 @@ struct StreamedStoreTests {
             let page = try await repo.page(ownerID: owner, tresorID: tresor, since: 0, limit: 10, maxBytes: 1 << 20)
             #expect(page.changes.map(\.envelope) == [newer.envelope, fresh.envelope])
             #expect(page.commitments == [commitment], "the commitment written before the fallback is kept")
-            #expect(try await repo.changes(ownerID: stranger, tresorID: nil, since: 0, limit: 10).map(\.envelope) == [theirs.envelope])
+            #expect(
+                try await repo.changes(ownerID: stranger, tresorID: nil, since: 0, limit: 10).map(\.envelope) == [theirs.envelope, theirR1.envelope]
+            )
 
             // The next push of new ids takes the plain insert again, and its commitment must follow the stored one.
             let later = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 5)

@@ -190,6 +190,12 @@ extension PostgresRepository: AccountLifecycleRepository {
     public func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount {
         try await transaction { conn in
             // The owner's sequence row is what pushes lock: holding it orders a concurrent push before or after.
+            // Inserted first when missing, so a first push still in flight (its row not yet committed) is
+            // waited for, and its versions deleted, instead of committing after the deletion's reads.
+            try await conn.query(
+                "INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(userID), 0) ON CONFLICT DO NOTHING",
+                logger: logger
+            )
             try await conn.query("SELECT 1 FROM owner_sequences WHERE owner_id = \(userID) FOR UPDATE", logger: logger)
             func count(_ sql: String) async throws -> Int {
                 Int(try await self.all(CountRow.self, PostgresQuery(unsafeSQL: sql, binds: binds(userID)), on: conn).first?.n ?? 0)

@@ -32,9 +32,13 @@ extension PostgresRepository {
                 "INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(ownerID), 0) ON CONFLICT DO NOTHING",
                 logger: logger
             )
-            var last: Int64 = 0
-            let locked = try await conn.query("SELECT last_sequence FROM owner_sequences WHERE owner_id = \(ownerID) FOR UPDATE", logger: logger)
-            for try await v in locked.decode(Int64.self) { last = v }
+            var locked: Int64?
+            for try await v in try await conn.query(
+                "SELECT last_sequence FROM owner_sequences WHERE owner_id = \(ownerID) FOR UPDATE",
+                logger: logger
+            ).decode(Int64.self) { locked = v }
+            // Gone although just inserted: the account was deleted while this push waited for its lock.
+            guard var last = locked else { throw RepositoryError.notFound("account (deleted while the push waited)") }
             let start = last
             // Under the owner's lock, so two pushes to one tresor are serialised; a stale one throws and rolls back.
             try await self.replaceCommitments(conn, owner: ownerID, commitments, now: now)
@@ -148,7 +152,7 @@ extension PostgresRepository {
             )
         }
         if !old.isEmpty {
-            try await conn.query(
+            let updated = try await conn.query(
                 """
                 UPDATE heads SET version_id = h.vid, hlc_physical = h.phys, hlc_counter = h.ctr, hlc_device = h.dev, deleted = h.del,
                                  sequence = h.seq, changed_at = \(now)
@@ -156,9 +160,15 @@ extension PostgresRepository {
                             \(old.map(\.0.hlcDevice)), \(old.map(\.0.deleted)), \(old.map(\.1)))
                      AS h(rid, vid, phys, ctr, dev, del, seq)
                 WHERE heads.owner_id = \(owner) AND heads.record_id = h.rid
+                RETURNING heads.record_id
                 """,
                 logger: logger
             )
+            var count = 0
+            for try await _ in updated { count += 1 }
+            // Every writer of this owner's heads holds the owner's lock, so the heads read under it are all
+            // still there; if one is not, nothing of this push is stored.
+            guard count == old.count else { throw RepositoryError.unavailable("a record's head changed during the push") }
         }
     }
 
@@ -206,12 +216,12 @@ extension PostgresRepository {
         let after = Int64(bitPattern: since)
         if let tresorID {
             return """
-                SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id
+                SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id AND v.owner_id = h.owner_id
                 WHERE h.owner_id = \(ownerID) AND h.tresor_id = \(tresorID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
                 """
         }
         return """
-            SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id
+            SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id AND v.owner_id = h.owner_id
             WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
             """
     }

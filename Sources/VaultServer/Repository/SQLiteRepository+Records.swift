@@ -133,7 +133,7 @@ extension SQLiteRepository {
     /// `select` of the heads after `since` (of `tresorID` when given), in sequence order, at most `limit`.
     static func changeQuery(_ select: String, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) -> (String, StatementArguments) {
         let sql = """
-            SELECT \(select) FROM heads h JOIN versions v ON v.version_id = h.version_id
+            SELECT \(select) FROM heads h JOIN versions v ON v.version_id = h.version_id AND v.owner_id = h.owner_id
             WHERE h.owner_id = ? \(tresorID == nil ? "" : "AND h.tresor_id = ?") AND h.sequence > ? ORDER BY h.sequence LIMIT ?
             """
         var args: [(any DatabaseValueConvertible)?] = [Self.id(ownerID)]

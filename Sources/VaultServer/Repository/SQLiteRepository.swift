@@ -34,7 +34,8 @@ public final class SQLiteRepository: VaultRepository {
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
         for migration in Schema.migrations(.sqlite) {
-            m.registerMigration(migration.id) { db in
+            // A migration with nothing to run for SQLite needs no foreign-key check of the whole database.
+            m.registerMigration(migration.id, foreignKeyChecks: migration.statements.isEmpty ? .immediate : .deferred) { db in
                 for statement in migration.statements { try db.execute(sql: statement) }
             }
         }

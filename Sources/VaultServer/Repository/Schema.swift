@@ -211,7 +211,9 @@ enum Schema {
     static func v7HeadsReference(_ t: SchemaDialect) -> [String] {
         switch t {
         case .sqlite: []
-        case .postgres: ["ALTER TABLE heads DROP CONSTRAINT IF EXISTS heads_version_id_fkey"]
+        // Bounded wait for the table locks: behind a long read, the migration fails and is tried again
+        // rather than stall every query queued behind it.
+        case .postgres: ["SET LOCAL lock_timeout = '5s'", "ALTER TABLE heads DROP CONSTRAINT IF EXISTS heads_version_id_fkey"]
         }
     }
 

@@ -87,10 +87,23 @@ extension BenchReport {
         ]
         var out = push
         out += throughput("push", target: Self.pushTarget, figure: { ($0.pushRps, $0.pushFloorRps, $0.pushRatio) }, alone: Self.serverPush)
+        out.append(postgresShareRow(postgresShare(\.pushRps)))
         out += pull
         out += throughput("pull", target: Self.pullTarget, figure: { ($0.pullRps, $0.pullFloorRps, $0.pullRatio) }, alone: Self.serverPull)
+        out.append(postgresShareRow(postgresShare(\.pullRps)))
         if let p = postgresUnavailable { out.append("   PostgreSQL unavailable (\(p)): its figures are null") }
         return out
+    }
+
+    /// The row of PostgreSQL's 500-byte figure over SQLite's, against "within 20 %".
+    func postgresShareRow(_ share: Double?) -> String {
+        Self.row(
+            [
+                "PostgreSQL / SQLite, 500 B", "", "", share.map { fmt($0, 2) } ?? "null", ">= \(fmt(Self.postgresShareTarget, 2))",
+                Self.status(share.map { $0 >= Self.postgresShareTarget }),
+            ],
+            Self.widths
+        )
     }
 
     /// The server-alone rows of the push and pull sections.

@@ -40,6 +40,14 @@ struct BenchReport {
 
     /// The targets of Docs/benchmarks.md: seal/open ratios, 500-byte push and pull on SQLite, incremental sync.
     static let ratioTarget = 0.9, pushTarget = 12_000.0, pullTarget = 15_000.0, incrementalTarget = 1.2
+    /// PostgreSQL's push and pull within 20 % of SQLite's: its 500-byte figure over SQLite's, same run.
+    static let postgresShareTarget = 0.8
+
+    /// The PostgreSQL figure `figure` picks over SQLite's, for 500-byte records; nil without either.
+    func postgresShare(_ figure: (PushPullResult) -> Double) -> Double? {
+        guard let p = pp(.postgres, .small), let s = pp(.sqlite, .small) else { return nil }
+        return figure(p) / figure(s)
+    }
 
     var notesForOutput: [String] {
         var out = [
@@ -72,6 +80,8 @@ struct BenchReport {
         for b in BackendKind.allCases { f.append(("push_\(b.rawValue)_ratio", .num(pp(b, .small)?.pushRatio, 3))) }
         for b in BackendKind.allCases { f.append(("pull_\(b.rawValue)_rps", .num(pp(b, .small)?.pullRps, 0))) }
         for b in BackendKind.allCases { f.append(("pull_\(b.rawValue)_ratio", .num(pp(b, .small)?.pullRatio, 3))) }
+        f.append(("push_postgres_vs_sqlite", .num(postgresShare(\.pushRps), 3)))
+        f.append(("pull_postgres_vs_sqlite", .num(postgresShare(\.pullRps), 3)))
         // Bytes on the wire per 500-byte record (binary batch and page bodies); the backend does not change them.
         let wire = pp(.sqlite, .small) ?? pp(.postgres, .small)
         f.append(

@@ -42,6 +42,13 @@ enum Fixtures {
         )
     }
 
+    /// An owner the store accepts: a registered account (the store refuses versions of an owner without one).
+    static func owner(_ repo: any VaultRepository) async throws -> UUID {
+        let row = try userRow("own-\(UUID().uuidString.prefix(8).lowercased())")
+        try await repo.insertUser(row, audit: audit)
+        return row.id
+    }
+
     static func version(
         owner: UUID,
         record: String,

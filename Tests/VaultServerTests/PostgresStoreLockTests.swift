@@ -32,7 +32,7 @@ struct PostgresStoreLockTests {
     @Test func aPushThatWaitedWhileItsAccountWasDeletedStoresNothing() async throws {
         try await TestDatabase.with(.postgres) { repo in
             let pg = try #require(repo as? PostgresRepository)
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let tresor = UUID()
             let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
             #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
@@ -45,7 +45,7 @@ struct PostgresStoreLockTests {
                 try await conn.query("DELETE FROM owner_sequences WHERE owner_id = \(owner)", logger: pg.logger)
                 return push
             }
-            await #expect(throws: RepositoryError.notFound("account (deleted while the push waited)")) { _ = try await push.value }
+            await #expect(throws: RepositoryError.notFound("account")) { _ = try await push.value }
             #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10).isEmpty)
             // Not stored: the same version is new when pushed again.
             #expect(try await repo.storeVersions(ownerID: owner, [late]) == [.stored(sequence: 1)])
@@ -58,7 +58,7 @@ struct PostgresStoreLockTests {
     @Test func aDeletionWaitsForAFirstPushInFlightAndRemovesItsVersions() async throws {
         try await TestDatabase.with(.postgres) { repo in
             let pg = try #require(repo as? PostgresRepository)
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let v = Fixtures.version(owner: owner, record: "r1", tresor: UUID(), physical: 1)
             let deletion = try await pg.transaction { conn in
                 // The push's own statements, in its order, up to its commit.
@@ -84,7 +84,9 @@ struct PostgresStoreLockTests {
             }
             #expect(try await deletion.value.versions == 1, "the deletion saw the push's version")
             #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10).isEmpty)
-            #expect(try await repo.storeVersions(ownerID: owner, [v]) == [.stored(sequence: 1)], "the version is gone, not kept")
+            await #expect(throws: RepositoryError.notFound("account")) { try await repo.storeVersions(ownerID: owner, [v]) }
+            let other = try await Fixtures.owner(repo)
+            #expect(try await repo.storeVersions(ownerID: other, [v]) == [.stored(sequence: 1)], "the version id is free: the version is gone")
         }
     }
 }

@@ -149,7 +149,7 @@ struct RepositoryTests {
     @Test(arguments: Backend.allCases)
     func versionsAreAppendOnlyIdempotentAndHeadsFollowLastWriterWins(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let tresor = UUID()
             let v1 = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 100)
             #expect(try await repo.storeVersions(ownerID: owner, [v1]) == [.stored(sequence: 1)])
@@ -182,7 +182,7 @@ struct RepositoryTests {
     @Test(arguments: Backend.allCases)
     func concurrentPushesPageFromZeroExactlyOnce(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let tresor = UUID()
             let writers = 6
             let batches = 15

@@ -123,7 +123,7 @@ struct SchemaTests {
     @Test(arguments: Backend.allCases)
     func theUpgradeDropsTheHeadsForeignKeyOnPostgreSQLOnlyAndKeepsTheData(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let tresor = UUID()
             let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
             #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])

@@ -12,7 +12,7 @@ struct StreamedStoreTests {
     @Test(arguments: Backend.allCases)
     func chunksDeliveredOutOfOrderAreStoredInOrderAsOneBatch(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let tresor = UUID()
             let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 100)
             let other = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
@@ -43,7 +43,7 @@ struct StreamedStoreTests {
     func aStreamFailingAfterItsFirstChunkStoresNothing(backend: Backend) async throws {
         struct ChecksFailed: Error, Equatable {}
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let tresor = UUID()
             let versions = (0..<6).map { Fixtures.version(owner: owner, record: "r\($0)", tresor: tresor, physical: Int64($0 + 1)) }
             let chunks = VersionChunks(count: 3)
@@ -87,7 +87,7 @@ struct StreamedStoreTests {
     @Test(arguments: Backend.allCases)
     func aVersionOfARecordInAnotherTresorIsRefusedAndNothingOfItStored(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
-            let owner = UUID()
+            let owner = try await Fixtures.owner(repo)
             let first = UUID()
             let second = UUID()
             let placed = Fixtures.version(owner: owner, record: "r1", tresor: first, physical: 10)
@@ -121,7 +121,7 @@ struct StreamedStoreTests {
             let world = try await ShareWorld.make(repo)
             let owner = world.patient.id
             let tresor = world.tresorRow.id
-            let stranger = UUID()
+            let stranger = try await Fixtures.owner(repo)
             // Fixtures.version derives the id from the fields without the owner: the same fields, the same id.
             let theirs = Fixtures.version(owner: stranger, record: "r9", tresor: UUID(), physical: 9)
             // A record id of the stranger's that the owner also uses: the owner's pushes must not touch its head.
@@ -158,6 +158,32 @@ struct StreamedStoreTests {
             let after = try await repo.page(ownerID: owner, tresorID: tresor, since: 0, limit: 10, maxBytes: 1 << 20)
             #expect(after.changes.map(\.envelope) == [newer.envelope, later.envelope])
             #expect(after.commitments == [next])
+        }
+    }
+
+    /// An account deleted after its push was authenticated: the store finds no account under its lock and
+    /// stores nothing (before, SQLite stored the versions for nobody, or failed a commitment's foreign key
+    /// with a 500).
+    @Test(arguments: Backend.allCases)
+    func aPushForAnAccountDeletedMeanwhileStoresNothing(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let world = try await ShareWorld.make(repo)
+            let owner = world.patient.id
+            let tresor = world.tresorRow.id
+            let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
+            #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
+            let lifecycle = try #require(repo as? any AccountLifecycleRepository)
+            #expect(try await lifecycle.deleteAccount(userID: owner, now: 1, audit: Fixtures.audit).versions == 1)
+
+            let late = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
+            let commitment = CommitmentRow(tresorID: tresor, sequence: 1, json: Array("state 1".utf8))
+            await #expect(throws: RepositoryError.notFound("account")) {
+                try await repo.storeVersions(ownerID: owner, VersionChunks([late]), commitments: [commitment])
+            }
+            await #expect(throws: RepositoryError.notFound("account")) { try await repo.storeVersions(ownerID: owner, [late]) }
+            #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10).isEmpty)
+            let other = try await Fixtures.owner(repo)
+            #expect(try await repo.storeVersions(ownerID: other, [late]) == [.stored(sequence: 1)], "nothing of the refused pushes was stored")
         }
     }
 }

@@ -32,13 +32,17 @@ extension PostgresRepository {
                 "INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(ownerID), 0) ON CONFLICT DO NOTHING",
                 logger: logger
             )
+            // No row: the account is gone, deleted before this push or while it waited for the lock (the row
+            // was inserted above, so only a deletion removes it). Nothing is stored for an account that is gone.
             var locked: Int64?
             for try await v in try await conn.query(
-                "SELECT last_sequence FROM owner_sequences WHERE owner_id = \(ownerID) FOR UPDATE",
+                """
+                SELECT last_sequence FROM owner_sequences
+                WHERE owner_id = \(ownerID) AND EXISTS (SELECT 1 FROM users WHERE id = \(ownerID)) FOR UPDATE
+                """,
                 logger: logger
             ).decode(Int64.self) { locked = v }
-            // Gone although just inserted: the account was deleted while this push waited for its lock.
-            guard var last = locked else { throw RepositoryError.notFound("account (deleted while the push waited)") }
+            guard var last = locked else { throw RepositoryError.notFound("account") }
             let start = last
             // Under the owner's lock, so two pushes to one tresor are serialised; a stale one throws and rolls back.
             try await self.replaceCommitments(conn, owner: ownerID, commitments, now: now)

@@ -9,6 +9,11 @@ extension SQLiteRepository {
         let owner = Self.id(ownerID)
         let now = Date().unixMillis
         return try await pool.write { db in
+            // An account deleted after the push was authenticated (the writer orders the two): nothing is
+            // stored for it, rather than versions no account owns (and, with commitments, a foreign-key failure).
+            guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE id = ?)", arguments: [owner]) == true else {
+                throw RepositoryError.notFound("account")
+            }
             // First, so a stale commitment refuses the push before anything of it is written (the throw rolls back).
             try Self.replaceCommitments(db, owner: owner, commitments, now: now)
             var last = try Int64.fetchOne(db, sql: "SELECT last_sequence FROM owner_sequences WHERE owner_id = ?", arguments: [owner]) ?? 0

@@ -79,6 +79,8 @@ public protocol VaultRepository: Sendable {
     /// number of the owner's change sequence. Writers of one owner are serialised so that a reader's
     /// cursor can never pass a sequence number that is not yet committed. A version whose record's head
     /// lives in another tresor is refused (`.misplaced`, nothing of it stored): a record never moves.
+    /// Throws `.notFound("account")`, storing nothing, when the owner has no account (deleted since the
+    /// push was authenticated): the check and the store share the owner's lock.
     func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome]
     /// `storeVersions`, and in the same transaction each tresor's newest state commitment replaced by
     /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is

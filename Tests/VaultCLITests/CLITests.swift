@@ -57,10 +57,8 @@ struct Tools {
         p.environment = e
         let out = root.appendingPathComponent("out-\(UUID().uuidString)")
         let err = root.appendingPathComponent("err-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
-        p.standardOutput = try FileHandle(forWritingTo: out)
-        p.standardError = try FileHandle(forWritingTo: err)
+        p.standardOutput = try ChildStdio.output(to: out)
+        p.standardError = try ChildStdio.output(to: err)
         p.standardInput = FileHandle.nullDevice
         try p.runTracked()
         try p.waitForExit()
@@ -90,8 +88,7 @@ struct Tools {
         p.arguments = ["--admin-key", adminPub.path, "--port", "0", "--database", "sqlite:" + database.path]
         p.environment = env
         let out = root.appendingPathComponent("server.out")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        p.standardOutput = try FileHandle(forWritingTo: out)
+        p.standardOutput = try ChildStdio.output(to: out)
         p.standardError = FileHandle.nullDevice
         try p.runTracked()
         let deadline = Date().addingTimeInterval(30)
@@ -126,6 +123,7 @@ struct CLITests {
             "import sys; from fhir.resources.R4B.bundle import Bundle; b = Bundle.model_validate_json(open(sys.argv[1]).read()); "
                 + "print(len(b.entry))", file.path,
         ]
+        ChildStdio.claimLowDescriptors()
         let err = Pipe()
         let out = Pipe()
         p.standardError = err

@@ -108,6 +108,7 @@ struct ServerDatabase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["psql", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]
+        ChildStdio.claimLowDescriptors()
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
@@ -141,8 +142,7 @@ final class ServerProcess {
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
         p.arguments = ["--admin-key", adminPub.path, "--port", port, "--database", database.url, "--log-level", "warning"]
         p.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAREVAULT_") }
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        p.standardOutput = try FileHandle(forWritingTo: log)
+        p.standardOutput = try ChildStdio.output(to: log)
         p.standardError = FileHandle.nullDevice
         try p.runTracked()
         process = p

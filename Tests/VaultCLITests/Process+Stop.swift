@@ -38,9 +38,41 @@ enum ChildHandles {
     }
 }
 
+/// The descriptors a child's standard streams come from. Foundation's `Process` on Linux copies them onto
+/// 0, 1 and 2 in no fixed order, so a file or pipe that itself sits at 0, 1 or 2 here can be overwritten
+/// before it is copied and the child's output goes to /dev/null, its exit status 0. This test process
+/// starts without stdin, so descriptor 0 is free whenever nothing else holds it: it was taken for good by
+/// the first of the child's files only as long as those files were never closed.
+enum ChildStdio {
+    /// Takes every free descriptor among 0, 1 and 2 with /dev/null, for good.
+    static func claimLowDescriptors() {
+        while true {
+            let fd = open("/dev/null", O_RDWR)
+            guard fd >= 0 else { return }
+            if fd > 2 {
+                close(fd)
+                return
+            }
+        }
+    }
+
+    /// `url`, created empty, open for a child's output at a descriptor above 2.
+    static func output(to url: URL) throws -> FileHandle {
+        claimLowDescriptors()
+        FileManager.default.createFile(atPath: url.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: url)
+        guard handle.fileDescriptor <= 2 else { return handle }
+        let moved = fcntl(handle.fileDescriptor, F_DUPFD_CLOEXEC, 3)
+        try handle.close()
+        guard moved >= 0 else { throw CocoaError(.fileWriteUnknown) }
+        return FileHandle(fileDescriptor: moved, closeOnDealloc: true)
+    }
+}
+
 extension Process {
     /// `run()`, then holds the child by a pidfd (see `ChildHandles`).
     func runTracked() throws {
+        ChildStdio.claimLowDescriptors()
         try run()
         ChildHandles.track(self)
     }
@@ -71,6 +103,14 @@ extension Process {
                 throw ChildHung(command: ([executableURL?.lastPathComponent ?? "?"] + (arguments ?? [])).joined(separator: " "), limit: limit)
             }
             usleep(2_000)
+        }
+        // Ended: its pidfd has nothing left to signal, and the files given as its standard streams are
+        // closed in this process (left to the `Process` object, a full run of the tests kept hundreds
+        // open). Not right after `run()`: closed there, a child's output went missing now and then.
+        ChildHandles.forget(self)
+        for stream in [standardInput, standardOutput, standardError] {
+            guard let file = stream as? FileHandle, file !== FileHandle.nullDevice else { continue }
+            try? file.close()
         }
     }
 }

@@ -56,10 +56,8 @@ struct TLSTests {
         p.environment = t.env
         let out = t.root.appendingPathComponent("tls-server.out")
         let err = t.root.appendingPathComponent("tls-server.err")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
-        p.standardOutput = try FileHandle(forWritingTo: out)
-        p.standardError = try FileHandle(forWritingTo: err)
+        p.standardOutput = try ChildStdio.output(to: out)
+        p.standardError = try ChildStdio.output(to: err)
         try p.runTracked()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {

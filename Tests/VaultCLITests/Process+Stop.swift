@@ -109,7 +109,8 @@ extension Process {
         // open). Not right after `run()`: closed there, a child's output went missing now and then.
         ChildHandles.forget(self)
         for stream in [standardInput, standardOutput, standardError] {
-            guard let file = stream as? FileHandle, file !== FileHandle.nullDevice else { continue }
+            // Never this process's own standard streams (a child may be given them).
+            guard let file = stream as? FileHandle, file !== FileHandle.nullDevice, file.fileDescriptor > 2 else { continue }
             try? file.close()
         }
     }

@@ -27,8 +27,9 @@ struct PostgresStoreLockTests {
         Issue.record("nothing waited for a lock within 10 s")
     }
 
-    /// The deletion's side committed while the push waited for the owner's lock: the push finds the row
-    /// gone and stores nothing, instead of storing versions for an account that no longer exists.
+    /// The deletion (its statements, run in a transaction of the test's) commits while the push waits for
+    /// the owner's lock: the push finds the row gone and stores nothing, instead of storing versions for an
+    /// account that no longer exists.
     @Test func aPushThatWaitedWhileItsAccountWasDeletedStoresNothing() async throws {
         try await TestDatabase.with(.postgres) { repo in
             let pg = try #require(repo as? PostgresRepository)
@@ -41,14 +42,17 @@ struct PostgresStoreLockTests {
                 try await conn.query("SELECT 1 FROM owner_sequences WHERE owner_id = \(owner) FOR UPDATE", logger: pg.logger)
                 let push = Task { try await repo.storeVersions(ownerID: owner, [late]) }
                 try await Self.untilSomeoneWaits(pg)
-                try await conn.query("DELETE FROM heads WHERE owner_id = \(owner)", logger: pg.logger)
-                try await conn.query("DELETE FROM owner_sequences WHERE owner_id = \(owner)", logger: pg.logger)
+                // The deletion's own statements after its lock (AccountStateSQL.deleteAccount), the account included.
+                for sql in AccountStateSQL.deleteAccount {
+                    try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds(owner)), logger: pg.logger)
+                }
                 return push
             }
             await #expect(throws: RepositoryError.notFound("account")) { _ = try await push.value }
             #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10).isEmpty)
-            // Not stored: the same version is new when pushed again.
-            #expect(try await repo.storeVersions(ownerID: owner, [late]) == [.stored(sequence: 1)])
+            // Not stored: the same version is new under another account.
+            let other = try await Fixtures.owner(repo)
+            #expect(try await repo.storeVersions(ownerID: other, [late]) == [.stored(sequence: 1)])
         }
     }
 

@@ -119,7 +119,10 @@ enum AccountStateSQL {
     static let touchIntervalMs: Int64 = 60_000
 
     /// Deletes one owner (`$1`), children before parents. The `account_deletions` row opens the versions'
-    /// append-only guard for this owner only, and is gone again before the transaction commits.
+    /// append-only guard for this owner only, and is gone again before the transaction commits. A rule for
+    /// every path that deletes a `users` row: lock (on PostgreSQL, first insert) the owner's
+    /// `owner_sequences` row and delete it in the same transaction; that lock is what orders a push
+    /// before or after the deletion, and a push that finds the row gone stores nothing.
     static let deleteAccount = [
         "INSERT INTO account_deletions (owner_id) VALUES ($1)",
         "DELETE FROM heads WHERE owner_id = $1",

@@ -212,8 +212,12 @@ enum Schema {
         switch t {
         case .sqlite: []
         // Bounded wait for the table locks: behind a long read, the migration fails and is tried again
-        // rather than stall every query queued behind it.
-        case .postgres: ["SET LOCAL lock_timeout = '5s'", "ALTER TABLE heads DROP CONSTRAINT IF EXISTS heads_version_id_fkey"]
+        // rather than stall every query queued behind it; the later migrations of the same transaction wait as before.
+        case .postgres:
+            [
+                "SET LOCAL lock_timeout = '5s'", "ALTER TABLE heads DROP CONSTRAINT IF EXISTS heads_version_id_fkey",
+                "SET LOCAL lock_timeout TO DEFAULT",
+            ]
         }
     }
 

@@ -174,6 +174,12 @@ struct StreamedStoreTests {
             #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
             let lifecycle = try #require(repo as? any AccountLifecycleRepository)
             #expect(try await lifecycle.deleteAccount(userID: owner, now: 1, audit: Fixtures.audit).versions == 1)
+            // Twice (two requests at once): the second finds no account and audits nothing.
+            let head = try await repo.auditHead()
+            await #expect(throws: RepositoryError.notFound("account")) {
+                try await lifecycle.deleteAccount(userID: owner, now: 2, audit: Fixtures.audit)
+            }
+            #expect(try await repo.auditHead().sequence == head.sequence)
 
             let late = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
             let commitment = CommitmentRow(tresorID: tresor, sequence: 1, json: Array("state 1".utf8))

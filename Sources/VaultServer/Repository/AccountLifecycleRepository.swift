@@ -76,7 +76,8 @@ public protocol AccountLifecycleRepository: Sendable {
     /// `.notFound` for an unknown account.
     func setSuspension(userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws
     /// Removes a patient, their versions, heads, tresors, shares, sessions and credentials in one
-    /// transaction; only the audit log keeps the fact.
+    /// transaction; only the audit log keeps the fact. `.notFound("account")` when there is no such
+    /// account (a second deletion at the same time), with nothing audited.
     func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount
 }
 

@@ -189,6 +189,10 @@ extension PostgresRepository: AccountLifecycleRepository {
 
     public func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount {
         try await transaction { conn in
+            // The account's row first: a second deletion at the same time waits here, then finds it gone.
+            var exists = false
+            for try await _ in try await conn.query("SELECT 1 FROM users WHERE id = \(userID) FOR UPDATE", logger: logger) { exists = true }
+            guard exists else { throw RepositoryError.notFound("account") }
             // The owner's sequence row is what pushes lock: holding it orders a concurrent push before or after.
             // Inserted first when missing, so a first push still in flight (its row not yet committed) is
             // waited for, and its versions deleted, instead of committing after the deletion's reads.

@@ -170,6 +170,10 @@ extension SQLiteRepository: AccountLifecycleRepository {
     public func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount {
         let owner = Self.id(userID)
         return try await pool.write { db in
+            // Deleted already (two requests at once): nothing to delete, nothing more to audit.
+            guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE id = ?)", arguments: [owner]) == true else {
+                throw RepositoryError.notFound("account")
+            }
             func count(_ sql: String) throws -> Int { try Int.fetchOne(db, sql: sql, arguments: [owner]) ?? 0 }
             let deleted = DeletedAccount(
                 versions: try count("SELECT count(*) AS n FROM versions WHERE owner_id = ?"),

@@ -90,3 +90,68 @@ extension LocalStore.Transaction {
         )
     }
 }
+
+/// A revocation this device decided and has not finished (Docs/design.md §3.1): the members are already
+/// *revoked* in the ledger; what may still be owed is the signed statement to the server (per share) and the
+/// rotation (per category). Kept until each is done, so an interrupted `share revoke` is finished by the next
+/// sync instead of leaving the doctor open.
+struct OwedRevocation: Sendable, Equatable {
+    var shareID: UUID
+    var category: String
+    /// The share's request, as the patient signed it (the revocation names its hash), JSON.
+    var request: Grant
+}
+
+extension LocalStore {
+    /// Revocations decided and not finished, added after the ledger.
+    static let owedRevocationsTable = DatabaseMigrator.later(
+        "v6-owed-revocations",
+        sql: """
+            CREATE TABLE owed_revocations (share_id TEXT PRIMARY KEY, category TEXT NOT NULL, request BLOB NOT NULL);
+            CREATE TABLE owed_rotations (category TEXT PRIMARY KEY);
+            """
+    )
+
+    /// Records `members` as revoked in `category`'s ledger and, in the same transaction, that their
+    /// statements and a rotation of the category are owed.
+    func decideRevocation(_ members: [(LedgerMember, Grant)], category: String, tresorID: UUID) throws {
+        try write { tx in
+            var marks = try tx.marks(category: category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+            for (member, request) in members {
+                marks.ledger.record(member)
+                try tx.db.execute(
+                    sql: "INSERT OR REPLACE INTO owed_revocations (share_id, category, request) VALUES (?, ?, ?)",
+                    arguments: [member.shareID.uuidString, category, try LocalStore.encoder.encode(request)]
+                )
+            }
+            try tx.saveMarks(marks, category: category, tresorID: tresorID)
+            try tx.db.execute(sql: "INSERT OR IGNORE INTO owed_rotations (category) VALUES (?)", arguments: [category])
+        }
+    }
+
+    /// The statements still owed.
+    func owedRevocations() throws -> [OwedRevocation] {
+        try read { tx in
+            try Row.fetchAll(tx.db, sql: "SELECT * FROM owed_revocations ORDER BY category, share_id").compactMap { row in
+                guard let id = UUID(uuidString: row["share_id"]) else { return nil }
+                let request = try LocalStore.decoder.decode(Grant.self, from: row["request"] as Data)
+                return OwedRevocation(shareID: id, category: row["category"], request: request)
+            }
+        }
+    }
+
+    /// The categories whose rotation is still owed.
+    func owedRotations() throws -> [String] {
+        try read { tx in try String.fetchAll(tx.db, sql: "SELECT category FROM owed_rotations ORDER BY category") }
+    }
+
+    /// Marks the statement of `shareID` delivered to the server.
+    func revocationSent(_ shareID: UUID) throws {
+        try write { tx in try tx.db.execute(sql: "DELETE FROM owed_revocations WHERE share_id = ?", arguments: [shareID.uuidString]) }
+    }
+
+    /// Marks the rotation of `category` done.
+    func rotationDone(_ category: String) throws {
+        try write { tx in try tx.db.execute(sql: "DELETE FROM owed_rotations WHERE category = ?", arguments: [category]) }
+    }
+}

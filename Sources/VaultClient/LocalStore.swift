@@ -81,6 +81,7 @@ final class LocalStore: Sendable {
         try Self.ledgerTable.migrate(queue)
         try Self.commitmentTables.migrate(queue)
         try Self.binaryEnvelopes.migrate(queue)
+        try Self.owedRevocationsTable.migrate(queue)
     }
 
     /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1) instead of JSON: a store written

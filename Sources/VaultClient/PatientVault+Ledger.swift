@@ -48,6 +48,8 @@ extension PatientVault {
     /// Delivers keys to approved requests and rotates past expired members, for every tresor this device
     /// keeps a ledger of. Runs at every sync (Docs/design.md §3).
     func maintainShares() async throws {
+        // First what an interrupted revocation owes: its members are already out of the ledger's recipients.
+        try await finishOwedRevocations()
         let at = now().unixMillis
         var listed: [ShareInfo]?
         for category in try store.markedCategories() {
@@ -151,5 +153,49 @@ extension PatientVault {
             guard let share = listed.first(where: { $0.shareID == member.shareID }), share.state == .active else { continue }
             try await deliver(to: member, share: share, tresor: current)
         }
+    }
+}
+
+/// One doctor this patient shares a category with, as this patient's own ledger records it.
+public struct SharedDoctor: Sendable, Encodable, Equatable {
+    public var doctor: String
+    public var category: String
+    /// `active` (keys delivered) or `requested` (waiting for the admin, or for the next sync to deliver them).
+    public var state: String
+    public var since: UnixMillis
+    public var expiresAt: UnixMillis?
+    public var shareID: UUID
+}
+
+extension PatientVault {
+    /// The doctors this patient shares with, from its own ledger, never from the server's list (Docs/design.md
+    /// §3): open members, not ended and not expired. Open shares the server lists that the ledger does not
+    /// know are counted in `unlisted` and not shown: a share row the operator invented, a request of this
+    /// patient's copied under another id, or one made on another device whose ledger this one has not received
+    /// yet (it appears after that device's next sync).
+    public func doctors() async throws -> (doctors: [SharedDoctor], unlisted: Int) {
+        try await reconcileTresors()
+        let at = now().unixMillis
+        var out: [SharedDoctor] = []
+        var known = Set<UUID>()
+        for category in try store.markedCategories() {
+            guard let ledger = try store.marks(category: category)?.ledger else { continue }
+            known.formUnion(ledger.members.keys)
+            for m in ledger.members.values where !m.status.isFinal && !m.hasExpired(at: at) {
+                out.append(
+                    SharedDoctor(
+                        doctor: m.username,
+                        category: category,
+                        state: m.status == .delivered ? "active" : "requested",
+                        since: m.changedAt,
+                        expiresAt: m.expiresAt,
+                        shareID: m.shareID
+                    )
+                )
+            }
+        }
+        let unlisted = try await shares().filter { ($0.state == .active || $0.state == .pending) && !known.contains($0.shareID) }.count
+        out.sort { ($0.doctor, $0.category, $0.since) < ($1.doctor, $1.category, $1.since) }
+        return (out, unlisted)
     }
 }

@@ -3,6 +3,14 @@ import VaultAPI
 import VaultCore
 import VaultCrypto
 
+/// What `revoke` did: the shares it ended (as the server confirmed them), whether it started a new key epoch
+/// the doctor never receives, and the category's epoch afterwards.
+public struct Revocation: Sendable, Encodable {
+    public var shares: [ShareInfo]
+    public var rotated: Bool
+    public var epoch: UInt32
+}
+
 extension PatientVault {
     /// Looks a user up in the server's directory and trusts the answer only if its certificate verifies
     /// under the pinned admin key with the expected name and role: a substituted key is caught here.
@@ -95,44 +103,147 @@ extension PatientVault {
         return list.shares
     }
 
-    /// Ends the share of `category` with a doctor at once, whether it is pending, active or already expired:
-    /// signs the revocation, records it in the tresor's ledger and, when the doctor held keys, starts a new
-    /// key epoch that only the members the ledger still lists receive; `reencrypt` also rewrites the
-    /// category's records under it.
-    public func revoke(doctor username: String, category: String, reencrypt: Bool = false) async throws -> ShareInfo {
+    /// Ends every open share of `category` with a doctor at once, whether pending, active or expired, and
+    /// starts a new key epoch the doctor never receives (Docs/design.md §3.1).
+    ///
+    /// The patient's own ledger decides what is ended, never the server's list or its labels: every share
+    /// the ledger holds open for the doctor must be listed by the server (else nothing is revoked: exit 65),
+    /// and a share the ledger lists as revoked or rejected is never a target. Shares the server lists whose
+    /// signed request names this doctor and category and that the ledger does not know (requested on another
+    /// device) are ended too. A device cannot tell that a doctor holds no keys (another device may have
+    /// delivered them after an approval this one was not shown), so every revocation rotates.
+    ///
+    /// The decision is recorded before anything goes over the network: the members become *revoked* in the
+    /// ledger, with the statements and the rotation owed, in one local transaction. Nothing the server shows
+    /// afterwards can have keys delivered to them, and an interrupted revocation is finished by the next sync
+    /// (`finishOwedRevocations`). `reencrypt` also rewrites the category's records under the new epoch.
+    public func revoke(doctor username: String, category: String, reencrypt: Bool = false) async throws -> Revocation {
         let name = username.lowercased()
         try await reconcileTresors()
+        guard let tresor = keyring[category] else { throw ClientError.notFound("no \(category) to revoke: this patient has no such category") }
         let listed = try await shares()
         let ledger = try store.marks(category: category)?.ledger
-        let known = ledger?.members.values.filter { $0.username == name && !$0.status.isFinal }.max { $0.changedAt < $1.changedAt }
-        let open = listed.filter {
-            $0.doctorUsername == name && $0.category == category && [.pending, .active, .expired].contains($0.state) && $0.revocation == nil
+        let recorded = ledger?.members.values.filter { $0.username == name } ?? []
+        let doctorID: UUID
+        if let member = recorded.first {
+            doctorID = member.memberID
+        } else {
+            doctorID = try await directoryCertificate(username: name, role: .doctor).userID
         }
-        guard let share = known.flatMap({ m in listed.first { $0.shareID == m.shareID } }) ?? open.last else {
-            throw ClientError.notFound("no active, pending or expired share of \(category) with \(username)")
+        let mine = { (share: ShareInfo) -> Bool in
+            (try? share.grant.verify(patient: self.account.certificate, adminKey: self.adminKey)) != nil && share.grant.patientID == self.me
+                && share.grant.category == category && share.grant.tresorID == tresor.id
         }
-        do {
-            try share.grant.verify(patient: account.certificate, adminKey: adminKey)
-            guard share.grant.patientID == me, share.grant.category == category else { throw TrustError.mismatch(what: "share", field: "parties") }
-        } catch { throw ClientError.integrity("the server lists a share of \(category) that this patient did not sign") }
-        // The server's names are labels: the request the patient signed must name the doctor asked for.
-        guard share.grant.memberID == (try await memberID(of: name, share: share, ledger: ledger)) else {
-            throw ClientError.integrity("the share the server lists as one with \(username) names another doctor; nothing was revoked")
+        var targets: [ShareInfo] = []
+        for member in recorded.filter({ !$0.status.isFinal }).sorted(by: { $0.changedAt < $1.changedAt }) {
+            guard let share = listed.first(where: { $0.shareID == member.shareID }) else {
+                throw ClientError.integrity(
+                    "the server does not list the share of \(category) with \(username) that this device's ledger holds open "
+                        + "(share \(member.shareID.uuidString.lowercased())); nothing was revoked"
+                )
+            }
+            guard mine(share), share.grant.memberID == member.memberID else {
+                throw ClientError.integrity("the server lists a share of \(category) that this patient did not sign; nothing was revoked")
+            }
+            targets.append(share)
         }
+        // Never a share the ledger ended: showing an ended share as active is how a server would divert a
+        // revocation. Chosen by the signed request (doctor, category, tresor), never by the server's labels.
+        let ended = Set(recorded.filter { $0.status == .revoked || $0.status == .rejected }.map(\.shareID))
+        for share in listed
+        where mine(share) && share.grant.memberID == doctorID && !ended.contains(share.shareID)
+            && !targets.contains(where: { $0.shareID == share.shareID }) && !endedByPatient(share)
+        {
+            targets.append(share)
+        }
+        let known = !recorded.isEmpty || listed.contains { mine($0) && $0.grant.memberID == doctorID }
+        guard known else { throw ClientError.notFound("no share of \(category) with \(username) on the server or in this device's ledger") }
         let at = now().unixMillis
-        let revocation = ShareRevocation.make(shareID: share.shareID, request: share.grant, patient: account.identity, revokedAt: at)
-        let ended: ShareInfo = try await transport.send(
+        try store.decideRevocation(
+            targets.map { (endedMember($0, ledger: ledger, name: name, at: at), $0.grant) },
+            category: category,
+            tresorID: tresor.id
+        )
+        var confirmed: [ShareInfo] = []
+        for share in targets {
+            confirmed.append(try await sendRevocation(of: share.shareID, request: share.grant, listed: share, at: at))
+        }
+        // The owed rotation happens in this sync's share maintenance, before anything is pulled or written.
+        _ = try await syncKeepingQuarantine()
+        if try store.owedRotations().contains(category) { try await finishOwedRotation(category) }
+        if reencrypt { try await reencryptOlderRecords(category: category) }
+        _ = try await sync()
+        return Revocation(shares: confirmed, rotated: true, epoch: keyring[category]?.currentEpoch ?? 0)
+    }
+
+    /// Whether the server shows `share` ended by a revocation this patient signed.
+    func endedByPatient(_ share: ShareInfo) -> Bool {
+        guard let revocation = share.revocation else { return false }
+        return (try? revocation.verify(shareID: share.shareID, request: share.grant, patient: account.certificate, adminKey: adminKey)) != nil
+    }
+
+    /// Signs and sends the revocation of `shareID` (whose request is `request`), and checks that the server
+    /// holds exactly that statement; the owed statement is then done. Returns the server's answer.
+    func sendRevocation(of shareID: UUID, request: Grant, listed: ShareInfo, at: UnixMillis) async throws -> ShareInfo {
+        let revocation = ShareRevocation.make(shareID: shareID, request: request, patient: account.identity, revokedAt: at)
+        let answer: ShareInfo = try await transport.send(
             .POST,
-            Routes.shareRevoke(share.shareID.uuidString),
+            Routes.shareRevoke(shareID.uuidString),
             body: RevokeShareRequest(revocation: revocation),
             auth: try auth
         )
-        guard ended.shareID == share.shareID, ended.state == .revoked || (share.state == .expired && ended.state == .expired) else {
-            throw ClientError.integrity("the server did not confirm the revocation")
+        guard answer.shareID == shareID, answer.revocation == revocation,
+            answer.state == .revoked || (listed.state.isFinal && answer.state == listed.state)
+        else {
+            throw ClientError.integrity("the server did not confirm the revocation of share \(shareID.uuidString.lowercased())")
         }
-        let recorded = ledger?.members[share.shareID]
+        try store.revocationSent(shareID)
+        return answer
+    }
+
+    /// Finishes what an interrupted `share revoke` left owed (Docs/design.md §3.1): sends the statements the
+    /// server has not confirmed, and rotates the categories not rotated yet. A statement the server refuses
+    /// or a share it does not list stays owed (withholding delays the doctor's notice; the rotation does not
+    /// wait for it).
+    func finishOwedRevocations() async throws {
+        let owed = try store.owedRevocations()
+        if !owed.isEmpty {
+            let listed = try await shares()
+            for item in owed {
+                guard let share = listed.first(where: { $0.shareID == item.shareID }) else { continue }
+                if endedByPatient(share) {
+                    try store.revocationSent(item.shareID)
+                    continue
+                }
+                _ = try? await sendRevocation(of: item.shareID, request: item.request, listed: share, at: now().unixMillis)
+            }
+        }
+        for category in try store.owedRotations() { try await finishOwedRotation(category) }
+    }
+
+    /// The rotation a revocation of `category` owes: a new epoch sealed only to the members the ledger
+    /// still lists (the revoked ones were recorded before).
+    func finishOwedRotation(_ category: String) async throws {
+        guard keyring[category] != nil else { return try store.rotationDone(category) }
+        try await rotateKeys(category: category, ending: [])
+        try store.rotationDone(category)
+    }
+
+    /// Re-seals the category's records older than its current epoch under it: only records whose local
+    /// copy is the server's head (an unsent or stale copy is not rewritten).
+    func reencryptOlderRecords(category: String) async throws {
+        guard let current = keyring[category] else { return }
+        for row in try store.records(category: category)
+        where row.envelope.header.epoch < current.currentEpoch && !row.pending && row.serverTimestamp == row.timestamp {
+            let record = row.deleted ? nil : try open(row)
+            try write(record, type: row.recordType, recordID: row.envelope.header.recordID, category: category)
+        }
+    }
+
+    /// The ledger entry of `share` marked revoked at `at` (a new entry when this device's ledger lacks it).
+    func endedMember(_ share: ShareInfo, ledger: TresorLedger?, name: String, at: UnixMillis) -> LedgerMember {
         var member =
-            recorded
+            ledger?.members[share.shareID]
             ?? LedgerMember(
                 shareID: share.shareID,
                 memberID: share.grant.memberID,
@@ -141,31 +252,9 @@ extension PatientVault {
                 expiresAt: share.grant.expiresAt,
                 changedAt: at
             )
-        // No new epoch when the doctor holds nothing: a request whose keys were never delivered, or a member
-        // the tresor already rotated past (expired). A share missing from the ledger may hold keys.
-        let heldKeys = recorded.map { !$0.status.isFinal && ($0.status != .requested || !share.grant.isRequest) } ?? true
         member.status = .revoked
         member.changedAt = at
-        if heldKeys {
-            try await rotate(category: category, reencrypt: reencrypt, ending: [member])
-        } else {
-            try recordInLedger(member, category: category)
-            try await reconcileTresors()
-        }
-        return ended
-    }
-
-    /// The user id of doctor `name`: from this tresor's ledger (the entry of `share`, which must carry that
-    /// name, or any entry of the name), else from the certified directory.
-    func memberID(of name: String, share: ShareInfo, ledger: TresorLedger?) async throws -> UUID {
-        if let recorded = ledger?.members[share.shareID] {
-            guard recorded.username == name else {
-                throw ClientError.integrity("the server lists the share with \(recorded.username) as one with \(name); nothing was revoked")
-            }
-            return recorded.memberID
-        }
-        if let entry = ledger?.members.values.first(where: { $0.username == name }) { return entry.memberID }
-        return try await directoryCertificate(username: name, role: .doctor).userID
+        return member
     }
 
     /// Starts a new epoch of `category` (after a sync): records `ending` in the ledger, declares the epoch,
@@ -176,17 +265,7 @@ extension PatientVault {
         // A quarantined record must not stop a rotation (it follows a revocation): the final sync reports it.
         _ = try await syncKeepingQuarantine()
         try await rotateKeys(category: category, ending: ending)
-        guard let current = keyring[category] else { return }
-        if reencrypt {
-            // Only records whose local copy is the server's head: an unsent or stale copy is not rewritten.
-            for row in try store.records(category: category)
-            where row.envelope.header.epoch < current.currentEpoch
-                && !row.pending && row.serverTimestamp == row.timestamp
-            {
-                let record = row.deleted ? nil : try open(row)
-                try write(record, type: row.recordType, recordID: row.envelope.header.recordID, category: category)
-            }
-        }
+        if reencrypt { try await reencryptOlderRecords(category: category) }
         _ = try await sync()
     }
 }

@@ -127,14 +127,26 @@ struct Sync: AsyncParsableCommand {
 }
 
 struct Doctors: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the doctors you share with, and what.")
+    static let configuration = CommandConfiguration(
+        abstract: "List the doctors you share with, and what.",
+        discussion: """
+            From your own ledger of shares (kept by your devices and signed by you), not from the server's list:
+            active (keys delivered) or requested (waiting for the admin, or for your next sync). Open shares the
+            server lists that your ledger does not hold are counted on stderr and not shown.
+            """
+    )
     @OptionGroup var options: GlobalOptions
     func run() async throws {
-        let shares = try await openVault(options).shares().filter { $0.state == .active || $0.state == .pending }
-        let json = shares.map { ["doctor": $0.doctorUsername, "category": $0.category, "state": $0.state.rawValue] }
-        let headers = ["DOCTOR", "CATEGORY", "STATE", "SINCE"]
-        try await Output.show(json, json: options.json, headers: headers, empty: "you share nothing with any doctor") {
-            shares.map { [$0.doctorUsername, $0.category, $0.state.rawValue, Output.date(millis: $0.createdAt)] }
+        let (doctors, unlisted) = try await openVault(options).doctors()
+        if unlisted > 0 {
+            Output.note(
+                "\(unlisted) more share\(unlisted == 1 ? "" : "s") listed by the server \(unlisted == 1 ? "is" : "are") not in your ledger "
+                    + "and not shown (not yours, or made on another device: sync it)"
+            )
+        }
+        let headers = ["DOCTOR", "CATEGORY", "STATE", "SINCE", "EXPIRES"]
+        try await Output.show(doctors, json: options.json, headers: headers, empty: "you share nothing with any doctor") {
+            doctors.map { [$0.doctor, $0.category, $0.state, Output.date(millis: $0.since), $0.expiresAt.map { Output.date(millis: $0) } ?? "-"] }
         }
     }
 }

@@ -79,11 +79,21 @@ struct ShareCommand: AsyncParsableCommand {
         @Flag(help: "Also re-encrypt older records under the new key.") var reencrypt = false
         @OptionGroup var options: GlobalOptions
         func run() async throws {
-            let share = try await openVault(options).revoke(doctor: doctor, category: category, reencrypt: reencrypt)
+            let revocation = try await openVault(options).revoke(doctor: doctor, category: category, reencrypt: reencrypt)
             if options.json {
-                try Output.json(share)
+                try Output.json(revocation)
+                return
+            }
+            let count = revocation.shares.count == 1 ? "1 share" : "\(revocation.shares.count) shares"
+            if revocation.rotated {
+                Output.line(
+                    "revoked \(category) for \(doctor.lowercased()) (\(count)); new records use a new key (epoch \(revocation.epoch)) the doctor does not have"
+                        + (reencrypt ? ", and older records were re-encrypted under it" : "")
+                )
             } else {
-                Output.line("revoked \(category) for \(share.doctorUsername); new records use a new key the doctor does not have")
+                Output.line(
+                    "revoked \(category) for \(doctor.lowercased()) (\(count)); the key had already changed when the share expired, and the doctor does not have the new one"
+                )
             }
         }
     }

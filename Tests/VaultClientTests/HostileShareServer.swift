@@ -1,0 +1,75 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
+import VaultAPI
+import VaultCore
+import VaultCrypto
+import VaultServer
+import VaultTestSupport
+
+/// A server that lies about shares in its answers, not only in its database: the real server for every
+/// request, except that the share list it sends is first handed to `bend`, and a revocation can be made to
+/// fail. It logs every request, so a test can tell what a client sent.
+struct HostileShareServer: HTTPResponder {
+    typealias Context = VaultRequestContext
+
+    /// What the hostile server does now.
+    struct Mode: Sendable {
+        /// Rewrites the share list the server answers `GET /v1/shares` with.
+        var bend: (@Sendable (ShareList) -> ShareList)?
+        /// Answers every revocation with 503, storing nothing.
+        var failRevocations = false
+        /// Every request seen, as "METHOD path".
+        var log: [String] = []
+    }
+
+    let inner: RouterResponder<VaultRequestContext>
+    let mode: NIOLockedValueBox<Mode>
+
+    func respond(to request: Request, context: VaultRequestContext) async throws -> Response {
+        let path = request.uri.path
+        let mode = self.mode.withLockedValue { m in
+            m.log.append("\(request.method.rawValue) \(path)")
+            return m
+        }
+        if request.method == .post, path.hasPrefix(Routes.shares + "/"), path.hasSuffix("/revoke"), mode.failRevocations {
+            return Response(status: .serviceUnavailable, headers: [.retryAfter: "0"])
+        }
+        let response = try await inner.respond(to: request, context: context)
+        guard request.method == .get, path == Routes.shares, let bend = mode.bend, response.status == .ok else { return response }
+        let collected = Collected()
+        try await response.body.write(CollectingWriter(into: collected))
+        let honest = try JSONDecoder().decode(ShareList.self, from: Data(collected.bytes.withLockedValue { $0 }))
+        let bent = try JSONEncoder().encode(bend(honest))
+        var headers = response.headers
+        headers[.contentLength] = "\(bent.count)"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bent)))
+    }
+
+    /// A world whose server is this one; `mode` starts honest.
+    static func run(_ backend: Backend, _ body: @escaping @Sendable (ClientWorld, NIOLockedValueBox<Mode>) async throws -> Void) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let admin = SigningKeyPair.generate()
+            let mode = NIOLockedValueBox(Mode())
+            let server = HostileShareServer(inner: buildRouter(repository: repo, adminKey: admin.publicKey).buildResponder(), mode: mode)
+            let app = Application(responder: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await app.test(.live) { client in
+                let root = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-hostile-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: root) }
+                try await body(ClientWorld(repository: repo, baseURL: "http://127.0.0.1:\(client.port!)", admin: admin, root: root), mode)
+            }
+        }
+    }
+
+    final class Collected: Sendable {
+        let bytes = NIOLockedValueBox<[UInt8]>([])
+    }
+
+    struct CollectingWriter: ResponseBodyWriter {
+        let into: Collected
+        mutating func write(_ buffer: ByteBuffer) async throws { into.bytes.withLockedValue { $0 += Array(buffer.readableBytesView) } }
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    }
+}

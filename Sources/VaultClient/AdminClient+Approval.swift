@@ -80,8 +80,15 @@ extension AdminClient {
             guard grant.memberID == s.doctor.userID, grant.tresorID == s.share.tresorID, grant.category == s.share.category else {
                 throw TrustError.mismatch(what: "share", field: "grant")
             }
+            // Patients file requests, which carry no keys; a keyed grant presented as pending is a delivered
+            // grant of another share copied by the server.
+            guard grant.isRequest else { throw TrustError.mismatch(what: "share", field: "request") }
         } catch { throw ClientError.integrity("the share \(s.share.shareID.uuidString.lowercased()) does not verify: \(error)") }
-        let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: Date().unixMillis, sequence: sequence, adminKey: key)
+        // Recorded before the approval leaves this process: a request decided before (a withdrawn or revoked
+        // request the server copied into a new share) is refused here.
+        let now = Date().unixMillis
+        try await decisions?.admit(s.share.grant, shareID: s.share.shareID, decision: .approved, at: now)
+        let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: now, sequence: sequence, adminKey: key)
         return try await transport.send(
             .POST,
             Routes.adminApproveShare(s.share.shareID.uuidString),

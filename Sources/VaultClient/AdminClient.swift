@@ -15,11 +15,20 @@ public struct AdminClient: Sendable {
     /// The admin's record of issued certificates; with one, a second certificate for a known name or id
     /// is refused before it is signed (`CertificateLedger`).
     public let ledger: CertificateLedger?
+    /// The admin's record of decided share requests; with one, a request decided before is never approved
+    /// again under another share id (`ShareDecisionLedger`).
+    public let decisions: ShareDecisionLedger?
     let key: SigningKeyPair
 
     /// An admin client over `transport`, signing with `key`. The key must be the one clients pin,
     /// or every certificate it issued would be refused by them.
-    public init(transport: Transport, key: SigningKeyPair, pinnedKey: SigningPublicKey, ledger: CertificateLedger? = nil) throws {
+    public init(
+        transport: Transport,
+        key: SigningKeyPair,
+        pinnedKey: SigningPublicKey,
+        ledger: CertificateLedger? = nil,
+        decisions: ShareDecisionLedger? = nil
+    ) throws {
         guard key.publicKey == pinnedKey else {
             throw ClientError.localState("the admin private key does not belong to the pinned admin public key")
         }
@@ -27,6 +36,7 @@ public struct AdminClient: Sendable {
         self.key = key
         self.pinnedKey = pinnedKey
         self.ledger = ledger
+        self.decisions = decisions
     }
 
     /// An admin client to `baseURL`, pinning the public half of `key`.
@@ -34,11 +44,12 @@ public struct AdminClient: Sendable {
         baseURL: String,
         key: SigningKeyPair,
         ledger: CertificateLedger? = nil,
+        decisions: ShareDecisionLedger? = nil,
         maxAttempts: Int = 4,
         baseDelayMs: UInt64 = 200
     ) throws {
         let transport = try Transport(baseURL: baseURL, maxAttempts: maxAttempts, baseDelayMs: baseDelayMs)
-        try self.init(transport: transport, key: key, pinnedKey: key.publicKey, ledger: ledger)
+        try self.init(transport: transport, key: key, pinnedKey: key.publicKey, ledger: ledger, decisions: decisions)
     }
 
     var auth: Transport.Auth { .admin(key) }
@@ -61,6 +72,7 @@ public struct AdminClient: Sendable {
         case let .registration(r):
             let _: UserSummary = try await transport.send(.POST, Routes.adminRejectRegistration(r.request.userID.uuidString), body: body, auth: auth)
         case let .share(s):
+            try await decisions?.admit(s.share.grant, shareID: s.share.shareID, decision: .rejected, at: Date().unixMillis)
             let _: ShareInfo = try await transport.send(.POST, Routes.adminRejectShare(s.share.shareID.uuidString), body: body, auth: auth)
         }
     }

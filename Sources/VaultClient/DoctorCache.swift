@@ -31,6 +31,7 @@ final class DoctorCache: Sendable {
         try Self.revokedTable.migrate(queue)
         try Self.commitmentTables.migrate(queue)
         try Self.binaryEnvelopes.migrate(queue)
+        try Self.revokedRequestsTable.migrate(queue)
     }
 
     /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1), as the server sent them, instead
@@ -131,24 +132,41 @@ final class DoctorCache: Sendable {
         sql: "CREATE TABLE revoked_shares (share_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, revoked_at INTEGER NOT NULL);"
     )
 
-    /// Remembers that the patient revoked `shareID`.
-    func markRevoked(shareID: UUID, owner: UUID, at: UnixMillis) throws {
+    /// Added after the revoked shares (Docs/design.md §3.1): the hash of each request the patient revoked, so
+    /// a copy of the same signed request under a new share id is never trusted again. A cache from before
+    /// learns the hashes at its next view of each patient (the server lists the revoked shares with their
+    /// requests and the patient's revocations).
+    static let revokedRequestsTable = DatabaseMigrator.later(
+        "v6-doctor-revoked-requests",
+        sql: "CREATE TABLE revoked_requests (request_hash BLOB PRIMARY KEY, owner_id TEXT NOT NULL, revoked_at INTEGER NOT NULL);"
+    )
+
+    /// Remembers that the patient revoked `shareID`, whose request is `request`, and whatever grants of it
+    /// the server showed (`also`: the delivered successor), so that none of them is trusted under another id.
+    func markRevoked(shareID: UUID, request: Grant, also: [Grant] = [], owner: UUID, at: UnixMillis) throws {
         try queue.write { db in
             try db.execute(
                 sql: "INSERT OR IGNORE INTO revoked_shares (share_id, owner_id, revoked_at) VALUES (?, ?, ?)",
                 arguments: [shareID.uuidString, owner.uuidString, at]
             )
+            for grant in [request] + also {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO revoked_requests (request_hash, owner_id, revoked_at) VALUES (?, ?, ?)",
+                    arguments: [Data(grant.statementHash), owner.uuidString, at]
+                )
+            }
         }
     }
 
-    /// The shares of `owner` this doctor saw the patient revoke.
-    func revokedShares(owner: UUID) throws -> Set<UUID> {
+    /// Whether the patient revoked `shareID`, or the request `request` under any share id.
+    func isRevoked(shareID: UUID, request: Grant) throws -> Bool {
         try queue.read { db in
-            Set(
-                try String.fetchAll(db, sql: "SELECT share_id FROM revoked_shares WHERE owner_id = ?", arguments: [owner.uuidString]).compactMap {
-                    UUID(uuidString: $0)
-                }
-            )
+            try Bool.fetchOne(
+                db,
+                sql:
+                    "SELECT EXISTS (SELECT 1 FROM revoked_shares WHERE share_id = ?) OR EXISTS (SELECT 1 FROM revoked_requests WHERE request_hash = ?)",
+                arguments: [shareID.uuidString, Data(request.statementHash)]
+            ) ?? false
         }
     }
 

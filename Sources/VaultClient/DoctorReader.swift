@@ -40,6 +40,20 @@ public struct PatientView: Sendable {
     /// the set the patient committed to, or it showed an older commitment than before.
     public var incomplete: [String] = []
 
+    /// Records of categories whose check against the patient's commitment failed (`incomplete`): decrypted
+    /// and signed by the patient, but not the set the patient committed to (an older version, a deleted
+    /// record brought back). Never mixed with the verified ones; shown only on request, marked.
+    public var unverifiedActivities: [Activity] = []
+    public var unverifiedOutcomes: [Outcome] = []
+
+    /// The categories not confirmed complete and current: no commitment of the patient's matched what the
+    /// server sent (none shown, or its check failed). A fresh reader cannot tell a tresor from before
+    /// commitments from one whose commitment the server withholds, so it never calls either complete.
+    public var unconfirmed: [String] { categories.filter { asOf[$0] == nil } }
+
+    /// True when every category shown has an accepted commitment that matches what was sent.
+    public var complete: Bool { incomplete.isEmpty && unconfirmed.isEmpty }
+
     /// The message that says the view is not complete and current, or nil when every category checked out.
     public var completenessMessage: String? {
         incomplete.isEmpty ? nil : "what the server sent of \(patient.username) is not complete and current: " + incomplete.joined(separator: "; ")
@@ -77,10 +91,35 @@ public actor DoctorReader {
     /// Sets how many cached envelopes a view reads and decrypts at a time (at least one).
     func setViewPage(_ count: Int) { viewPage = max(1, count) }
 
-    /// The "My Patients" list: patients with at least one active share naming this doctor.
-    public func patients() async throws -> [PatientSummary] {
-        let list: PatientList = try await transport.send(.GET, Routes.doctorPatients, auth: try auth)
-        return list.patients
+    /// The "My Patients" list: patients with at least one active share naming this doctor whose patient
+    /// certificate, signed request and admin approval verify here (Docs/design.md §3). The server's list is
+    /// only a hint: a patient it lists whose shares do not verify (a share row the operator invented, a
+    /// revoked share shown again) is left out and counted in `unverified`. Each summary's categories are the
+    /// verified ones; its last change is the server's word.
+    public func patients() async throws -> (patients: [PatientSummary], unverified: Int) {
+        let summaries: PatientList = try await transport.send(.GET, Routes.doctorPatients, auth: try auth)
+        let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
+        var out: [PatientSummary] = []
+        var unverified = 0
+        var seen = Set<UUID>()
+        for summary in summaries.patients where seen.insert(summary.patientID).inserted {
+            let listed = list.shares.filter { $0.patientID == summary.patientID }
+            do {
+                let cert = try await patientCertificate(id: summary.patientID, username: summary.username)
+                let verified = try verify(listed, patient: cert)
+                // Every share expired: not a patient of this doctor any more, and nothing the server made up.
+                guard !verified.isEmpty else { continue }
+                var shown = summary
+                shown.categories = Array(Set(verified.map(\.share.category))).sorted()
+                out.append(shown)
+            } catch let e as ClientError {
+                switch e {
+                case .integrity, .notPermitted, .notFound: unverified += 1
+                default: throw e
+                }
+            }
+        }
+        return (out, unverified)
     }
 
     /// The patient's certificate, verified under the pinned admin key.
@@ -96,23 +135,45 @@ public actor DoctorReader {
     public func verifiedShares(patient username: String) async throws -> (Certificate, [VerifiedShare]) {
         let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
         let listed = list.shares.filter { $0.patientUsername == username.lowercased() }
-        let notActive = "no active share from '\(username)': not shared, not yet approved, revoked or expired"
         guard let first = listed.first(where: { $0.state == .active }) ?? listed.first else {
-            throw ClientError.notPermitted(code: .shareNotActive, notActive)
+            throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username))
         }
         let cert = try await patientCertificate(id: first.patientID, username: username)
-        // The patient's own word ends a share for good: once verified here, no later listing revives it.
+        return (cert, try verify(listed.filter { $0.patientID == cert.userID }, patient: cert))
+    }
+
+    static func notActive(_ username: String) -> String {
+        "no active share from '\(username)': not shared, not yet approved, revoked or expired"
+    }
+
+    /// The active shares among `listed` (shares of one patient) that verify end to end, after remembering
+    /// every revocation the patient signed: a revoked share, or a copy of its request under another share
+    /// id, is never trusted again, whatever the server lists later (Docs/design.md §3.1).
+    func verify(_ listed: [ShareInfo], patient cert: Certificate) throws -> [VerifiedShare] {
         for s in listed {
             guard let revocation = s.revocation else { continue }
             do {
                 try revocation.verify(shareID: s.shareID, request: s.grant, patient: cert, adminKey: adminKey)
                 guard revocation.memberID == account.profile.userID else { throw TrustError.mismatch(what: "revocation", field: "member") }
             } catch { throw ClientError.integrity("the server shows a revocation of \(s.category) the patient did not sign: \(error)") }
-            try cache.markRevoked(shareID: s.shareID, owner: cert.userID, at: revocation.revokedAt)
+            try cache.markRevoked(
+                shareID: s.shareID,
+                request: s.grant,
+                also: s.latestGrant.map { [$0] } ?? [],
+                owner: cert.userID,
+                at: revocation.revokedAt
+            )
         }
-        let revoked = try cache.revokedShares(owner: cert.userID)
-        let mine = listed.filter { $0.state == .active && !revoked.contains($0.shareID) }
-        guard !mine.isEmpty else { throw ClientError.notPermitted(code: .shareNotActive, notActive) }
+        var mine: [ShareInfo] = []
+        for s in listed where s.state == .active {
+            if try cache.isRevoked(shareID: s.shareID, request: s.grant) {
+                // A share revoked before request hashes were kept: its request is remembered from now on.
+                try cache.markRevoked(shareID: s.shareID, request: s.grant, owner: cert.userID, at: 0)
+                continue
+            }
+            mine.append(s)
+        }
+        guard !mine.isEmpty else { throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(cert.username)) }
         var out: [VerifiedShare] = []
         for s in mine {
             do {
@@ -142,7 +203,7 @@ public actor DoctorReader {
                 throw ClientError.integrity("the share of \(s.category) does not verify: \(e)")
             }
         }
-        return (cert, out)
+        return out
     }
 
     /// Pulls what changed since the last view into the cache, after fetching the share's quarantined
@@ -225,15 +286,35 @@ public actor DoctorReader {
         if let category, chosen.isEmpty {
             throw ClientError.notPermitted(code: .shareNotActive, "'\(username)' has not shared \(category) with you (or the share is not active)")
         }
-        var view = PatientView(patient: cert, categories: chosen.map(\.share.category).sorted(), activities: [], outcomes: [], unreadable: 0)
-        view.awaitingKeys = chosen.filter(\.awaitingKeys).map(\.share.category).sorted()
-        var unconfirmed = Set<String>()
+        // One reading per tresor: two verified shares of one tresor (a request copied under a new share id
+        // that this device has not seen revoked) add keys, never a second copy of each record.
+        var tresors: [UUID: VerifiedShare] = [:]
         for share in chosen {
+            guard let seen = tresors[share.tresor.id] else {
+                tresors[share.tresor.id] = share
+                continue
+            }
+            var merged = seen.tresor
+            merged.merge(keys: share.tresor.keys)
+            tresors[share.tresor.id] = VerifiedShare(share: seen.share, tresor: merged)
+        }
+        let reading = tresors.values.sorted { $0.share.category < $1.share.category }
+        var view = PatientView(patient: cert, categories: reading.map(\.share.category), activities: [], outcomes: [], unreadable: 0)
+        view.awaitingKeys = reading.filter(\.awaitingKeys).map(\.share.category).sorted()
+        var unconfirmed = Set<String>()
+        for share in reading {
+            let mismatched: Bool
             if let problem = try await refresh(cert, share, progress: progress).problem {
                 view.incomplete.append(problem)
                 unconfirmed.insert(share.share.category)
+                mismatched = true
+            } else {
+                mismatched = false
             }
-            view.quarantined += try await cache.quarantined(owner: cert.userID, tresor: share.tresor.id)
+            let held = try await cache.quarantined(owner: cert.userID, tresor: share.tresor.id)
+            view.quarantined += held
+            // With records held aside the set cannot be checked against the commitment: not confirmed.
+            if !held.isEmpty { unconfirmed.insert(share.share.category) }
             let context = EnvelopeContext(ownerID: cert.userID, tresorID: share.tresor.id, category: share.share.category)
             let keys = share.tresor.keys
             // A page of the cache at a time, decrypted on every core: a large share's envelopes are never all
@@ -255,19 +336,23 @@ public actor DoctorReader {
                 for record in opened {
                     switch record {
                     case nil: view.unreadable += 1
-                    case let .activity(a)??: view.activities.append(a)
-                    case let .outcome(o)??: view.outcomes.append(o)
+                    case let .activity(a)??:
+                        if mismatched { view.unverifiedActivities.append(a) } else { view.activities.append(a) }
+                    case let .outcome(o)??:
+                        if mismatched { view.unverifiedOutcomes.append(o) } else { view.outcomes.append(o) }
                     case .some(nil): break
                     }
                 }
             }
         }
         let accepted = try await cache.acceptedCommitments(owner: cert.userID)
-        for share in chosen where !unconfirmed.contains(share.share.category) {
+        for share in reading where !unconfirmed.contains(share.share.category) {
             if let c = accepted[share.tresor.id] { view.asOf[share.share.category] = c.committedAt }
         }
         view.activities.sort { $0.id < $1.id }
         view.outcomes.sort { ($0.activityID, $0.occurrence) < ($1.activityID, $1.occurrence) }
+        view.unverifiedActivities.sort { $0.id < $1.id }
+        view.unverifiedOutcomes.sort { ($0.activityID, $0.occurrence) < ($1.activityID, $1.occurrence) }
         return view
     }
 }

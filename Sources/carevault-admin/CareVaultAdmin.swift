@@ -77,10 +77,18 @@ struct AdminOptions: ParsableArguments {
     }
 
     /// The admin's client: the key read here is the trust anchor, so its own public half is the pin.
-    /// With the ledger of issued certificates, so a second identity under a known name or id is refused.
+    /// With the ledger of issued certificates, so a second identity under a known name or id is refused, and
+    /// the ledger of decided share requests beside it, so a request is never approved twice.
     func client() throws -> AdminClient {
         let key = try key()
-        return try AdminClient(transport: try global.transport(), key: key, pinnedKey: key.publicKey, ledger: try CertificateLedger(url: ledgerURL()))
+        let ledgerURL = try ledgerURL()
+        return try AdminClient(
+            transport: try global.transport(),
+            key: key,
+            pinnedKey: key.publicKey,
+            ledger: try CertificateLedger(url: ledgerURL),
+            decisions: try ShareDecisionLedger(url: ShareDecisionLedger.url(besideCertificateLedger: ledgerURL))
+        )
     }
 
     func ledgerURL() throws -> URL {

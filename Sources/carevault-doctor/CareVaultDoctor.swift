@@ -88,12 +88,23 @@ enum DoctorRole: ToolRole {
 }
 
 struct Patients: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "My Patients: everyone with an active share naming you.")
+    static let configuration = CommandConfiguration(
+        abstract: "My Patients: everyone with an active share naming you that verifies.",
+        discussion: "Only patients whose share the patient signed and the admin approved are listed; others the server lists are counted on stderr."
+    )
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let reader = try openReader(options)
         var list: [ListedPatient] = []
-        for p in try await reader.patients() { list.append(ListedPatient(summary: p, asOf: try await reader.asOf(patientID: p.patientID))) }
+        let (patients, unverified) = try await reader.patients()
+        for p in patients { list.append(ListedPatient(summary: p, asOf: try await reader.asOf(patientID: p.patientID))) }
+        if unverified > 0 {
+            // On stderr, so that stdout (and --json) stays the verified list.
+            Output.note(
+                "\(unverified) more patient\(unverified == 1 ? "" : "s") listed by the server did not verify "
+                    + "(no share signed by the patient and approved by the admin) and \(unverified == 1 ? "is" : "are") not shown"
+            )
+        }
         let headers = ["PATIENT", "CATEGORIES", "LAST CHANGE", "AS OF"]
         try await Output.show(list, json: options.json, headers: headers, empty: "no patients share data with you yet") {
             list.map { p in
@@ -106,39 +117,74 @@ struct Patients: AsyncParsableCommand {
 struct Show: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show a patient's shared activities and outcomes.",
-        discussion: "Example: carevault-doctor show alice --category interventions --from 2026-11-01"
+        discussion: """
+            Categories whose records match the patient's newest signed state commitment are shown "as of" its time;
+            others are marked "not confirmed" (--json: "complete": false). When what the server sent contradicts
+            the patient's commitment (exit 65), that category's records are not printed unless --show-unverified,
+            which prints them with every row marked UNVERIFIED (--json: under "unverified").
+
+            Example: carevault-doctor show alice --category interventions --from 2026-11-01
+            """
     )
     @OptionGroup var selection: PatientSelection
+    @Flag(help: "Also print the records of categories that failed their check against the patient's commitment, each marked.")
+    var showUnverified = false
     func run() async throws {
         let (from, to) = try selection.range.resolve()
         let progress = ProgressLine()
         let view = try await selection.view(progress: { progress.update("pulled \($0) records") })
         progress.finish()
         let byID = view.activities.byID
-        let outcomes = view.outcomes.filter { o in
-            guard let start = byID[o.activityID]?.schedule.event(occurrence: o.occurrence)?.start else { return true }
-            return start >= from && start < to
+        let inRange = { (list: [Outcome], activities: ActivityIndex) in
+            list.filter { o in
+                guard let start = activities[o.activityID]?.schedule.event(occurrence: o.occurrence)?.start else { return true }
+                return start >= from && start < to
+            }
         }
+        let outcomes = inRange(view.outcomes, byID)
+        let unverifiedByID = (view.activities + view.unverifiedActivities).byID
+        let unverified = showUnverified ? (view.unverifiedActivities, inRange(view.unverifiedOutcomes, unverifiedByID)) : ([], [])
         if selection.options.json {
             // Written as it is encoded: a large patient's records are never one document in memory.
             let stream = StreamedJSON()
-            try stream.writeToStandardOutput(ShownPatient(selection.patient, view: view, outcomes: outcomes, stream: stream))
+            let shown = ShownPatient(
+                selection.patient,
+                view: view,
+                outcomes: outcomes,
+                stream: stream,
+                unverified: showUnverified ? UnverifiedRecords(activities: unverified.0, outcomes: unverified.1, stream: stream) : nil
+            )
+            try stream.writeToStandardOutput(shown)
             try failIfQuarantined(view)
             return
         }
         Output.line("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))")
         if !view.asOf.isEmpty { Output.line(asOfText(view.asOf)) }
-        if view.completenessMessage != nil { Output.note("NOT confirmed complete and current: see the error below") }
+        for category in view.unconfirmed {
+            Output.line("\(category): not confirmed (no state commitment of the patient's matched what the server sent)")
+        }
+        if view.completenessMessage != nil {
+            Output.note(
+                showUnverified
+                    ? "NOT confirmed complete and current: rows marked UNVERIFIED contradict the patient's commitment"
+                    : "NOT confirmed complete and current: the records of those categories are not shown (--show-unverified shows them, marked)"
+            )
+        }
         print("")
+        let mark = { (rows: [[String]], marked: Bool) in rows.map { (marked ? ["UNVERIFIED"] : (showUnverified ? [""] : [])) + $0 } }
+        let lead = showUnverified ? ["CHECK"] : []
         Output.table(
-            ["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"],
-            view.activities.map {
-                [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.instructions ?? ""]
-            },
+            lead + ["ACTIVITY", "TITLE", "CATEGORY", "SCHEDULE", "INSTRUCTIONS"],
+            mark(view.activities.map { [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.instructions ?? ""] }, false)
+                + mark(unverified.0.map { [$0.id, $0.title, $0.category, CareInput.describe($0.schedule), $0.instructions ?? ""] }, true),
             empty: "no activities"
         )
         print("")
-        Output.table(Output.outcomeHeaders, Output.outcomeRows(outcomes, activities: byID), empty: "no outcomes in this period")
+        Output.table(
+            lead + Output.outcomeHeaders,
+            mark(Output.outcomeRows(outcomes, activities: byID), false) + mark(Output.outcomeRows(unverified.1, activities: unverifiedByID), true),
+            empty: "no outcomes in this period"
+        )
         if view.unreadable > 0 { Output.note("\(view.unreadable) records use a key not granted to you and were not shown") }
         if !view.awaitingKeys.isEmpty {
             Output.note(
@@ -178,10 +224,15 @@ struct ShownPatient: Encodable {
     var awaitingKeys: [String]
     /// Per category, when the patient signed the state the view was checked against (Unix ms).
     var asOf: [String: UnixMillis]
-    /// Whether every category was confirmed complete and current.
+    /// Whether every category was confirmed complete and current: each has an accepted commitment of the
+    /// patient's that matches what was sent.
     var complete: Bool
+    /// The categories not confirmed complete and current.
+    var notConfirmed: [String]
+    /// With --show-unverified: the records of categories that contradict the patient's commitment.
+    var unverified: UnverifiedRecords?
 
-    init(_ patient: String, view: PatientView, outcomes: [Outcome], stream: StreamedJSON) {
+    init(_ patient: String, view: PatientView, outcomes: [Outcome], stream: StreamedJSON, unverified: UnverifiedRecords? = nil) {
         self.patient = patient
         categories = view.categories
         activities = stream.array(view.activities)
@@ -189,7 +240,20 @@ struct ShownPatient: Encodable {
         unreadable = view.unreadable
         awaitingKeys = view.awaitingKeys
         asOf = view.asOf
-        complete = view.incomplete.isEmpty
+        complete = view.complete
+        notConfirmed = view.unconfirmed
+        self.unverified = unverified
+    }
+}
+
+/// Records shown only on request, each list marked by where it stands in `show --json`.
+struct UnverifiedRecords: Encodable {
+    var activities: StreamedArray
+    var outcomes: StreamedArray
+
+    init(activities: [Activity], outcomes: [Outcome], stream: StreamedJSON) {
+        self.activities = stream.array(activities)
+        self.outcomes = stream.array(outcomes)
     }
 }
 

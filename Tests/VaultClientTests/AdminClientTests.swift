@@ -54,7 +54,7 @@ struct AdminClientTests {
 
             let approved = try await admin.approve(share, sequence: pending.nextSequence)
             #expect(approved.state == .active)
-            #expect(try await doctor.patients().map(\.username) == ["pat"])
+            #expect(try await doctor.patients().patients.map(\.username) == ["pat"])
             #expect(try await vault.shares().map(\.state) == [.active])
         }
     }
@@ -131,7 +131,7 @@ struct AdminClientTests {
             let results = await admin.approveEach(of: AdminClientTests.replacingShares(pending, with: [swapped]))
             #expect(results.count == 1 && results.first?.error != nil, "approveEach reports it and goes on")
             #expect(try await Self.adminActions(admin) == before, "nothing was approved")
-            #expect(try await other.patients().isEmpty)
+            #expect(try await other.patients().patients.isEmpty)
             #expect(try await vault.shares().map(\.state) == [.pending])
         }
     }

@@ -242,7 +242,7 @@ struct ConvergenceRun {
     /// The doctor sees exactly the shared category while the share is active, and nothing once it is revoked.
     func checkDoctor(activities: [Activity], outcomes: [Outcome]) async throws {
         guard let doctor else { return }
-        let listed = try await doctor.patients().map(\.username)
+        let listed = try await doctor.patients().patients.map(\.username)
         guard model.shareActive else {
             #expect(listed.isEmpty, "seed \(seed): a revoked share still lists the patient")
             await #expect(throws: ClientError.self, "seed \(seed)") { _ = try await doctor.view(patient: "pat") }

@@ -137,7 +137,7 @@ struct MaliciousServerTests {
 
             let seen = try await doctor.view(patient: "pat")
             #expect(seen.activities.map(\.title) == ["before revocation"], "interventions only; assessments stay closed")
-            #expect(try await doctor.patients().map(\.username) == ["pat"])
+            #expect(try await doctor.patients().patients.map(\.username) == ["pat"])
             await #expect(throws: ClientError.self) { _ = try await doctor.view(patient: "pat", category: "assessments") }
             let (_, shares) = try await doctor.verifiedShares(patient: "pat")
             let oldKeys = try #require(shares.first?.tresor.keys)
@@ -152,7 +152,7 @@ struct MaliciousServerTests {
             } catch let e as ClientError {
                 if case .notPermitted = e {} else { Issue.record("expected not permitted, got \(e)") }
             }
-            #expect(try await doctor.patients().isEmpty)
+            #expect(try await doctor.patients().patients.isEmpty)
             // Even with the ciphertext (say, from a leaked backup) the old keys do not open what came later.
             let owner = vault.account.profile.userID
             let tresorID = Tresor.id(ownerID: owner, category: "interventions")

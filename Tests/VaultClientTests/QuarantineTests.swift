@@ -156,7 +156,7 @@ struct QuarantineTests {
             let other = try await doctor.view(patient: "other")
             #expect(other.activities.map(\.id) == ["yoga"])
             #expect(other.quarantined.isEmpty)
-            #expect(try await doctor.patients().map(\.username).sorted() == ["other", "pat"])
+            #expect(try await doctor.patients().patients.map(\.username).sorted() == ["other", "pat"])
 
             // Still kept aside on the next view (the cursor moved on); healed, they are shown.
             #expect(try await doctor.view(patient: "pat").quarantined.count == 2)

@@ -132,7 +132,7 @@ struct Review: AsyncParsableCommand {
                 switch answer(for: item, note: try await Self.ledgerNote(item, client.ledger)) {
                 case "y":
                     try await client.approve(item, sequence: sequence)
-                    sequence += 1
+                    sequence = AdminClient.sequence(after: sequence)
                     Output.line("approved \(text)")
                 case "n":
                     let reason = yes ? Self.defaultReason : ask("  reason: ")

@@ -3,6 +3,8 @@
 /// functions with `:name` placeholders, so client and server cannot disagree on a path.
 public enum Routes {
     public static let health = "/health"
+    /// The deployment id that signed admin requests name (Docs/envelope-v1.md §3.5); open to anyone.
+    public static let deployment = "/v1/deployment"
     public static let register = "/v1/accounts/register"
     public static let loginParameters = "/v1/auth/params"
     public static let login = "/v1/auth/login"

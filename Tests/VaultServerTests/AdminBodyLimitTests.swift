@@ -20,6 +20,7 @@ import VaultTestSupport
             pathAndQuery: path,
             body: body,
             timestamp: api.harness.clock.millis,
+            deploymentID: try await api.deploymentID(),
             adminKey: key
         )
         var headers: HTTPFields = [.contentType: "application/json"]

@@ -16,8 +16,8 @@ struct SignedAdminRequest: Sendable {
 }
 
 /// Guards /v1/admin: a timestamp inside the window and an Ed25519 signature by the pinned admin key
-/// over method, path with query, body hash and timestamp, each signature accepted once
-/// (Docs/design.md §2, §6). The handler finds the signed body
+/// over that key, this deployment's id, method, path with query, body hash and timestamp, each signature
+/// accepted once (Docs/design.md §2, §6; Docs/envelope-v1.md §3.5). The handler finds the signed body
 /// in `VaultRequestContext.adminRequest`. The headers and the window are checked, and a body is refused
 /// past 64 KiB, before the body is read, so an unsigned caller cannot make the server hold much.
 struct AdminSignatureAuthenticator: RouterMiddleware {
@@ -62,6 +62,8 @@ struct AdminSignatureAuthenticator: RouterMiddleware {
         }
         let pathAndQuery = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
         let statement = AdminRequestSignature.statement(
+            adminKey: service.adminKey,
+            deploymentID: try await service.deploymentID(),
             method: request.method.rawValue,
             pathAndQuery: pathAndQuery,
             body: body,

@@ -7,6 +7,11 @@ import VaultCrypto
 /// The admin's side (Docs/design.md §2, §3): what waits for approval, decisions with their signed
 /// approvals, the user list. The signature on each request is checked before, by `AdminSignatureAuthenticator`.
 extension VaultService {
+    /// This deployment's id, derived from the secret its database holds (Docs/envelope-v1.md §3.5).
+    func deploymentID() async throws -> String {
+        AdminRequestSignature.deploymentID(serverSecret: try await repository.serverSecret())
+    }
+
     func pending() async throws -> PendingResponse {
         _ = try await repository.expireShares(now: clock())
         let registrations = try await repository.users().filter { $0.status == .pending }

@@ -222,3 +222,9 @@ public struct SuspensionResponse: Codable, Sendable, Equatable {
         self.reason = reason
     }
 }
+
+/// `GET /v1/deployment`: the id every signed admin request to this deployment names (Docs/envelope-v1.md §3.5).
+public struct DeploymentResponse: Codable, Sendable, Equatable {
+    public var deploymentID: String
+    public init(deploymentID: String) { self.deploymentID = deploymentID }
+}

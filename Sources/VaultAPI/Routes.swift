@@ -3,6 +3,8 @@
 /// functions with `:name` placeholders, so client and server cannot disagree on a path.
 public enum Routes {
     public static let health = "/health"
+    /// The deployment id that signed admin requests name (Docs/envelope-v1.md §3.5); open to anyone.
+    public static let deployment = "/v1/deployment"
     public static let register = "/v1/accounts/register"
     public static let loginParameters = "/v1/auth/params"
     public static let login = "/v1/auth/login"
@@ -47,8 +49,19 @@ public enum Routes {
 public enum APILimits {
     /// The largest request body accepted, in bytes.
     public static let maxBodyBytes = 32 * 1024 * 1024
-    /// The largest admin request body (approvals and rejections are small).
-    public static let maxAdminBodyBytes = 1024 * 1024
+    /// The largest admin request body: an approval is about 1 KiB, so 64 KiB leaves room and keeps what
+    /// an unauthenticated caller can make the server hold small.
+    public static let maxAdminBodyBytes = 64 * 1024
+    /// The highest approval sequence number: what the schema's signed 64-bit columns store (2^63 − 1).
+    /// The server refuses an approval above it and clients sign none (Docs/design.md §3).
+    public static let maxApprovalSequence = UInt64(Int64.max)
+
+    /// The approval sequence after `sequence`, checked: at `UInt64.max` it stays there, a number no one
+    /// signs or stores, so a crafted offer ends in an error instead of a trap.
+    public static func approvalSequence(after sequence: UInt64) -> UInt64 {
+        let (next, overflow) = sequence.addingReportingOverflow(1)
+        return overflow ? .max : next
+    }
     /// The most envelopes in one push.
     public static let maxPushBatch = 2_000
     /// The largest ciphertext of one envelope, in bytes.

@@ -35,6 +35,9 @@ public struct CLIError: Error, CustomStringConvertible, Sendable {
 /// helps, and the documented exit status. Health data and key material never appear in these messages.
 public enum ToolRunner {
     public static func main<Root: ParsableCommand>(_ root: Root.Type, tool: String, server: @escaping () -> String = { "the server" }) async {
+        // Before any file is made: the local store with its -wal and -shm files, profiles and key files are
+        // the user's alone (0600, folders 0700), whatever umask the tool was started with.
+        umask(0o077)
         do {
             var command = try Root.parseAsRoot()
             if var async = command as? any AsyncParsableCommand {

@@ -42,6 +42,7 @@ extension AdminClient {
     /// them (Docs/design.md §2). Nothing is signed for a registration that does not verify.
     @discardableResult
     public func approve(_ r: PendingRegistration, sequence: UInt64) async throws -> UserSummary {
+        try Self.requireStorable(sequence)
         do { try r.request.verify() } catch {
             throw ClientError.integrity("the registration of \(r.request.username) is not self-signed correctly: \(error)")
         }
@@ -72,6 +73,7 @@ extension AdminClient {
     /// grant (Docs/design.md §3).
     @discardableResult
     public func approve(_ s: PendingShare, sequence: UInt64) async throws -> ShareInfo {
+        try Self.requireStorable(sequence)
         do {
             try s.patient.verify(adminKey: pinnedKey, userID: s.share.patientID, role: .patient)
             try s.doctor.verify(adminKey: pinnedKey, userID: s.share.doctorID, role: .doctor)
@@ -97,6 +99,16 @@ extension AdminClient {
         )
     }
 
+    /// Refuses a sequence outside 1...`APILimits.maxApprovalSequence` (offered by a server whose database
+    /// was edited) before anything is signed.
+    static func requireStorable(_ sequence: UInt64) throws {
+        guard (1...APILimits.maxApprovalSequence).contains(sequence) else {
+            throw ClientError.integrity(
+                "the server offered approval sequence \(sequence), outside 1...\(APILimits.maxApprovalSequence): nothing was signed"
+            )
+        }
+    }
+
     /// Approves one pending item with approval sequence number `sequence`.
     public func approve(_ item: PendingItem, sequence: UInt64) async throws {
         switch item {
@@ -113,7 +125,7 @@ extension AdminClient {
         for item in pending.items where include(item) {
             do {
                 try await approve(item, sequence: sequence)
-                sequence += 1
+                sequence = Self.sequence(after: sequence)
                 results.append(ApprovalResult(item: item, error: nil))
             } catch {
                 results.append(ApprovalResult(item: item, error: error))
@@ -121,6 +133,10 @@ extension AdminClient {
         }
         return results
     }
+
+    /// The approval sequence after `sequence`, checked (`APILimits.approvalSequence(after:)`): past the
+    /// last storable number `approve` refuses it.
+    public static func sequence(after sequence: UInt64) -> UInt64 { APILimits.approvalSequence(after: sequence) }
 
     /// Approves everything pending; throws the first failure once every item was tried.
     @discardableResult

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import VaultAPI
 import VaultCore
 import VaultCrypto
@@ -19,6 +20,7 @@ public struct AdminClient: Sendable {
     /// again under another share id (`ShareDecisionLedger`).
     public let decisions: ShareDecisionLedger?
     let key: SigningKeyPair
+    private let deployment = DeploymentIDCache()
 
     /// An admin client over `transport`, signing with `key`. The key must be the one clients pin,
     /// or every certificate it issued would be refused by them.
@@ -52,7 +54,21 @@ public struct AdminClient: Sendable {
         try self.init(transport: transport, key: key, pinnedKey: key.publicKey, ledger: ledger, decisions: decisions)
     }
 
-    var auth: Transport.Auth { .admin(key) }
+    /// The admin signature for this server's deployment, whose id is asked once (Docs/envelope-v1.md §3.5).
+    var auth: Transport.Auth {
+        get async throws { .admin(key, deploymentID: try await deploymentID()) }
+    }
+
+    /// The id the server publishes at `GET /v1/deployment`, checked for its form (16 bytes, base64url).
+    public func deploymentID() async throws -> String {
+        if let known = deployment.value.withLock({ $0 }) { return known }
+        let answer: DeploymentResponse = try await transport.send(.GET, Routes.deployment, auth: .none)
+        guard answer.deploymentID.count == 22, (try? Base64URL.decode(answer.deploymentID))?.count == 16 else {
+            throw ClientError.integrity("the server's deployment id is not 16 bytes of base64url")
+        }
+        deployment.value.withLock { $0 = answer.deploymentID }
+        return answer.deploymentID
+    }
 
     /// Registrations and shares waiting for a decision, and the next free approval sequence number.
     public func pending() async throws -> PendingResponse {
@@ -91,4 +107,9 @@ public struct AdminClient: Sendable {
     public func verifyAudit() async throws -> AuditVerification {
         try await transport.send(.GET, Routes.adminAuditVerify, auth: auth)
     }
+}
+
+/// A server's deployment id once it is known.
+final class DeploymentIDCache: Sendable {
+    let value = Mutex<String?>(nil)
 }

@@ -276,7 +276,7 @@ final class DoctorCache: Sendable {
                     throw ClientError.integrity("the server sent a record with a malformed id")
                 }
                 try upsert.execute(arguments: [
-                    ownerID, h.recordID.hex, tresorID, Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter),
+                    ownerID, h.recordID.hex, tresorID, Int64(clamping: h.timestamp.physicalMs), Int64(h.timestamp.counter),
                     h.timestamp.deviceID, h.deleted, entry.bytes, entry.versionID,
                 ])
                 if let sequence = Int64(exactly: entry.sequence) { try releaseSequence.execute(arguments: [ownerID, sequence]) }

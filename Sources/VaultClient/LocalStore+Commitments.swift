@@ -124,7 +124,7 @@ struct ServerStates {
         )
         defer { write.finish() }
         try write.bind(
-            timestamp.map { .int(Int64($0.physicalMs)) } ?? .null,
+            timestamp.map { .int(Int64(clamping: $0.physicalMs)) } ?? .null,
             timestamp.map { .int(Int64($0.counter)) } ?? .null,
             timestamp.map { .text($0.deviceID) } ?? .null,
             version.map { .text($0) } ?? .null,

@@ -118,10 +118,10 @@ final class LocalStore: Sendable {
         )
     }
 
-    /// A timestamp from its three columns, or nil when any is NULL.
+    /// A timestamp from its three columns, or nil when any is NULL or out of range (a damaged file).
     static func timestamp(_ physical: Int64?, _ counter: Int64?, _ device: String?) -> HLCTimestamp? {
-        guard let physical, let counter, let device else { return nil }
-        return HLCTimestamp(physicalMs: UInt64(physical), counter: UInt32(counter), deviceID: device)
+        guard let physical, let counter, let device, let p = UInt64(exactly: physical), let c = UInt32(exactly: counter) else { return nil }
+        return HLCTimestamp(physicalMs: p, counter: c, deviceID: device)
     }
 
     /// Local heads, optionally of one category and one record type.
@@ -229,7 +229,7 @@ final class LocalStore: Sendable {
                     """
             ).execute(arguments: [
                 h.recordID.hex, h.recordType.rawValue, h.tresorID.uuidString, h.category,
-                Int64(h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, bytes,
+                Int64(clamping: h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, bytes,
             ])
             if let serverTimestamp { try noteServer(h.recordID.hex, serverTimestamp) }
             if outbox {
@@ -242,7 +242,7 @@ final class LocalStore: Sendable {
         /// Remembers the newest version the server has shown for a record.
         private func noteServer(_ recordID: String, _ t: HLCTimestamp) throws {
             try db.cachedStatement(sql: "UPDATE records SET server_physical = ?, server_counter = ?, server_device = ? WHERE record_id = ?")
-                .execute(arguments: [Int64(t.physicalMs), Int64(t.counter), t.deviceID, recordID])
+                .execute(arguments: [Int64(clamping: t.physicalMs), Int64(t.counter), t.deviceID, recordID])
         }
 
         /// Remembers `t` as the server's version of a record the device holds, unless it showed a newer one.
@@ -349,7 +349,7 @@ extension QuarantinedRecord {
     /// A row of a quarantine table (`sequence, record_id, version_id, reason`).
     init(row: Row) {
         self.init(
-            sequence: UInt64(row["sequence"] as Int64),
+            sequence: UInt64(clamping: row["sequence"] as Int64),
             recordID: row["record_id"],
             versionID: row["version_id"],
             // A reason this version does not know (written by a newer one) still counts as a failure.

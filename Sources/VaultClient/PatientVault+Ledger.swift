@@ -141,7 +141,7 @@ extension PatientVault {
     func rotateKeys(category: String, ending: [LedgerMember]) async throws {
         guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
         for member in ending { try recordInLedger(member, category: category) }
-        t.rotate()
+        guard t.rotate() != nil else { throw ClientError.integrity("the tresor for \(category) is at its last epoch (\(t.currentEpoch))") }
         keyring.merge(t)
         try saveKeyring()
         try await reconcileTresors()

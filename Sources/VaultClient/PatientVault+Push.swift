@@ -152,11 +152,13 @@ extension PatientVault {
             let now = self.now().unixMillis
             return try categories.sorted { $0.value < $1.value }.map { id, category in
                 let state = states.sets[id] ?? HeadSet()
+                let (sequence, overflow) = (states.commitments[id]?.sequence ?? 0).addingReportingOverflow(1)
+                guard !overflow else { throw ClientError.integrity("the state commitment of \(category) is at the last sequence number") }
                 let commitment = StateCommitment.make(
                     patient: account.identity,
                     tresorID: id,
                     category: category,
-                    sequence: (states.commitments[id]?.sequence ?? 0) &+ 1,
+                    sequence: sequence,
                     state: state,
                     topEpoch: keyring[category]?.currentEpoch ?? 0,
                     tresorVersion: try tx.marks(category: category)?.seenVersion ?? 0,

@@ -74,7 +74,8 @@ public final class Transport: Sendable {
     public enum Auth: Sendable {
         case none
         case session(String)
-        case admin(SigningKeyPair)
+        /// Signed by the admin key for the deployment with this id (Docs/envelope-v1.md §3.5).
+        case admin(SigningKeyPair, deploymentID: String)
     }
 
     /// Sends a request and decodes the JSON answer.
@@ -209,13 +210,14 @@ public final class Transport: Sendable {
         switch auth {
         case .none: break
         case let .session(token): request.headers.add(name: "Authorization", value: "Bearer \(token)")
-        case let .admin(key):
+        case let .admin(key, deploymentID):
             // Each attempt is signed anew: the server accepts a signature once.
             let h = AdminRequestSignature.sign(
                 method: method.rawValue,
                 pathAndQuery: path,
                 body: payload,
                 timestamp: Date().unixMillis,
+                deploymentID: deploymentID,
                 adminKey: key
             )
             request.headers.add(name: AdminRequestSignature.timestampHeader, value: h.timestamp)

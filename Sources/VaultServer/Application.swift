@@ -22,6 +22,8 @@ public struct ServerConfiguration: Sendable {
     public var tls: TLSFiles?
     /// Reverse proxies whose `X-Forwarded-For` names the client (Docs/operations.md §3); none by default.
     public var trustedProxies: [IPNetwork]
+    /// Header, body and idle timeouts and the connection cap (Docs/operations.md §"Timeouts and connections").
+    public var limits: ConnectionLimits
 
     public init(
         host: String = "127.0.0.1",
@@ -30,7 +32,8 @@ public struct ServerConfiguration: Sendable {
         adminKey: SigningPublicKey,
         logLevel: Logger.Level = .info,
         tls: TLSFiles? = nil,
-        trustedProxies: [IPNetwork] = []
+        trustedProxies: [IPNetwork] = [],
+        limits: ConnectionLimits = .init()
     ) {
         self.host = host
         self.port = port
@@ -39,6 +42,7 @@ public struct ServerConfiguration: Sendable {
         self.logLevel = logLevel
         self.tls = tls
         self.trustedProxies = trustedProxies
+        self.limits = limits
     }
 }
 
@@ -64,7 +68,7 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
         return l
     }()
     // The certificate and key are checked before anything else, so a bad file stops the start at once.
-    let server: HTTPServerBuilder = try configuration.tls.map { try .http2Upgrade(tlsConfiguration: try $0.serverConfiguration()) } ?? .http1()
+    let server = try configuration.limits.serverBuilder(tls: try configuration.tls?.serverConfiguration())
     let scheme = configuration.tls == nil ? "http" : "https"
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
     let router = buildRouter(repository: repository, adminKey: configuration.adminKey, trustedProxies: configuration.trustedProxies)
@@ -73,7 +77,8 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
         server: server,
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
-            serverName: "carevault"
+            serverName: "carevault",
+            availableConnectionsDelegate: MaximumAvailableConnections(configuration.limits.maxConnections, logger: logger)
         ),
         onServerRunning: { channel in
             // Scripts and tests read this line to learn the port (useful with --port 0).

@@ -91,7 +91,7 @@ struct Review: AsyncParsableCommand {
     static func ledgerNote(_ item: PendingItem, _ ledger: CertificateLedger?) async throws -> String? {
         guard case let .registration(r) = item, let ledger else { return nil }
         guard let e = await ledger.entry(username: r.request.username, userID: r.request.userID) else {
-            return "first certificate for this name and id"
+            return await ledger.firstCertificateNote(username: r.request.username)
         }
         let same = e.username == r.request.username && e.userID == r.request.userID && e.fingerprint == AdminClient.fingerprint(r.request)
         return same
@@ -132,7 +132,7 @@ struct Review: AsyncParsableCommand {
                 switch answer(for: item, note: try await Self.ledgerNote(item, client.ledger)) {
                 case "y":
                     try await client.approve(item, sequence: sequence)
-                    sequence += 1
+                    sequence = AdminClient.sequence(after: sequence)
                     Output.line("approved \(text)")
                 case "n":
                     let reason = yes ? Self.defaultReason : ask("  reason: ")

@@ -1,5 +1,9 @@
 import ArgumentParser
+import Foundation
 import Logging
+
+// The databases, key files and reports it writes are the operator's alone (0600, folders 0700).
+umask(0o077)
 
 // Libraries log to stderr only, and only warnings: with --json, stdout carries nothing but the JSON object.
 LoggingSystem.bootstrap { label in

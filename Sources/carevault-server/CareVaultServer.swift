@@ -63,12 +63,40 @@ struct CareVaultServer: AsyncParsableCommand {
     )
     var trustedProxy: [String] = []
 
+    @Option(name: .customLong("header-timeout"), help: ArgumentHelp("Seconds a client has to send a request's headers.", valueName: "seconds"))
+    var headerTimeout = 10.0
+
+    @Option(name: .customLong("body-timeout"), help: ArgumentHelp("Seconds a client has to send a request's body.", valueName: "seconds"))
+    var bodyTimeout = 120.0
+
+    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp("Seconds an idle connection stays open.", valueName: "seconds"))
+    var idleTimeout = 60.0
+
+    @Option(name: .customLong("max-connections"), help: "The most connections open at once; keep it below the descriptor limit.")
+    var maxConnections = 512
+
+    /// The timeouts and the cap, checked (Docs/operations.md §"Timeouts and connections").
+    func limits() throws -> ConnectionLimits {
+        func duration(_ seconds: Double, _ flag: String) throws -> Duration {
+            guard seconds.isFinite, seconds >= 0.1, seconds <= 86_400 else { throw ValidationError("--\(flag) must be 0.1...86400 seconds") }
+            return .milliseconds(Int64((seconds * 1_000).rounded()))
+        }
+        guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 1...1000000") }
+        return ConnectionLimits(
+            headerTimeout: try duration(headerTimeout, "header-timeout"),
+            bodyTimeout: try duration(bodyTimeout, "body-timeout"),
+            idleTimeout: try duration(idleTimeout, "idle-timeout"),
+            maxConnections: maxConnections
+        )
+    }
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown log level '\(logLevel)'") }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json, got '\(logFormat)'") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together: give both, or neither") }
         guard (0...65_535).contains(port) else { throw ValidationError("port must be 0...65535") }
         _ = try trustedProxies()
+        _ = try limits()
     }
 
     /// The `--trusted-proxy` blocks, each checked (a malformed one is a usage error).
@@ -79,6 +107,9 @@ struct CareVaultServer: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Before any file is made: the SQLite database and its -wal and -shm files hold key bundles, login
+        // verifiers and the server secret, for the server's account alone (Docs/operations.md §4).
+        umask(0o077)
         let env = ProcessInfo.processInfo.environment
         guard let keyPath = adminKey ?? env["CAREVAULT_ADMIN_KEY"] else {
             throw ValidationError("the admin public key is required: --admin-key FILE (create one with carevault-admin keygen)")
@@ -102,7 +133,8 @@ struct CareVaultServer: AsyncParsableCommand {
             adminKey: key,
             logLevel: Logger.Level(rawValue: logLevel) ?? .info,
             tls: tls,
-            trustedProxies: try trustedProxies()
+            trustedProxies: try trustedProxies(),
+            limits: try limits()
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.

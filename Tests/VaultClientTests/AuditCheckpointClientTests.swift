@@ -173,7 +173,12 @@ struct AuditCheckpointClientTests {
             let admin = try world.adminClient
             let head = try #require(try await Self.entries(world.repository).last)
             func post(_ c: AuditCheckpoint) async throws -> AuditCheckpoint {
-                try await admin.transport.send(.POST, Routes.adminAuditCheckpoints, body: c, auth: .admin(world.admin))
+                try await admin.transport.send(
+                    .POST,
+                    Routes.adminAuditCheckpoints,
+                    body: c,
+                    auth: .admin(world.admin, deploymentID: try await admin.deploymentID())
+                )
             }
             let rogue = SigningKeyPair.generate()
             let forged = AuditCheckpoint.sign(sequence: head.sequence, headHash: head.hash, signedAt: 1, adminKey: rogue)

@@ -65,6 +65,11 @@ struct APIClient: Sendable {
         return try await client.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) })
     }
 
+    /// The id this deployment's signed admin requests name (Docs/envelope-v1.md §3.5).
+    func deploymentID() async throws -> String {
+        AdminRequestSignature.deploymentID(serverSecret: try await repository.serverSecret())
+    }
+
     /// A request signed with `key` (the admin's unless given) at `timestamp` (now unless given).
     func adminSend(
         _ method: HTTPRequest.Method,
@@ -75,6 +80,7 @@ struct APIClient: Sendable {
         reuse: AdminRequestSignature.Headers? = nil
     ) async throws -> (TestResponse, AdminRequestSignature.Headers) {
         let body = try json.map { Array(try Self.encoder.encode($0)) } ?? []
+        let deployment = try await deploymentID()
         let signed =
             reuse
             ?? AdminRequestSignature.sign(
@@ -82,6 +88,7 @@ struct APIClient: Sendable {
                 pathAndQuery: path,
                 body: body,
                 timestamp: timestamp ?? harness.clock.millis,
+                deploymentID: deployment,
                 adminKey: key ?? admin
             )
         var headers: HTTPFields = [.contentType: "application/json"]

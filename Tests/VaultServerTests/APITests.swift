@@ -106,6 +106,7 @@ struct AccountAPITests {
                     pathAndQuery: Routes.adminPending,
                     body: [],
                     timestamp: api.harness.clock.millis,
+                    deploymentID: try await api.deploymentID(),
                     adminKey: api.admin
                 )
             )

@@ -84,6 +84,7 @@ struct MultiInstanceTests {
                         pathAndQuery: Routes.adminPending,
                         body: [],
                         timestamp: clock.millis,
+                        deploymentID: AdminRequestSignature.deploymentID(serverSecret: try await repoA.serverSecret()),
                         adminKey: admin
                     )
                     let headers: HTTPFields = [

@@ -164,7 +164,9 @@ public struct AuditChainCheck: Sendable {
     }
 
     static func rewritten(_ c: AuditCheckpoint, after matched: AuditCheckpoint?) -> String {
-        let from = (matched?.sequence ?? 0) + 1
+        let after = matched?.sequence ?? 0
+        // Checked: the matched sequence comes from the server.
+        let from = after < .max ? String(after + 1) : String(after)
         return "an entry from \(from) to \(c.sequence) was changed, removed or inserted and the chain rehashed"
     }
 }

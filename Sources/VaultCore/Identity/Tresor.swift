@@ -40,10 +40,12 @@ public struct Tresor: Sendable, CustomStringConvertible {
         self.keys = keys
     }
 
-    /// Starts a new epoch with a fresh random key and returns its number.
+    /// Starts a new epoch with a fresh random key and returns its number; nil, changing nothing, when the
+    /// tresor is already at the last epoch a 32-bit number holds.
     @discardableResult
-    public mutating func rotate() -> UInt32 {
-        let next = currentEpoch + 1
+    public mutating func rotate() -> UInt32? {
+        let (next, overflow) = currentEpoch.addingReportingOverflow(1)
+        guard !overflow else { return nil }
         keys[next] = .generate()
         return next
     }

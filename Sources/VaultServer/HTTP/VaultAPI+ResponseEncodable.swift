@@ -19,3 +19,4 @@ extension UserSummary: ResponseEncodable {}
 extension UserList: ResponseEncodable {}
 extension AuditVerification: ResponseEncodable {}
 extension HealthResponse: ResponseEncodable {}
+extension DeploymentResponse: ResponseEncodable {}

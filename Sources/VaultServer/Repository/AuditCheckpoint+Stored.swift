@@ -7,7 +7,7 @@ import VaultCrypto
 extension AuditCheckpoint: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
         try self.init(
-            sequence: UInt64(r.int64("sequence")),
+            sequence: r.uint64("sequence"),
             headHash: r.string("head_hash"),
             signedAt: r.int64("signed_at"),
             signature: Signature(base64URL: r.string("signature"))
@@ -21,6 +21,6 @@ extension AuditCheckpoint: StoredRowDecodable {
 /// The chain columns of an `audit_log` row, without its contents.
 extension AuditLink: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        try self.init(sequence: UInt64(r.int64("sequence")), previousHash: r.string("previous_hash"), hash: r.string("hash"))
+        try self.init(sequence: r.uint64("sequence"), previousHash: r.string("previous_hash"), hash: r.string("hash"))
     }
 }

@@ -85,7 +85,7 @@ extension PostgresRepository {
                     outcomes.append(.stored(sequence: nil))
                     continue
                 }
-                last += 1
+                last = try StoredNumberOutOfRange.successor(of: last, "the change sequence")
                 heads[v.recordID] = HeadKey(hlcPhysical: v.hlcPhysical, hlcCounter: v.hlcCounter, hlcDevice: v.hlcDevice, deleted: v.deleted)
                 winners[v.recordID] = (v, last)
                 outcomes.append(.stored(sequence: UInt64(last)))

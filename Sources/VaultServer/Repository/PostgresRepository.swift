@@ -165,7 +165,7 @@ public final class PostgresRepository: VaultRepository {
         guard let head = try await all(AuditHeadRow.self, "SELECT sequence, hash FROM audit_head WHERE id = 1 FOR UPDATE", on: conn).first else {
             throw RepositoryError.notFound("audit head")
         }
-        let entries = AuditBuilder.entries(for: events, after: (head.sequence, head.hash), now: now)
+        let entries = try AuditBuilder.entries(for: events, after: (head.sequence, head.hash), now: now)
         for e in entries {
             let details = try RowJSON.encode(e.details)
             try await conn.query(

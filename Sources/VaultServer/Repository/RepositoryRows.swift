@@ -145,7 +145,7 @@ public struct CommitmentRow: Sendable, Equatable {
     static func stale(_ c: CommitmentRow, stored: UInt64) -> RepositoryError {
         .conflict(
             "the state commitment of tresor \(c.tresorID.uuidString.lowercased()) is stale: sequence \(c.sequence) was sent, "
-                + "the server holds \(stored); pull, recompute and commit sequence \(stored + 1)"
+                + "the server holds \(stored); pull, recompute and commit sequence \(stored < .max ? String(stored + 1) : "none (exhausted)")"
         )
     }
 }
@@ -186,8 +186,9 @@ extension TresorRow {
         // Each self-grant names the tresor version it extends by one (Docs/envelope-v1.md §3.2): two devices
         // that changed the same version concurrently conflict, and the second merges and tries again.
         let stored = existing.selfGrant.tresorVersion ?? 0
-        guard (t.selfGrant.tresorVersion ?? 0) == stored + 1 else {
-            throw RepositoryError.conflict("tresor is at version \(stored); merge and declare version \(stored + 1)")
+        let (next, overflow) = stored.addingReportingOverflow(1)
+        guard !overflow, (t.selfGrant.tresorVersion ?? 0) == next else {
+            throw RepositoryError.conflict("tresor is at version \(stored); merge and declare the version after it")
         }
         return false
     }

@@ -29,13 +29,50 @@ enum RowJSON {
     }
 }
 
+/// A number read from the database that no honest server wrote (a negative count or sequence, one at the
+/// limit of its column, an epoch past 32 bits): the request fails with a 500 instead of trapping the process.
+struct StoredNumberOutOfRange: Error, CustomStringConvertible {
+    let what: String
+    let value: String
+    var description: String { "the database holds \(what) \(value), out of range: it was changed outside the server" }
+
+    /// `value` + 1 for a stored sequence, which is never negative, when the result still fits its column.
+    static func successor(of value: Int64, _ what: String) throws -> Int64 {
+        let (next, overflow) = value.addingReportingOverflow(1)
+        guard value >= 0, !overflow else { throw StoredNumberOutOfRange(what: what, value: String(value)) }
+        return next
+    }
+
+    /// `value` + 1 when the result still fits a signed 64-bit column.
+    static func successor(of value: UInt64, _ what: String) throws -> UInt64 {
+        guard value < UInt64(Int64.max) else { throw StoredNumberOutOfRange(what: what, value: String(value)) }
+        return value + 1
+    }
+}
+
+extension StoredRow {
+    /// A column holding a count or sequence, which is never negative.
+    func uint64(_ column: String) throws -> UInt64 {
+        let v = try int64(column)
+        guard let u = UInt64(exactly: v) else { throw StoredNumberOutOfRange(what: column, value: String(v)) }
+        return u
+    }
+
+    /// A column holding a 32-bit unsigned number (an epoch).
+    func uint32(_ column: String) throws -> UInt32 {
+        let v = try int64(column)
+        guard let u = UInt32(exactly: v) else { throw StoredNumberOutOfRange(what: column, value: String(v)) }
+        return u
+    }
+}
+
 /// Builds audit entries for a batch of events, chained onto the given head.
 enum AuditBuilder {
-    static func entries(for events: [AuditEvent], after head: (sequence: UInt64, hash: String), now: UnixMillis) -> [AuditEntry] {
+    static func entries(for events: [AuditEvent], after head: (sequence: UInt64, hash: String), now: UnixMillis) throws -> [AuditEntry] {
         var previous = head.hash
         var sequence = head.sequence
-        return events.map { e in
-            sequence += 1
+        return try events.map { e in
+            sequence = try StoredNumberOutOfRange.successor(of: sequence, "the audit sequence")
             var entry = AuditEntry(
                 sequence: sequence,
                 at: now,
@@ -151,7 +188,7 @@ extension TresorRow: StoredRowDecodable {
             id: r.uuid("id"),
             ownerID: r.uuid("owner_id"),
             category: r.string("category"),
-            currentEpoch: UInt32(r.int64("current_epoch")),
+            currentEpoch: r.uint32("current_epoch"),
             selfGrant: r.json(Grant.self, "self_grant"),
             updatedAt: r.int64("updated_at")
         )
@@ -182,7 +219,7 @@ extension ShareRow: StoredRowDecodable {
 extension AuditEntry: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
         try self.init(
-            sequence: UInt64(r.int64("sequence")),
+            sequence: r.uint64("sequence"),
             at: r.int64("at"),
             actor: r.string("actor"),
             action: r.string("action"),
@@ -200,7 +237,7 @@ struct AuditHeadRow: StoredRowDecodable {
     var hash: String
 
     init(stored r: some StoredRow) throws {
-        sequence = UInt64(try r.int64("sequence"))
+        sequence = try r.uint64("sequence")
         hash = try r.string("hash")
     }
 }

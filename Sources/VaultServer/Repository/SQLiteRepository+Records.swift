@@ -89,7 +89,7 @@ extension SQLiteRepository {
                         outcomes.append(.stored(sequence: nil))
                         continue
                     }
-                    last += 1
+                    last = try StoredNumberOutOfRange.successor(of: last, "the change sequence")
                     try writeHead.bind(
                         .text(owner),
                         .text(v.recordID),

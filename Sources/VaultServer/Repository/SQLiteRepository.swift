@@ -89,7 +89,7 @@ public final class SQLiteRepository: VaultRepository {
         guard let head = try one(AuditHeadRow.self, db, "SELECT sequence, hash FROM audit_head WHERE id = 1") else {
             throw RepositoryError.notFound("audit head")
         }
-        let entries = AuditBuilder.entries(for: events, after: (head.sequence, head.hash), now: now)
+        let entries = try AuditBuilder.entries(for: events, after: (head.sequence, head.hash), now: now)
         let insert = try db.cachedStatement(
             sql: """
                 INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)

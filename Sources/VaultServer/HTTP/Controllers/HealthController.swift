@@ -7,6 +7,12 @@ struct HealthController: APIController {
 
     func addRoutes(to group: RouterGroup<Context>) {
         group.get(RouterPath(Routes.health), use: health)
+        group.get(RouterPath(Routes.deployment), use: deployment)
+    }
+
+    /// The id signed admin requests must name (Docs/envelope-v1.md §3.5).
+    @Sendable func deployment(_ request: Request, context: Context) async throws -> DeploymentResponse {
+        DeploymentResponse(deploymentID: try await service.deploymentID())
     }
 
     @Sendable func health(_ request: Request, context: Context) async throws -> HealthResponse {

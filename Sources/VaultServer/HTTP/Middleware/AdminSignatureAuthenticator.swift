@@ -16,12 +16,15 @@ struct SignedAdminRequest: Sendable {
 }
 
 /// Guards /v1/admin: a timestamp inside the window and an Ed25519 signature by the pinned admin key
-/// over method, path with query, body hash and timestamp, each signature accepted once
-/// (Docs/design.md §2, §6). The handler finds the signed body in `VaultRequestContext.adminRequest`.
+/// over that key, this deployment's id, method, path with query, body hash and timestamp, each signature
+/// accepted once (Docs/design.md §2, §6; Docs/envelope-v1.md §3.5). The handler finds the signed body
+/// in `VaultRequestContext.adminRequest`. The headers and the window are checked, and a body is refused
+/// past 64 KiB, before the body is read, so an unsigned caller cannot make the server hold much.
 struct AdminSignatureAuthenticator: RouterMiddleware {
     typealias Context = VaultRequestContext
 
     static let unsignedMessage = "admin requests must be signed with the admin key"
+    static let tooLarge = APIError(.contentTooLarge, .payloadTooLarge, "admin request bodies are at most \(APILimits.maxAdminBodyBytes) bytes")
 
     let service: VaultService
 
@@ -44,17 +47,23 @@ struct AdminSignatureAuthenticator: RouterMiddleware {
         guard ts >= now - AdminRequestSignature.windowMs, ts <= now + AdminRequestSignature.windowMs else {
             throw APIError(.unauthorized, .unauthorized, "admin request timestamp is outside the allowed window; check the clock")
         }
+        // A declared length over the cap is refused before a byte of the body is read.
+        if let declared = request.headers[.contentLength], (Int(declared) ?? .max) > APILimits.maxAdminBodyBytes {
+            throw Self.tooLarge
+        }
         let body: [UInt8]
         do {
             body = Array(try await request.collectBody(upTo: APILimits.maxAdminBodyBytes).readableBytesView)
         } catch {
-            throw APIError(.contentTooLarge, .payloadTooLarge, "admin request bodies are at most \(APILimits.maxAdminBodyBytes) bytes")
+            throw Self.tooLarge
         }
         if !body.isEmpty, !request.hasJSONBody {
             throw APIError(.unsupportedMediaType, .unsupportedMediaType, "request body must be application/json")
         }
         let pathAndQuery = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
         let statement = AdminRequestSignature.statement(
+            adminKey: service.adminKey,
+            deploymentID: try await service.deploymentID(),
             method: request.method.rawValue,
             pathAndQuery: pathAndQuery,
             body: body,

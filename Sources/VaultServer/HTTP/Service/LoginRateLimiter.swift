@@ -42,8 +42,9 @@ final class LoginRateLimiter: Sendable {
 
     /// The wait after `count` failures of which `free` cost nothing.
     func delay(afterFailures count: Int64, free: Int) -> Int64 {
-        let excess = count - Int64(free)
-        guard excess > 0 else { return 0 }
+        // The count is read from the database: checked, so an edited row cannot trap the server.
+        let (excess, overflow) = count.subtractingReportingOverflow(Int64(free))
+        guard !overflow, excess > 0 else { return overflow ? limits.maxDelayMs : 0 }
         let doublings = min(excess - 1, 40)
         return min(limits.maxDelayMs, limits.baseDelayMs << doublings)
     }

@@ -7,6 +7,11 @@ import VaultCrypto
 /// The admin's side (Docs/design.md §2, §3): what waits for approval, decisions with their signed
 /// approvals, the user list. The signature on each request is checked before, by `AdminSignatureAuthenticator`.
 extension VaultService {
+    /// This deployment's id, derived from the secret its database holds (Docs/envelope-v1.md §3.5).
+    func deploymentID() async throws -> String {
+        AdminRequestSignature.deploymentID(serverSecret: try await repository.serverSecret())
+    }
+
     func pending() async throws -> PendingResponse {
         _ = try await repository.expireShares(now: clock())
         let registrations = try await repository.users().filter { $0.status == .pending }
@@ -18,10 +23,30 @@ extension VaultService {
             else { continue }
             shares.append(PendingShare(share: try await shareInfo(s), patient: p, doctor: d))
         }
-        return PendingResponse(registrations: registrations, shares: shares, nextSequence: try await repository.maxApprovalSequence() + 1)
+        return PendingResponse(registrations: registrations, shares: shares, nextSequence: try await nextApprovalSequence())
+    }
+
+    /// The highest stored approval sequence + 1, or a 409 when the stored one is already at the highest
+    /// the schema holds (a database edited underneath): no number is offered that could not be stored.
+    private func nextApprovalSequence() async throws -> UInt64 {
+        let highest = try await repository.maxApprovalSequence()
+        guard highest < APILimits.maxApprovalSequence else {
+            throw APIError.conflict(
+                "the stored approval sequence \(highest) is at or above the highest the server stores (\(APILimits.maxApprovalSequence)): "
+                    + "no further approval can be numbered; the database was changed outside the server"
+            )
+        }
+        return highest + 1
     }
 
     private func requireFreshSequence(_ approval: Approval) async throws {
+        guard approval.sequence <= APILimits.maxApprovalSequence else {
+            throw APIError(
+                .badRequest,
+                .invalidApproval,
+                "approval sequence \(approval.sequence) is above the highest the server stores (\(APILimits.maxApprovalSequence))"
+            )
+        }
         let highest = try await repository.maxApprovalSequence()
         guard approval.sequence > highest else {
             throw APIError(.conflict, .invalidApproval, "approval sequence \(approval.sequence) is not above \(highest): stale or replayed approval")
@@ -133,7 +158,7 @@ extension VaultService {
         do { try c.verify(adminKey: adminKey) } catch {
             throw APIError(.badRequest, .invalidApproval, "checkpoint rejected: \(error)")
         }
-        guard let link = try await repository.auditLinks(after: c.sequence - 1, limit: 1).first, link.sequence == c.sequence else {
+        guard c.sequence > 0, let link = try await repository.auditLinks(after: c.sequence - 1, limit: 1).first, link.sequence == c.sequence else {
             throw APIError.conflict("the audit log has no entry \(c.sequence)")
         }
         guard link.hash == c.headHash else {

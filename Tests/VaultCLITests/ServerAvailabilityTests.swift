@@ -1,0 +1,130 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// carevault-server against clients that hold connections or send too much (Docs/operations.md
+/// §"Timeouts and connections"): slow or half-sent requests are cut off, /health keeps answering, and a
+/// client that writes a whole oversized body before reading gets its answer instead of hanging.
+@Suite("End to end: the server under slow and oversized clients", .serialized)
+struct ServerAvailabilityTests {
+    /// A running server with `flags`, under a descriptor limit of `descriptors`; stopped when the test ends.
+    final class Server: @unchecked Sendable {
+        let process: Process
+        let port: UInt16
+        let tools: Tools
+
+        init(flags: [String], descriptors: Int = 1024) async throws {
+            tools = try Tools()
+            let keys = tools.root.appendingPathComponent("admin")
+            _ = try await tools.run("carevault-admin", ["keygen", "--out", keys.path])
+            let server = Tools.bin.appendingPathComponent("carevault-server").path
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/bin/sh")
+            p.arguments =
+                ["-c", "ulimit -n \(descriptors) && exec \"$0\" \"$@\"", server, "--admin-key", keys.appendingPathComponent("admin.pub").path]
+                + ["--port", "0", "--log-level", "critical", "--database", "sqlite:" + tools.root.appendingPathComponent("server.sqlite").path]
+                + flags
+            p.environment = tools.env
+            let out = tools.root.appendingPathComponent("server.out")
+            p.standardOutput = try ChildStdio.output(to: out)
+            p.standardError = FileHandle.nullDevice
+            try p.runTracked()
+            process = p
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline {
+                if let text = try? String(contentsOf: out, encoding: .utf8),
+                    let r = text.range(of: "(?<=http://127.0.0.1:)[0-9]+", options: .regularExpression), let port = UInt16(text[r])
+                {
+                    self.port = port
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            p.signalIfRunning(SIGKILL)
+            throw Tools.ToolMissing(path: "carevault-server did not start within 30 s")
+        }
+
+        deinit {
+            process.stopIfRunning()
+            try? FileManager.default.removeItem(at: tools.root)
+        }
+
+        /// GET /health on a new connection: the status line, or nil when nothing came back in `seconds`.
+        func health(within seconds: Int) -> String? {
+            guard let s = try? RawSocket(port: port, timeout: seconds), s.write("GET /health HTTP/1.1\r\nHost: x\r\n\r\n") else { return nil }
+            let answer = s.readAll().text
+            return answer.isEmpty ? nil : String(answer.prefix { $0 != "\r" })
+        }
+    }
+
+    /// The status line a client gets that writes a whole body of `bytes` before reading the answer, as
+    /// Python's urllib does (with `Connection: close`), and whether the whole body could be written.
+    static func bodyFirst(_ server: Server, _ path: String, bytes: Int) async throws -> (String, Bool) {
+        try await Tools.offPool {
+            let s = try RawSocket(port: server.port, timeout: 30)
+            let head = "POST \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: \(bytes)\r\n\r\n"
+            // A write the server stops reading fails after the socket's timeout instead of hanging.
+            let wrote = s.write(head) && s.write([UInt8](repeating: 0x20, count: bytes))
+            let answer = s.readAll()
+            return (String(answer.text.prefix { $0 != "\r" }), wrote)
+        }
+    }
+
+    @Test func aClientThatWritesAWholeOversizedBodyFirstGetsItsAnswer() async throws {
+        let server = try await Server(flags: [])
+        for (path, status) in [
+            ("/v1/auth/login", "413"), ("/v1/no-such-route", "404"), ("/v1/admin/registrations/\(UUID().uuidString)/reject", "401"),
+        ] {
+            let started = Date()
+            let (line, wrote) = try await Self.bodyFirst(server, path, bytes: 20 * 1024 * 1024)
+            #expect(wrote && line.hasPrefix("HTTP/1.1 \(status)"), "\(path): '\(line)', body written: \(wrote)")
+            #expect(Date().timeIntervalSince(started) < 25, "\(path) took \(Date().timeIntervalSince(started)) s")
+        }
+        #expect(server.health(within: 5)?.hasPrefix("HTTP/1.1 200") == true)
+    }
+
+    @Test func slowHeadersAndSlowBodiesAreCutOff() async throws {
+        let server = try await Server(flags: ["--header-timeout", "2", "--body-timeout", "3", "--idle-timeout", "30"])
+        try await Tools.offPool {
+            // Headers a byte at a time, faster than any idle timeout would notice.
+            let headers = try RawSocket(port: server.port)
+            #expect(headers.write("GET /health HTTP/1.1\r\nHost: x\r\n"))
+            let started = Date()
+            var closed = false
+            while !closed, Date().timeIntervalSince(started) < 8 {
+                _ = headers.write("X-Slow: 1\r\n")
+                closed = headers.closedByPeer(within: 0.5)
+            }
+            #expect(closed && Date().timeIntervalSince(started) < 4, "slow headers held \(Date().timeIntervalSince(started)) s")
+            // A body a byte at a time.
+            let body = try RawSocket(port: server.port)
+            #expect(body.write("POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"))
+            let bodyStarted = Date()
+            closed = false
+            while !closed, Date().timeIntervalSince(bodyStarted) < 10 {
+                _ = body.write(" ")
+                closed = body.closedByPeer(within: 0.5)
+            }
+            #expect(closed && Date().timeIntervalSince(bodyStarted) < 5, "a slow body held \(Date().timeIntervalSince(bodyStarted)) s")
+        }
+    }
+
+    @Test func manyHalfSentRequestsDoNotStopHealthFromAnswering() async throws {
+        // 128 descriptors, as a small container would give: more half-sent requests than that are held open.
+        let server = try await Server(flags: ["--header-timeout", "2", "--max-connections", "64"], descriptors: 128)
+        let held = try await Tools.offPool {
+            try (0..<200).map { _ in
+                let s = try RawSocket(port: server.port)
+                _ = s.write("GET /health HTTP/1.1\r\nHost: x\r\n")
+                return s
+            }
+        }
+        let started = Date()
+        let line = try await Tools.offPool { server.health(within: 20) }
+        #expect(line?.hasPrefix("HTTP/1.1 200") == true, "health: \(line ?? "no answer") after \(Date().timeIntervalSince(started)) s")
+        withExtendedLifetime(held) {}
+    }
+}

@@ -139,7 +139,10 @@ public actor PatientVault {
             var marks = try store.marks(category: t.category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
             let server = onServer[t.category]
             guard server == nil || t.currentEpoch > server!.top || marks.ledger.members != server!.ledger.members else { continue }
-            marks.ledger.version = max(server?.ledger.version ?? 0, marks.seenVersion) + 1
+            // Checked: the versions come from the server's self-grant and the local store.
+            let (next, overflow) = max(server?.ledger.version ?? 0, marks.seenVersion).addingReportingOverflow(1)
+            guard !overflow else { throw ClientError.integrity("the tresor for \(t.category) is at its last version number") }
+            marks.ledger.version = next
             do {
                 try await declare(t, ledger: marks.ledger)
             } catch ClientError.conflict {

@@ -34,11 +34,16 @@ struct FileModeTests {
             for path in [database, database + "-wal", database + "-shm"] {
                 #expect(Self.mode(path) == 0o600, "\(path): \(String(Self.mode(path) ?? -1, radix: 8))")
             }
-            // A sync held up by a stopped server: its local store is open, -wal and -shm included.
+            // A sync held up by a stopped server: its local store is open, -wal and -shm included. The store
+            // is made anew by this run (SQLite gives -wal and -shm the mode the database file has when they
+            // are made, which is before the tool narrows the database file's own).
+            let home = world.tools.root.appendingPathComponent("alice")
+            for (name, _) in Self.files(under: home) where name.hasSuffix("store.sqlite") {
+                try FileManager.default.removeItem(at: home.appendingPathComponent(name))
+            }
             let server = try #require(world.server.process)
             kill(server.processIdentifier, SIGSTOP)
             let sync = try world.startPatient(["sync", "--timeout", "30"])
-            let home = world.tools.root.appendingPathComponent("alice")
             let deadline = Date().addingTimeInterval(20)
             while Date() < deadline, !Self.files(under: home).contains(where: { $0.0.hasSuffix("-wal") }) {
                 try await Task.sleep(for: .milliseconds(100))

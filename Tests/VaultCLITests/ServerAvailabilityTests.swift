@@ -83,6 +83,13 @@ struct ServerAvailabilityTests {
             #expect(wrote && line.hasPrefix("HTTP/1.1 \(status)"), "\(path): '\(line)', body written: \(wrote)")
             #expect(Date().timeIntervalSince(started) < 25, "\(path) took \(Date().timeIntervalSince(started)) s")
         }
+        // Past what is drained (32 MiB) the connection is closed: the writer learns at once, it does not hang.
+        let started = Date()
+        let (_, wrote) = try await Self.bodyFirst(server, "/v1/auth/login", bytes: 48 * 1024 * 1024)
+        #expect(
+            !wrote && Date().timeIntervalSince(started) < 25,
+            "a 48 MiB body was \(wrote ? "read whole" : "cut off") after \(Date().timeIntervalSince(started)) s"
+        )
         #expect(server.health(within: 5)?.hasPrefix("HTTP/1.1 200") == true)
     }
 

@@ -99,6 +99,11 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     /// The hash of the previous entry (hex), and of this one.
     public var previousHash: String
     public var hash: String
+    /// The entry format (Docs/envelope-v1.md §3.1): absent for 1, 2 for entries with per-patient links.
+    public var format: UInt8?
+    /// Format 2, about a patient: the hash of the newest earlier entry about the same patient, or the
+    /// patient's genesis hash (`AuditChain.patientGenesis`).
+    public var patientPrevious: String?
     public init(
         sequence: UInt64,
         at: UnixMillis,
@@ -107,7 +112,9 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         patientID: UUID?,
         details: [String: String],
         previousHash: String,
-        hash: String
+        hash: String,
+        format: UInt8? = nil,
+        patientPrevious: String? = nil
     ) {
         self.sequence = sequence
         self.at = at
@@ -117,11 +124,15 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         self.details = details
         self.previousHash = previousHash
         self.hash = hash
+        self.format = format
+        self.patientPrevious = patientPrevious
     }
 }
 
 /// The audit chain hashes an entry's own fields (Docs/design.md §6).
-extension AuditEntry: AuditChainEntry {}
+extension AuditEntry: AuditChainEntry {
+    public var entryFormat: UInt8 { format ?? 1 }
+}
 
 /// A page of audit entries.
 public struct AuditPage: Codable, Sendable {
@@ -163,10 +174,20 @@ public struct AuditLink: Codable, Sendable, Equatable {
     /// The previous entry's hash (hex), and this entry's.
     public var previousHash: String
     public var hash: String
-    public init(sequence: UInt64, previousHash: String, hash: String) {
+    /// The entry's format: absent for 1; for 2, `digest` and `patientPrevious` let anyone recompute `hash`
+    /// (`AuditChain.linkHash`, Docs/envelope-v1.md §3.1).
+    public var format: UInt8?
+    /// Format 2: the digest of the entry's contents (`AuditChain.digest`), hex.
+    public var digest: String?
+    /// Format 2: the entry's `patientPrevious`, when it is about a patient.
+    public var patientPrevious: String?
+    public init(sequence: UInt64, previousHash: String, hash: String, format: UInt8? = nil, digest: String? = nil, patientPrevious: String? = nil) {
         self.sequence = sequence
         self.previousHash = previousHash
         self.hash = hash
+        self.format = format
+        self.digest = digest
+        self.patientPrevious = patientPrevious
     }
 }
 

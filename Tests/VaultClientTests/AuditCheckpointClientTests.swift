@@ -56,10 +56,11 @@ struct AuditCheckpointClientTests {
         for e in entries {
             let details = String(decoding: try encoder.encode(e.details), as: UTF8.self)
             let patient = e.patientID.map { text($0.uuidString.lowercased()) } ?? "NULL"
+            let patientPrevious = e.patientPrevious.map(text) ?? "NULL"
             sql.append(
-                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) VALUES "
-                    + "(\(e.sequence), \(e.at), \(text(e.actor)), \(text(e.action)), \(patient), \(text(details)), "
-                    + "\(text(e.previousHash)), \(text(e.hash)))"
+                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_previous) "
+                    + "VALUES (\(e.sequence), \(e.at), \(text(e.actor)), \(text(e.action)), \(patient), \(text(details)), "
+                    + "\(text(e.previousHash)), \(text(e.hash)), \(e.entryFormat), \(text(AuditChain.digest(of: e))), \(patientPrevious))"
             )
         }
         let head = entries.last
@@ -146,8 +147,15 @@ struct AuditCheckpointClientTests {
             let original = try await Self.entries(world.repository)
             try await Self.replaceLog(world.repository, backend, with: Self.rehashed(original.filter { $0 != reads[0] }))
             #expect(try await patient.accessLog().filter { $0.action == "records.read" }.count == 1, "the read is hidden")
+            // The later read still links to the removed one's hash (Docs/envelope-v1.md §3.1).
             let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
-            #expect(message?.contains("checkpoint mismatch") == true, "\(message ?? "no error")")
+            #expect(message?.contains("missing entry") == true, "\(message ?? "no error")")
+            // Every entry about the patient from that read on removed, so that nothing links to it: the
+            // signed hash still catches the rewrite.
+            let tail = original.filter { $0.patientID != me || $0.sequence < reads[0].sequence }
+            try await Self.replaceLog(world.repository, backend, with: Self.rehashed(tail))
+            let rehashed = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(rehashed?.contains("checkpoint mismatch") == true, "\(rehashed ?? "no error")")
 
             // Left in place but edited in the patient's copy only: its hash no longer matches its fields.
             var edited = original
@@ -202,6 +210,61 @@ struct AuditCheckpointClientTests {
             let broken = try await admin.verifyAuditChain(store: nil).report.broken
             #expect(broken?.reason == .forgedCheckpoint && broken?.sequence == 1)
             #expect(await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }?.contains("forged checkpoint") == true)
+        }
+    }
+
+    /// What a hostile operator changes in place, triggers dropped, leaving every stored hash alone.
+    static func attackerUpdates(_ repo: any VaultRepository, _ backend: Backend, _ sql: String) async throws {
+        try await repo.attackerExecutes(
+            backend == .sqlite
+                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d"
+                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
+        )
+        try await repo.attackerExecutes(sql)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aPatientDetectsADoctorsReadNoLongerTaggedWithItsID(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Self.readByDoctor(world)
+            let me = patient.account.profile.userID.uuidString.lowercased()
+            _ = try await world.adminClient.checkpointAudit(store: Self.store(world))
+            let reads = try await patient.verifiedAccessLog().entries.filter { $0.action == "records.read" }
+            #expect(reads.count == 1)
+            // A later entry about the patient, so the untagged read lies in the middle of its own links.
+            try await world.repository.appendAudit([AuditEvent(actor: "server", action: "login", patientID: patient.account.profile.userID)], now: 2)
+            #expect(try await patient.verifiedAccessLog().entries.count > reads.count)
+            let original = try await Self.entries(world.repository)
+
+            // The read's patient cleared, hashes, digest and links left as stored: the later entry links to a
+            // hash the patient's log does not list.
+            let untag = "UPDATE audit_log SET patient_id = NULL WHERE sequence = \(reads[0].sequence)"
+            try await Self.attackerUpdates(world.repository, backend, untag)
+            #expect(try await patient.accessLog().allSatisfy { $0.action != "records.read" }, "the read is hidden")
+            let middle = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(middle?.contains("missing entry") == true, "\(middle ?? "no error")")
+
+            // Every later entry about the patient untagged too: the read is the newest link continuing the
+            // patient's own links, and it is not in the access log.
+            let after = "UPDATE audit_log SET patient_id = NULL WHERE patient_id = '\(me)' AND sequence > \(reads[0].sequence)"
+            try await Self.attackerUpdates(world.repository, backend, after)
+            let newest = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(newest?.contains("entry \(reads[0].sequence): missing entry") == true, "\(newest ?? "no error")")
+
+            // The link rewritten as well, so it no longer names the patient's previous entry: its hash no longer
+            // matches what the chain lists for it.
+            let relink = "UPDATE audit_log SET patient_previous = NULL WHERE sequence = \(reads[0].sequence)"
+            try await Self.attackerUpdates(world.repository, backend, relink)
+            let relinked = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(relinked?.contains("edited entry") == true, "\(relinked ?? "no error")")
+
+            // Presented as an entry of the old format instead: formats never go back.
+            try await Self.attackerUpdates(world.repository, backend, "UPDATE audit_log SET format = 1 WHERE sequence = \(reads[0].sequence)")
+            let downgraded = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(downgraded?.contains("broken link") == true, "\(downgraded ?? "no error")")
+
+            try await Self.replaceLog(world.repository, backend, with: original)
+            #expect(try await patient.verifiedAccessLog().entries.contains(reads[0]))
         }
     }
 }

@@ -29,11 +29,19 @@ enum RowJSON {
     }
 }
 
-/// Builds audit entries for a batch of events, chained onto the given head.
+/// Builds audit entries (format 2) for a batch of events, chained onto the given head, each about a patient
+/// linked to the newest earlier entry about that patient (Docs/envelope-v1.md §3.1).
 enum AuditBuilder {
-    static func entries(for events: [AuditEvent], after head: (sequence: UInt64, hash: String), now: UnixMillis) -> [AuditEntry] {
+    /// `patientHeads`: the hash of the newest stored entry about each patient the events name, when there is one.
+    static func entries(
+        for events: [AuditEvent],
+        after head: (sequence: UInt64, hash: String),
+        patientHeads: [UUID: String],
+        now: UnixMillis
+    ) -> [AuditEntry] {
         var previous = head.hash
         var sequence = head.sequence
+        var heads = patientHeads
         return events.map { e in
             sequence += 1
             var entry = AuditEntry(
@@ -44,13 +52,19 @@ enum AuditBuilder {
                 patientID: e.patientID,
                 details: e.details,
                 previousHash: previous,
-                hash: ""
+                hash: "",
+                format: AuditChain.currentFormat,
+                patientPrevious: e.patientID.map { heads[$0] ?? AuditChain.patientGenesis($0) }
             )
             entry.hash = AuditChain.hash(of: entry)
             previous = entry.hash
+            if let p = e.patientID { heads[p] = entry.hash }
             return entry
         }
     }
+
+    /// The patients `events` are about, each once.
+    static func patients(_ events: [AuditEvent]) -> [UUID] { Array(Set(events.compactMap(\.patientID))) }
 }
 
 /// One result row of either backend, read by column name, so each stored type is decoded once for both.
@@ -189,8 +203,16 @@ extension AuditEntry: StoredRowDecodable {
             patientID: r.optionalUUID("patient_id"),
             details: r.json([String: String].self, "details"),
             previousHash: r.string("previous_hash"),
-            hash: r.string("hash")
+            hash: r.string("hash"),
+            format: try Self.format(r.int64("format")),
+            patientPrevious: r.optionalString("patient_previous")
         )
+    }
+
+    /// Format 1 reads as absent, as on the wire; a value no format has keeps a hash nothing matches.
+    static func format(_ stored: Int64) -> UInt8? {
+        let f = UInt8(clamping: stored)
+        return f == 1 ? nil : f
     }
 }
 

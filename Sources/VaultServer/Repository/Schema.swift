@@ -27,6 +27,7 @@ enum Schema {
             // Login back-off shared by every instance on one database (Docs/design.md §2).
             Migration(id: "v6-login-throttle", statements: v6LoginThrottle(dialect)),
             Migration(id: "v7-heads-reference-kept-by-the-store", statements: v7HeadsReference(dialect)),
+            Migration(id: "v8-audit-patient-links", statements: v8AuditPatientLinks(dialect)),
         ]
     }
 
@@ -219,6 +220,18 @@ enum Schema {
                 "SET LOCAL lock_timeout TO DEFAULT",
             ]
         }
+    }
+
+    /// Audit entries of format 2 (Docs/envelope-v1.md §3.1): each entry about a patient links to the newest
+    /// earlier entry about that patient, and the chain's hash covers that link and a digest of the contents,
+    /// both stored so that `GET /v1/access-log/chain` lists them. Entries written before keep format 1 and
+    /// their hashes, which signed checkpoints pin; no stored row changes, so the append-only guard stays.
+    static func v8AuditPatientLinks(_ t: SchemaDialect) -> [String] {
+        [
+            "ALTER TABLE audit_log ADD COLUMN format \(t.int64) NOT NULL DEFAULT 1",
+            "ALTER TABLE audit_log ADD COLUMN digest \(t.text)",
+            "ALTER TABLE audit_log ADD COLUMN patient_previous \(t.text)",
+        ]
     }
 
     /// Splits SQL into statements at semicolons that end a line.

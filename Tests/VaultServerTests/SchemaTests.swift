@@ -159,6 +159,10 @@ struct SchemaTests {
     func theUpgradeKeepsFormatOneAuditEntriesAndChainsFormatTwoOnThem(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
             let patient = UUID()
+            // The previous version's schema: no format-2 guard, no columns, the migration not recorded.
+            try await repo.attackerExecutes(
+                backend == .sqlite ? "DROP TRIGGER audit_format_2" : "DROP TRIGGER audit_format_2 ON audit_log"
+            )
             try await repo.attackerExecutes(
                 """
                 ALTER TABLE audit_log DROP COLUMN format;
@@ -209,6 +213,13 @@ struct SchemaTests {
                 AuditChain.linkHash(sequence: 4, digest: AuditChain.digest(of: new), patientPrevious: old[1].hash, previousHash: old[2].hash)
                     == new.hash
             )
+
+            // An instance of the previous version, still running, cannot append a format-1 entry after them.
+            let stale =
+                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) "
+                + "VALUES (5, 5, 'server', 'login', NULL, '{}', '\(new.hash)', '\(AuditChain.genesis)')"
+            await #expect(throws: (any Error).self) { try await repo.attackerExecutes(stale) }
+            #expect(try await repo.auditEntries(after: 4, limit: 10, patientID: nil).isEmpty)
         }
     }
 }

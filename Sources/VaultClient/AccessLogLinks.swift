@@ -12,12 +12,17 @@ struct AccessLogLinks {
     /// Links of format 2 that continue one of `own` but are not listed among the patient's entries.
     private(set) var unlisted: [UInt64] = []
     private var sawFormat2 = false
+    /// The first sequence of format 2 in this walk.
+    private(set) var firstFormat2: UInt64?
     private let patient: UUID
+    private let formatTwoFrom: UInt64?
 
     /// Checks `entries` (each about `patient`, hashing to its own fields, once per sequence, each of format 2
-    /// linked to the one before it) and keeps them for the walk over the links.
-    init(patient: UUID, entries: [AuditEntry]) throws(AuditChainBreak) {
+    /// linked to the one before it) and keeps them for the walk over the links. `formatTwoFrom`: the first
+    /// sequence of format 2 this device saw before, from which no link may be of format 1.
+    init(patient: UUID, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
         self.patient = patient
+        self.formatTwoFrom = formatTwoFrom
         own = [AuditChain.patientGenesis(patient)]
         var previous: String?
         for e in entries.sorted(by: { $0.sequence < $1.sequence }) {
@@ -44,8 +49,16 @@ struct AccessLogLinks {
             guard !sawFormat2 else {
                 throw AuditChainBreak(sequence: link.sequence, reason: .brokenLink, detail: "an entry of format 1 follows one of format 2")
             }
+            if let from = formatTwoFrom, link.sequence >= from {
+                throw AuditChainBreak(
+                    sequence: link.sequence,
+                    reason: .brokenLink,
+                    detail: "it is of format 1, but this device saw format 2 from entry \(from) on"
+                )
+            }
         case 2:
             sawFormat2 = true
+            if firstFormat2 == nil { firstFormat2 = link.sequence }
             guard let digest = link.digest,
                 AuditChain.linkHash(sequence: link.sequence, digest: digest, patientPrevious: link.patientPrevious, previousHash: link.previousHash)
                     == link.hash
@@ -70,7 +83,10 @@ struct AccessLogLinks {
 
     /// Ends the walk: a link that continues the patient's own links must be one of its entries. `later`
     /// are the patient's entries listed after the first fetch (written while the links were read).
-    func finish(later: [AuditEntry]) throws(AuditChainBreak) {
+    func finish(later: [AuditEntry], last: UInt64) throws(AuditChainBreak) {
+        if let from = formatTwoFrom, last < from {
+            throw AuditChainBreak(sequence: from, reason: .missingEntry, detail: "the log ends before this entry, which this device saw")
+        }
         let known = Dictionary(later.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         for s in unlisted {
             guard let e = known[s], e.patientID == patient, AuditChain.hash(of: e) == e.hash else {
@@ -81,5 +97,26 @@ struct AccessLogLinks {
                 )
             }
         }
+    }
+}
+
+/// Where the log's entries of format 2 begin, as this device saw them (Docs/design.md §6): a server that
+/// later presents links from there on as format 1, whose hashes cannot be recomputed, is caught.
+struct AuditFormatMark: Codable {
+    /// The first sequence of format 2.
+    var formatTwoFrom: UInt64
+
+    /// The remembered mark at `url`; nil when none was kept. An unreadable file is an error, never nothing.
+    static func load(_ url: URL) throws -> UInt64? {
+        guard let data = try SecureFiles.read(url) else { return nil }
+        do { return try JSONDecoder().decode(AuditFormatMark.self, from: data).formatTwoFrom } catch {
+            throw ClientError.localState("the audit format file \(url.path) is unreadable; restore it from a backup or remove it")
+        }
+    }
+
+    /// Keeps `sequence` when no mark is kept yet; an earlier mark stays.
+    static func remember(_ sequence: UInt64, at url: URL) throws {
+        guard try load(url) == nil else { return }
+        try SecureFiles.write(try JSONEncoder().encode(AuditFormatMark(formatTwoFrom: sequence)), to: url)
     }
 }

@@ -48,7 +48,8 @@ extension PatientVault {
         let store = checkpointStore
         do {
             var check = try AuditChainCheck(checkpoints: list.checkpoints, adminKey: adminKey, remembered: try store.newest())
-            var links = try AccessLogLinks(patient: me, entries: entries)
+            let mark = account.store.folder.appendingPathComponent("audit-format.json")
+            var links = try AccessLogLinks(patient: me, entries: entries, formatTwoFrom: try AuditFormatMark.load(mark))
             var cursor: UInt64 = 0
             while true {
                 let path = Routes.accessLogChain + "?after=\(cursor)&limit=\(APILimits.defaultLinkLimit)"
@@ -64,8 +65,9 @@ extension PatientVault {
             try check.finish()
             // Entries written while the links were read: listed now, or missing.
             let later = links.unlisted.isEmpty ? [] : try await accessLog(after: entries.last?.sequence ?? 0)
-            try links.finish(later: later)
+            try links.finish(later: later, last: check.last)
             if let newest = check.newestMatched { try store.remember(newest) }
+            if let first = links.firstFormat2 { try AuditFormatMark.remember(first, at: mark) }
             return VerifiedAccessLog(entries: entries + later, checkpoint: check.newestMatched)
         } catch let broken as AuditChainBreak {
             throw ClientError.integrity("the access log does not verify at \(broken)")

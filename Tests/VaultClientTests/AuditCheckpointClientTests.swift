@@ -46,8 +46,8 @@ struct AuditCheckpointClientTests {
     static func replaceLog(_ repo: any VaultRepository, _ backend: Backend, with entries: [AuditEntry]) async throws {
         try await repo.attackerExecutes(
             backend == .sqlite
-                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d"
-                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
+                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d; DROP TRIGGER IF EXISTS audit_format_2"
+                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only; DROP TRIGGER IF EXISTS audit_format_2 ON audit_log"
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -265,6 +265,37 @@ struct AuditCheckpointClientTests {
 
             try await Self.replaceLog(world.repository, backend, with: original)
             #expect(try await patient.verifiedAccessLog().entries.contains(reads[0]))
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aDeviceRemembersWhereFormatTwoBegins(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Self.readByDoctor(world)
+            let me = patient.account.profile.userID
+            // A log from before the migration: every entry of format 1, this patient's included.
+            let legacy = Self.rehashed(
+                try await Self.entries(world.repository).map { e in
+                    var e = e
+                    e.format = nil
+                    e.patientPrevious = nil
+                    return e
+                }
+            )
+            try await Self.replaceLog(world.repository, backend, with: legacy)
+            try await world.repository.appendAudit([AuditEvent(actor: "server", action: "records.read", patientID: me)], now: 9)
+            let read = try #require(try await Self.entries(world.repository).last)
+            #expect(read.format == 2 && read.patientPrevious == legacy.last { $0.patientID == me }?.hash)
+            #expect(try await patient.verifiedAccessLog().entries.contains(read))
+
+            // The read untagged and shown as format 1 without its link: no entry of this patient's is of format 2.
+            let hide = "UPDATE audit_log SET patient_id = NULL, format = 1, patient_previous = NULL WHERE sequence = \(read.sequence)"
+            try await Self.attackerUpdates(world.repository, backend, hide)
+            let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(message?.contains("entry \(read.sequence): broken link") == true, "\(message ?? "no error")")
+            // A device that never saw format 2 cannot tell (Docs/design.md §6).
+            try FileManager.default.removeItem(at: patient.account.store.folder.appendingPathComponent("audit-format.json"))
+            #expect(await Self.integrityMessage { _ = try await patient.verifiedAccessLog() } == nil)
         }
     }
 }

@@ -139,10 +139,14 @@ public struct AuditPage: Codable, Sendable {
     public var entries: [AuditEntry]
     public var nextCursor: UInt64
     public var done: Bool
-    public init(entries: [AuditEntry], nextCursor: UInt64, done: Bool) {
+    /// In a patient's access log: the patient's audit key (64 hex digits), from which its genesis hash is
+    /// computed (`AuditChain.patientGenesis`, Docs/envelope-v1.md §3.1).
+    public var patientKey: String?
+    public init(entries: [AuditEntry], nextCursor: UInt64, done: Bool, patientKey: String? = nil) {
         self.entries = entries
         self.nextCursor = nextCursor
         self.done = done
+        self.patientKey = patientKey
     }
 }
 

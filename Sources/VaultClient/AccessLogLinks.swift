@@ -18,18 +18,26 @@ struct AccessLogLinks {
     private let formatTwoFrom: UInt64?
 
     /// Checks `entries` (each about `patient`, hashing to its own fields, once per sequence, each of format 2
-    /// linked to the one before it) and keeps them for the walk over the links. `formatTwoFrom`: the first
-    /// sequence of format 2 this device saw before, from which no link may be of format 1.
-    init(patient: UUID, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
+    /// linked to the one before it, the first to `genesis`) and keeps them for the walk over the links.
+    /// `formatTwoFrom`: the first sequence of format 2 this device saw before, from which no link may be of
+    /// format 1. `genesis`: the patient's genesis hash, nil when the server gave no audit key.
+    init(patient: UUID, genesis: String?, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
         self.patient = patient
         self.formatTwoFrom = formatTwoFrom
-        own = [AuditChain.patientGenesis(patient)]
+        own = Set(genesis.map { [$0] } ?? [])
         var previous: String?
         for e in entries.sorted(by: { $0.sequence < $1.sequence }) {
             guard e.patientID == patient, AuditChain.hash(of: e) == e.hash, mine.updateValue(e, forKey: e.sequence) == nil else {
                 throw AuditChainBreak(sequence: e.sequence, reason: .editedEntry, detail: "the entry is not yours or does not hash to its fields")
             }
-            if e.entryFormat >= 2, e.patientPrevious != (previous ?? AuditChain.patientGenesis(patient)) {
+            if e.entryFormat >= 2, previous == nil, genesis == nil {
+                throw AuditChainBreak(
+                    sequence: e.sequence,
+                    reason: .missingEntry,
+                    detail: "the server gave no audit key to check where your entries start"
+                )
+            }
+            if e.entryFormat >= 2, e.patientPrevious != (previous ?? genesis) {
                 throw AuditChainBreak(
                     sequence: e.sequence,
                     reason: .missingEntry,
@@ -100,23 +108,27 @@ struct AccessLogLinks {
     }
 }
 
-/// Where the log's entries of format 2 begin, as this device saw them (Docs/design.md §6): a server that
-/// later presents links from there on as format 1, whose hashes cannot be recomputed, is caught.
-struct AuditFormatMark: Codable {
+/// What this device remembers of its access log besides the checkpoint (Docs/design.md §6): where entries
+/// of format 2 began, so that a server later presenting links from there on as format 1 (whose hashes cannot
+/// be recomputed) is caught; and the patient's audit key, so that a server cannot give another one.
+struct AuditLogMarks: Codable, Equatable {
     /// The first sequence of format 2.
-    var formatTwoFrom: UInt64
+    var formatTwoFrom: UInt64?
+    /// The patient's audit key, hex.
+    var patientKey: String?
 
-    /// The remembered mark at `url`; nil when none was kept. An unreadable file is an error, never nothing.
-    static func load(_ url: URL) throws -> UInt64? {
-        guard let data = try SecureFiles.read(url) else { return nil }
-        do { return try JSONDecoder().decode(AuditFormatMark.self, from: data).formatTwoFrom } catch {
-            throw ClientError.localState("the audit format file \(url.path) is unreadable; restore it from a backup or remove it")
+    /// The marks kept at `url`; none when no file was kept. An unreadable file is an error, never nothing.
+    static func load(_ url: URL) throws -> AuditLogMarks {
+        guard let data = try SecureFiles.read(url) else { return AuditLogMarks() }
+        do { return try JSONDecoder().decode(AuditLogMarks.self, from: data) } catch {
+            throw ClientError.localState("the audit marks file \(url.path) is unreadable; restore it from a backup or remove it")
         }
     }
 
-    /// Keeps `sequence` when no mark is kept yet; an earlier mark stays.
-    static func remember(_ sequence: UInt64, at url: URL) throws {
-        guard try load(url) == nil else { return }
-        try SecureFiles.write(try JSONEncoder().encode(AuditFormatMark(formatTwoFrom: sequence)), to: url)
+    /// Stores the marks at `url` (mode 0600).
+    func save(_ url: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try SecureFiles.write(try encoder.encode(self), to: url)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import VaultAPI
 import VaultCore
+import VaultCrypto
 
 /// A patient's access log checked against the newest admin-signed checkpoint (Docs/design.md §6).
 public struct VerifiedAccessLog: Sendable {
@@ -18,15 +19,36 @@ extension PatientVault {
     /// The patient's own access log as the server lists it (who read what, logins, share changes),
     /// unverified; `verifiedAccessLog()` checks it against the signed checkpoints.
     public func accessLog(after: UInt64 = 0) async throws -> [AuditEntry] {
+        try await accessLogPages(after: after).entries
+    }
+
+    /// The access log after `after`, with the patient's audit key the server gave (the first page's).
+    func accessLogPages(after: UInt64) async throws -> (entries: [AuditEntry], patientKey: String?) {
         var entries: [AuditEntry] = []
+        var key: String?
         var cursor = after
         while true {
             let page: AuditPage = try await transport.send(.GET, Routes.accessLog + "?after=\(cursor)&limit=500", auth: try auth)
             entries += page.entries
+            key = key ?? page.patientKey
             try ClientError.requireProgress(from: cursor, to: page.nextCursor, empty: page.entries.isEmpty)
             cursor = page.nextCursor
-            if page.done || page.entries.isEmpty { return entries }
+            if page.done || page.entries.isEmpty { return (entries, key) }
         }
+    }
+
+    /// The genesis hash of this patient's links (Docs/envelope-v1.md §3.1) from the audit key this device
+    /// remembers, else the one the server gave; a server that gives another key than before is refused.
+    func auditGenesis(served: String?, marks: inout AuditLogMarks) throws -> String? {
+        if let known = marks.patientKey, let served, known != served {
+            throw ClientError.integrity("the server gives another audit key for this account than before")
+        }
+        guard let key = marks.patientKey ?? served else { return nil }
+        guard key.utf8.count == 64, key == key.lowercased(), let bytes = try? Hex.decode(key) else {
+            throw ClientError.integrity("the server's audit key for this account is not 64 hex digits")
+        }
+        marks.patientKey = key
+        return AuditChain.patientGenesis(me, key: bytes)
     }
 
     /// The checkpoint remembered on this device for this account.
@@ -43,13 +65,16 @@ extension PatientVault {
     /// patient removed, untagged or edited in the server's database is caught, and up to a checkpoint also
     /// with the chain rehashed. Costs O(entries in the whole log) in links downloaded.
     public func verifiedAccessLog() async throws -> VerifiedAccessLog {
-        let entries = try await accessLog()
+        let (entries, served) = try await accessLogPages(after: 0)
         let list: AuditCheckpointList = try await transport.send(.GET, Routes.accessLogCheckpoints, auth: try auth)
         let store = checkpointStore
         do {
             var check = try AuditChainCheck(checkpoints: list.checkpoints, adminKey: adminKey, remembered: try store.newest())
-            let mark = account.store.folder.appendingPathComponent("audit-format.json")
-            var links = try AccessLogLinks(patient: me, entries: entries, formatTwoFrom: try AuditFormatMark.load(mark))
+            let markURL = account.store.folder.appendingPathComponent("audit-marks.json")
+            let remembered = try AuditLogMarks.load(markURL)
+            var marks = remembered
+            let genesis = try auditGenesis(served: served, marks: &marks)
+            var links = try AccessLogLinks(patient: me, genesis: genesis, entries: entries, formatTwoFrom: marks.formatTwoFrom)
             var cursor: UInt64 = 0
             while true {
                 let path = Routes.accessLogChain + "?after=\(cursor)&limit=\(APILimits.defaultLinkLimit)"
@@ -67,7 +92,8 @@ extension PatientVault {
             let later = links.unlisted.isEmpty ? [] : try await accessLog(after: entries.last?.sequence ?? 0)
             try links.finish(later: later, last: check.last)
             if let newest = check.newestMatched { try store.remember(newest) }
-            if let first = links.firstFormat2 { try AuditFormatMark.remember(first, at: mark) }
+            marks.formatTwoFrom = marks.formatTwoFrom ?? links.firstFormat2
+            if marks != remembered { try marks.save(markURL) }
             return VerifiedAccessLog(entries: entries + later, checkpoint: check.newestMatched)
         } catch let broken as AuditChainBreak {
             throw ClientError.integrity("the access log does not verify at \(broken)")

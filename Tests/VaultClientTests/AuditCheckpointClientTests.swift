@@ -294,8 +294,25 @@ struct AuditCheckpointClientTests {
             let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(message?.contains("entry \(read.sequence): broken link") == true, "\(message ?? "no error")")
             // A device that never saw format 2 cannot tell (Docs/design.md §6).
-            try FileManager.default.removeItem(at: patient.account.store.folder.appendingPathComponent("audit-format.json"))
+            try FileManager.default.removeItem(at: patient.account.store.folder.appendingPathComponent("audit-marks.json"))
             #expect(await Self.integrityMessage { _ = try await patient.verifiedAccessLog() } == nil)
+        }
+    }
+
+    /// The patient's audit key is the server's and this patient's alone; a device keeps the first it was given.
+    @Test(arguments: Backend.allCases)
+    func aDeviceKeepsItsAuditKey(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Self.readByDoctor(world)
+            _ = try await patient.verifiedAccessLog()
+            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            #expect(page.patientKey?.count == 64)
+            // The database's secret replaced: the server now derives another key, and the device refuses it.
+            let hex = String(repeating: "ab", count: 32)
+            let value = backend == .sqlite ? "X'\(hex)'" : "'\\x\(hex)'::bytea"
+            try await world.repository.attackerExecutes("UPDATE meta SET value = \(value) WHERE key = 'server_secret'")
+            let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(message?.contains("another audit key") == true, "\(message ?? "no error")")
         }
     }
 }

@@ -61,10 +61,13 @@ public enum AuditChain {
         return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 
-    /// The `patientPrevious` of the first format-2 entry about a patient who has no earlier entry.
-    public static func patientGenesis(_ patientID: UUID) -> String {
+    /// The `patientPrevious` of the first format-2 entry about a patient who has no earlier entry. `key` is
+    /// the patient's audit key, which only the server and that patient know, so that nobody else can follow
+    /// the patient's links through the chain (Docs/envelope-v1.md §3.1).
+    public static func patientGenesis(_ patientID: UUID, key: [UInt8]) -> String {
         var w = CanonicalWriter(domain: "CareVault-audit-patient-v1")
         w.append(patientID.uuidString.lowercased())
+        w.append(key)
         return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 

@@ -169,6 +169,12 @@ public final class PostgresRepository: VaultRepository {
         for p in AuditBuilder.patients(events) {
             let sql: PostgresQuery = "SELECT hash FROM audit_log WHERE patient_id = \(p) ORDER BY sequence DESC LIMIT 1"
             for try await hash in try await conn.query(sql, logger: logger).decode(String.self) { patientHeads[p] = hash }
+            guard patientHeads[p] == nil else { continue }
+            var secret: [UInt8]?
+            let read: PostgresQuery = "SELECT value FROM meta WHERE key = 'server_secret'"
+            for try await value in try await conn.query(read, logger: logger).decode(ByteBuffer.self) { secret = Array(value.readableBytesView) }
+            guard let secret else { throw RepositoryError.notFound("server secret (database not migrated)") }
+            patientHeads[p] = try AuditBuilder.genesis(p, serverSecret: secret)
         }
         let entries = AuditBuilder.entries(for: events, after: (head.sequence, head.hash), patientHeads: patientHeads, now: now)
         for e in entries {

@@ -1,6 +1,7 @@
 import Foundation
 import VaultAPI
 import VaultCore
+import VaultCrypto
 
 /// JSON for the columns that hold signed statements. Sorted keys so equal values store equal text.
 enum RowJSON {
@@ -54,7 +55,7 @@ enum AuditBuilder {
                 previousHash: previous,
                 hash: "",
                 format: AuditChain.currentFormat,
-                patientPrevious: e.patientID.map { heads[$0] ?? AuditChain.patientGenesis($0) }
+                patientPrevious: e.patientID.map { heads[$0] ?? "" }
             )
             entry.hash = AuditChain.hash(of: entry)
             previous = entry.hash
@@ -65,6 +66,19 @@ enum AuditBuilder {
 
     /// The patients `events` are about, each once.
     static func patients(_ events: [AuditEvent]) -> [UUID] { Array(Set(events.compactMap(\.patientID))) }
+
+    /// A patient's audit key (Docs/envelope-v1.md §3.1): fixed for good, known to the server and, through
+    /// its access log, to that patient only; derived from the database's secret.
+    static func patientKey(_ patient: UUID, serverSecret: [UInt8]) throws -> [UInt8] {
+        var w = CanonicalWriter(domain: "CareVault-audit-patient-key-v1")
+        w.append(patient)
+        return try BLAKE2b.hash(w.bytes, key: SecureBytes(copying: serverSecret))
+    }
+
+    /// Where the links of `patient` start when no entry about it is stored yet.
+    static func genesis(_ patient: UUID, serverSecret: [UInt8]) throws -> String {
+        AuditChain.patientGenesis(patient, key: try patientKey(patient, serverSecret: serverSecret))
+    }
 }
 
 /// One result row of either backend, read by column name, so each stored type is decoded once for both.

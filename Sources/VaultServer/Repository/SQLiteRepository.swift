@@ -92,7 +92,14 @@ public final class SQLiteRepository: VaultRepository {
         var patientHeads: [UUID: String] = [:]
         for p in AuditBuilder.patients(events) {
             let sql = "SELECT hash FROM audit_log WHERE patient_id = ? ORDER BY sequence DESC LIMIT 1"
-            patientHeads[p] = try String.fetchOne(db, sql: sql, arguments: [Self.id(p)])
+            if let head = try String.fetchOne(db, sql: sql, arguments: [Self.id(p)]) {
+                patientHeads[p] = head
+                continue
+            }
+            guard let secret = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") else {
+                throw RepositoryError.notFound("server secret (database not migrated)")
+            }
+            patientHeads[p] = try AuditBuilder.genesis(p, serverSecret: Array(secret))
         }
         let entries = AuditBuilder.entries(for: events, after: (head.sequence, head.hash), patientHeads: patientHeads, now: now)
         let insert = try db.cachedStatement(

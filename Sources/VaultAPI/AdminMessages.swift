@@ -101,9 +101,9 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     public var hash: String
     /// The entry format (Docs/envelope-v1.md §3.1): absent for 1, 2 for entries with per-patient links.
     public var format: UInt8?
-    /// Format 2, about a patient: the hash of the newest earlier entry about the same patient, or the
-    /// patient's genesis hash (`AuditChain.patientGenesis`).
-    public var patientPrevious: String?
+    /// Format 2, about a patient: `AuditChain.patientLink` of the patient's audit key and the hash of the
+    /// newest earlier entry about the same patient (Docs/envelope-v1.md §3.1).
+    public var patientLink: String?
     public init(
         sequence: UInt64,
         at: UnixMillis,
@@ -114,7 +114,7 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         previousHash: String,
         hash: String,
         format: UInt8? = nil,
-        patientPrevious: String? = nil
+        patientLink: String? = nil
     ) {
         self.sequence = sequence
         self.at = at
@@ -125,7 +125,7 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         self.previousHash = previousHash
         self.hash = hash
         self.format = format
-        self.patientPrevious = patientPrevious
+        self.patientLink = patientLink
     }
 }
 
@@ -178,20 +178,20 @@ public struct AuditLink: Codable, Sendable, Equatable {
     /// The previous entry's hash (hex), and this entry's.
     public var previousHash: String
     public var hash: String
-    /// The entry's format: absent for 1; for 2, `digest` and `patientPrevious` let anyone recompute `hash`
+    /// The entry's format: absent for 1; for 2, `digest` and `patientLink` let anyone recompute `hash`
     /// (`AuditChain.linkHash`, Docs/envelope-v1.md §3.1).
     public var format: UInt8?
     /// Format 2: the digest of the entry's contents (`AuditChain.digest`), hex.
     public var digest: String?
-    /// Format 2: the entry's `patientPrevious`, when it is about a patient.
-    public var patientPrevious: String?
-    public init(sequence: UInt64, previousHash: String, hash: String, format: UInt8? = nil, digest: String? = nil, patientPrevious: String? = nil) {
+    /// Format 2: the entry's `patientLink`, when it is about a patient.
+    public var patientLink: String?
+    public init(sequence: UInt64, previousHash: String, hash: String, format: UInt8? = nil, digest: String? = nil, patientLink: String? = nil) {
         self.sequence = sequence
         self.previousHash = previousHash
         self.hash = hash
         self.format = format
         self.digest = digest
-        self.patientPrevious = patientPrevious
+        self.patientLink = patientLink
     }
 }
 

@@ -7,9 +7,10 @@ import VaultCore
 struct AccessLogLinks {
     /// The patient's entries as the server listed them, by sequence.
     private(set) var mine: [UInt64: AuditEntry] = [:]
-    /// The hashes a link about this patient may continue: its genesis and each of its entries' hashes.
+    /// The patient links an entry about this patient may carry: the first one's and each one continuing one
+    /// of its listed entries.
     private var own: Set<String>
-    /// Links of format 2 that continue one of `own` but are not listed among the patient's entries.
+    /// Links of format 2 carrying one of `own` that are not listed among the patient's entries.
     private(set) var unlisted: [UInt64] = []
     private var sawFormat2 = false
     /// The first sequence of format 2 in this walk.
@@ -18,26 +19,26 @@ struct AccessLogLinks {
     private let formatTwoFrom: UInt64?
 
     /// Checks `entries` (each about `patient`, hashing to its own fields, once per sequence, each of format 2
-    /// linked to the one before it, the first to `genesis`) and keeps them for the walk over the links.
-    /// `formatTwoFrom`: the first sequence of format 2 this device saw before, from which no link may be of
-    /// format 1. `genesis`: the patient's genesis hash, nil when the server gave no audit key.
-    init(patient: UUID, genesis: String?, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
+    /// linked to the one before it) and keeps them for the walk over the links. `formatTwoFrom`: the first
+    /// sequence of format 2 this device saw before, from which no link may be of format 1. `key`: the
+    /// patient's audit key, nil when the server gave none.
+    init(patient: UUID, key: [UInt8]?, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
         self.patient = patient
         self.formatTwoFrom = formatTwoFrom
-        own = Set(genesis.map { [$0] } ?? [])
+        own = Set(key.map { [AuditChain.patientLink(key: $0, previous: nil)] } ?? [])
         var previous: String?
         for e in entries.sorted(by: { $0.sequence < $1.sequence }) {
             guard e.patientID == patient, AuditChain.hash(of: e) == e.hash, mine.updateValue(e, forKey: e.sequence) == nil else {
                 throw AuditChainBreak(sequence: e.sequence, reason: .editedEntry, detail: "the entry is not yours or does not hash to its fields")
             }
-            if e.entryFormat >= 2, previous == nil, genesis == nil {
+            if e.entryFormat >= 2, key == nil {
                 throw AuditChainBreak(
                     sequence: e.sequence,
                     reason: .missingEntry,
-                    detail: "the server gave no audit key to check where your entries start"
+                    detail: "the server gave no audit key to check your entries' links"
                 )
             }
-            if e.entryFormat >= 2, e.patientPrevious != (previous ?? genesis) {
+            if e.entryFormat >= 2, let key, e.patientLink != AuditChain.patientLink(key: key, previous: previous) {
                 throw AuditChainBreak(
                     sequence: e.sequence,
                     reason: .missingEntry,
@@ -45,7 +46,7 @@ struct AccessLogLinks {
                 )
             }
             previous = e.hash
-            own.insert(e.hash)
+            if let key { own.insert(AuditChain.patientLink(key: key, previous: e.hash)) }
         }
     }
 
@@ -68,7 +69,7 @@ struct AccessLogLinks {
             sawFormat2 = true
             if firstFormat2 == nil { firstFormat2 = link.sequence }
             guard let digest = link.digest,
-                AuditChain.linkHash(sequence: link.sequence, digest: digest, patientPrevious: link.patientPrevious, previousHash: link.previousHash)
+                AuditChain.linkHash(sequence: link.sequence, digest: digest, patientLink: link.patientLink, previousHash: link.previousHash)
                     == link.hash
             else {
                 throw AuditChainBreak(
@@ -84,7 +85,7 @@ struct AccessLogLinks {
             guard e.previousHash == link.previousHash, e.hash == link.hash, e.entryFormat == link.format ?? 1 else {
                 throw AuditChainBreak(sequence: e.sequence, reason: .editedEntry, detail: "your entry is not the one on the chain")
             }
-        } else if let p = link.patientPrevious, own.contains(p) {
+        } else if let p = link.patientLink, own.contains(p) {
             unlisted.append(link.sequence)
         }
     }

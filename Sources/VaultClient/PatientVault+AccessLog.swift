@@ -37,9 +37,9 @@ extension PatientVault {
         }
     }
 
-    /// The genesis hash of this patient's links (Docs/envelope-v1.md §3.1) from the audit key this device
-    /// remembers, else the one the server gave; a server that gives another key than before is refused.
-    func auditGenesis(served: String?, marks: inout AuditLogMarks) throws -> String? {
+    /// The audit key of this patient's links (Docs/envelope-v1.md §3.1): the one this device remembers, else
+    /// the one the server gave; a server that gives another key than before is refused.
+    func auditKey(served: String?, marks: inout AuditLogMarks) throws -> [UInt8]? {
         if let known = marks.patientKey, let served, known != served {
             throw ClientError.integrity("the server gives another audit key for this account than before")
         }
@@ -48,7 +48,7 @@ extension PatientVault {
             throw ClientError.integrity("the server's audit key for this account is not 64 hex digits")
         }
         marks.patientKey = key
-        return AuditChain.patientGenesis(me, key: bytes)
+        return bytes
     }
 
     /// The checkpoint remembered on this device for this account.
@@ -73,8 +73,8 @@ extension PatientVault {
             let markURL = account.store.folder.appendingPathComponent("audit-marks.json")
             let remembered = try AuditLogMarks.load(markURL)
             var marks = remembered
-            let genesis = try auditGenesis(served: served, marks: &marks)
-            var links = try AccessLogLinks(patient: me, genesis: genesis, entries: entries, formatTwoFrom: marks.formatTwoFrom)
+            let key = try auditKey(served: served, marks: &marks)
+            var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom)
             var cursor: UInt64 = 0
             while true {
                 let path = Routes.accessLogChain + "?after=\(cursor)&limit=\(APILimits.defaultLinkLimit)"

@@ -56,11 +56,11 @@ struct AuditCheckpointClientTests {
         for e in entries {
             let details = String(decoding: try encoder.encode(e.details), as: UTF8.self)
             let patient = e.patientID.map { text($0.uuidString.lowercased()) } ?? "NULL"
-            let patientPrevious = e.patientPrevious.map(text) ?? "NULL"
+            let patientLink = e.patientLink.map(text) ?? "NULL"
             sql.append(
-                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_previous) "
+                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link) "
                     + "VALUES (\(e.sequence), \(e.at), \(text(e.actor)), \(text(e.action)), \(patient), \(text(details)), "
-                    + "\(text(e.previousHash)), \(text(e.hash)), \(e.entryFormat), \(text(AuditChain.digest(of: e))), \(patientPrevious))"
+                    + "\(text(e.previousHash)), \(text(e.hash)), \(e.entryFormat), \(text(AuditChain.digest(of: e))), \(patientLink))"
             )
         }
         let head = entries.last
@@ -253,7 +253,7 @@ struct AuditCheckpointClientTests {
 
             // The link rewritten as well, so it no longer names the patient's previous entry: its hash no longer
             // matches what the chain lists for it.
-            let relink = "UPDATE audit_log SET patient_previous = NULL WHERE sequence = \(reads[0].sequence)"
+            let relink = "UPDATE audit_log SET patient_link = NULL WHERE sequence = \(reads[0].sequence)"
             try await Self.attackerUpdates(world.repository, backend, relink)
             let relinked = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(relinked?.contains("edited entry") == true, "\(relinked ?? "no error")")
@@ -278,18 +278,21 @@ struct AuditCheckpointClientTests {
                 try await Self.entries(world.repository).map { e in
                     var e = e
                     e.format = nil
-                    e.patientPrevious = nil
+                    e.patientLink = nil
                     return e
                 }
             )
             try await Self.replaceLog(world.repository, backend, with: legacy)
             try await world.repository.appendAudit([AuditEvent(actor: "server", action: "records.read", patientID: me)], now: 9)
             let read = try #require(try await Self.entries(world.repository).last)
-            #expect(read.format == 2 && read.patientPrevious == legacy.last { $0.patientID == me }?.hash)
+            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            let key = try Hex.decode(try #require(page.patientKey))
+            let previous = legacy.last { $0.patientID == me }?.hash
+            #expect(read.format == 2 && read.patientLink == AuditChain.patientLink(key: key, previous: previous))
             #expect(try await patient.verifiedAccessLog().entries.contains(read))
 
             // The read untagged and shown as format 1 without its link: no entry of this patient's is of format 2.
-            let hide = "UPDATE audit_log SET patient_id = NULL, format = 1, patient_previous = NULL WHERE sequence = \(read.sequence)"
+            let hide = "UPDATE audit_log SET patient_id = NULL, format = 1, patient_link = NULL WHERE sequence = \(read.sequence)"
             try await Self.attackerUpdates(world.repository, backend, hide)
             let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(message?.contains("entry \(read.sequence): broken link") == true, "\(message ?? "no error")")
@@ -307,6 +310,10 @@ struct AuditCheckpointClientTests {
             _ = try await patient.verifiedAccessLog()
             let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
             #expect(page.patientKey?.count == 64)
+            // Without the key, no link shows which entry it continues: none names another entry's hash.
+            let links = try await world.repository.auditLinks(after: 0, limit: 1_000)
+            let hashes = Set(links.map(\.hash))
+            #expect(links.contains { $0.patientLink != nil } && links.allSatisfy { $0.patientLink.map { !hashes.contains($0) } ?? true })
             // The database's secret replaced: the server now derives another key, and the device refuses it.
             let hex = String(repeating: "ab", count: 32)
             let value = backend == .sqlite ? "X'\(hex)'" : "'\\x\(hex)'::bytea"

@@ -46,7 +46,7 @@ struct AuditCheckpointTests {
 
     struct EntryV2: AuditChainEntry {
         var base: Entry
-        var patientPrevious: String?
+        var patientLink: String?
         var entryFormat: UInt8 { 2 }
         var sequence: UInt64 { base.sequence }
         var at: UnixMillis { base.at }
@@ -69,14 +69,14 @@ struct AuditCheckpointTests {
             details: ["share": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "category": "interventions"],
             previousHash: String(repeating: "ab", count: 32)
         )
-        let genesis = AuditChain.patientGenesis(patient, key: Array(0...31))
-        let entry = EntryV2(base: base, patientPrevious: genesis)
+        let genesis = AuditChain.patientLink(key: Array(0...31), previous: nil)
+        let entry = EntryV2(base: base, patientLink: genesis)
         let digest = AuditChain.digest(of: entry)
         let hash = AuditChain.hash(of: entry)
-        #expect(genesis == "c54e0b3117a3226525ca51f3780ffbe22fddd41fa51555e77f6acb449fd2d7d8")
+        #expect(genesis == "5af25185d3a92b0c24940a9beb891bff20d3603510825d1943607bb454791f58")
         #expect(digest == "d7391b15252f689a1d8e1fa85aeed270493ae6f58e62bbe2906e6b58b58d06a1")
-        #expect(hash == "d52229a9f2b6c64b96cf7a7651091c966c98ffb7b4cfbc4b25ca40d3a363c386")
-        #expect(AuditChain.linkHash(sequence: 3, digest: digest, patientPrevious: genesis, previousHash: base.previousHash) == hash)
+        #expect(hash == "1171ed8c15f6ee0fc9802f0754d3beb1e957e625e7582c0f41f253456bd5ed17")
+        #expect(AuditChain.linkHash(sequence: 3, digest: digest, patientLink: genesis, previousHash: base.previousHash) == hash)
         #expect(hash != AuditChain.hash(of: base), "a format-1 reading of the same fields differs")
 
         var w = CanonicalWriter(domain: "CareVault-audit-v2")

@@ -42,7 +42,7 @@ struct AuditCheckpointAPITests {
                             hash: $0.hash,
                             format: $0.format,
                             digest: AuditChain.digest(of: $0),
-                            patientPrevious: $0.patientPrevious
+                            patientLink: $0.patientLink
                         )
                     }
             )
@@ -50,7 +50,7 @@ struct AuditCheckpointAPITests {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(page.body.readableBytesView)) as? [String: Any])
             let first = try #require((object["links"] as? [[String: Any]])?.first)
             // Format 2 (Docs/envelope-v1.md §3.1): a digest and the per-patient link, never the contents.
-            #expect(Set(first.keys).isSubset(of: ["sequence", "previousHash", "hash", "format", "digest", "patientPrevious"]))
+            #expect(Set(first.keys).isSubset(of: ["sequence", "previousHash", "hash", "format", "digest", "patientLink"]))
             #expect(first["actor"] == nil && first["action"] == nil && first["details"] == nil && first["patientID"] == nil)
 
             let head = try #require(entries.last)

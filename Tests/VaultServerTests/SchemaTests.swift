@@ -35,7 +35,7 @@ struct SchemaTests {
             "changed_at",
         ],
         "audit_log": [
-            "sequence", "at", "actor", "action", "patient_id", "details", "previous_hash", "hash", "format", "digest", "patient_previous",
+            "sequence", "at", "actor", "action", "patient_id", "details", "previous_hash", "hash", "format", "digest", "patient_link",
         ],
         "audit_head": ["id", "sequence", "hash"],
         "admin_signatures": ["signature", "seen_at"],
@@ -167,7 +167,7 @@ struct SchemaTests {
                 """
                 ALTER TABLE audit_log DROP COLUMN format;
                 ALTER TABLE audit_log DROP COLUMN digest;
-                ALTER TABLE audit_log DROP COLUMN patient_previous;
+                ALTER TABLE audit_log DROP COLUMN patient_link;
                 """
                     + (backend == .sqlite
                         ? "DELETE FROM grdb_migrations WHERE identifier = 'v8-audit-patient-links'"
@@ -202,15 +202,17 @@ struct SchemaTests {
             let entries = try await repo.auditEntries(after: 0, limit: 10, patientID: nil)
             #expect(Array(entries.prefix(3)) == old, "format 1, as written")
             let new = try #require(entries.last)
-            #expect(new.format == 2 && new.patientPrevious == old[1].hash && new.previousHash == old[2].hash)
+            let key = try AuditBuilder.patientKey(patient, serverSecret: try await repo.serverSecret())
+            let linked = AuditChain.patientLink(key: key, previous: old[1].hash)
+            #expect(new.format == 2 && new.patientLink == linked && new.previousHash == old[2].hash)
             #expect(AuditChain.hash(of: new) == new.hash)
             #expect(try await repo.verifyAudit().ok)
             let links = try await repo.auditLinks(after: 0, limit: 10)
-            #expect(links.prefix(3).allSatisfy { $0.format == nil && $0.digest == nil && $0.patientPrevious == nil })
+            #expect(links.prefix(3).allSatisfy { $0.format == nil && $0.digest == nil && $0.patientLink == nil })
             let link = try #require(links.last)
-            #expect(link.digest == AuditChain.digest(of: new) && link.patientPrevious == old[1].hash)
+            #expect(link.digest == AuditChain.digest(of: new) && link.patientLink == linked)
             #expect(
-                AuditChain.linkHash(sequence: 4, digest: AuditChain.digest(of: new), patientPrevious: old[1].hash, previousHash: old[2].hash)
+                AuditChain.linkHash(sequence: 4, digest: AuditChain.digest(of: new), patientLink: linked, previousHash: old[2].hash)
                     == new.hash
             )
 

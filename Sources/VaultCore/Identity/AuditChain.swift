@@ -9,11 +9,11 @@ public enum AuditChain {
     public static let genesis = String(repeating: "0", count: 64)
 
     /// The newest entry format: `AuditChain.hash` for format 2 covers a digest of the contents and the
-    /// entry's `patientPrevious` link (Docs/envelope-v1.md §3.1).
+    /// entry's `patientLink` (Docs/envelope-v1.md §3.1).
     public static let currentFormat: UInt8 = 2
 
     /// The hash (hex) of one entry, covering its fields and the previous entry's hash (hex): format 1 as
-    /// entries written before per-patient links, format 2 through `digest` and `patientPrevious`
+    /// entries written before per-patient links, format 2 through `digest` and `patientLink`
     /// (Docs/envelope-v1.md §3.1). Any other format hashes to nothing an entry can hold.
     public static func hash(of entry: some AuditChainEntry) -> String {
         switch entry.entryFormat {
@@ -31,7 +31,7 @@ public enum AuditChain {
             return linkHash(
                 sequence: entry.sequence,
                 digest: digest(of: entry),
-                patientPrevious: entry.patientPrevious,
+                patientLink: entry.patientLink,
                 previousHash: entry.previousHash
             )
         default:
@@ -52,22 +52,22 @@ public enum AuditChain {
 
     /// A format-2 entry's hash from what `GET /v1/access-log/chain` lists for it, so that a patient can
     /// recompute every link, also of entries whose contents it never sees.
-    public static func linkHash(sequence: UInt64, digest: String, patientPrevious: String?, previousHash: String) -> String {
+    public static func linkHash(sequence: UInt64, digest: String, patientLink: String?, previousHash: String) -> String {
         var w = CanonicalWriter(domain: "CareVault-audit-v2")
         w.append(sequence)
         w.append(digest)
-        w.append(patientPrevious)
+        w.append(patientLink)
         w.append(previousHash)
         return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 
-    /// The `patientPrevious` of the first format-2 entry about a patient who has no earlier entry. `key` is
-    /// the patient's audit key, which only the server and that patient know, so that nobody else can follow
-    /// the patient's links through the chain (Docs/envelope-v1.md §3.1).
-    public static func patientGenesis(_ patientID: UUID, key: [UInt8]) -> String {
-        var w = CanonicalWriter(domain: "CareVault-audit-patient-v1")
-        w.append(patientID.uuidString.lowercased())
+    /// The `patientLink` of a format-2 entry about a patient: a hash of the patient's audit key and of the
+    /// newest earlier entry about that patient (nil for none). Only the server and that patient hold the key,
+    /// so only they can tell which entry a link continues (Docs/envelope-v1.md §3.1).
+    public static func patientLink(key: [UInt8], previous: String?) -> String {
+        var w = CanonicalWriter(domain: "CareVault-audit-patient-link-v1")
         w.append(key)
+        w.append(previous)
         return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 
@@ -100,16 +100,16 @@ public protocol AuditChainEntry {
     var previousHash: String { get }
     /// The entry format: 1 for entries written before per-patient links, 2 since.
     var entryFormat: UInt8 { get }
-    /// Format 2, about a patient: the hash of the newest earlier entry about the same patient, or
-    /// `AuditChain.patientGenesis` when there is none; nil otherwise.
-    var patientPrevious: String? { get }
+    /// Format 2, about a patient: `AuditChain.patientLink` of the patient's audit key and the hash of the
+    /// newest earlier entry about the same patient (none for the first); nil otherwise.
+    var patientLink: String? { get }
 }
 
 extension AuditChainEntry {
     /// Format 1 unless the entry says otherwise.
     public var entryFormat: UInt8 { 1 }
     /// None unless the entry says otherwise.
-    public var patientPrevious: String? { nil }
+    public var patientLink: String? { nil }
 }
 
 /// Where and why an audit chain does not verify: the first broken sequence number and a reason in plain words.

@@ -28,10 +28,10 @@ extension AuditLink: StoredRowDecodable {
             hash: r.string("hash"),
             format: AuditEntry.format(r.int64("format")),
             digest: r.optionalString("digest"),
-            patientPrevious: r.optionalString("patient_previous")
+            patientLink: r.optionalString("patient_link")
         )
     }
 
     /// The columns a link is read from.
-    static let columns = "sequence, previous_hash, hash, format, digest, patient_previous"
+    static let columns = "sequence, previous_hash, hash, format, digest, patient_link"
 }

@@ -33,16 +33,20 @@ enum RowJSON {
 /// Builds audit entries (format 2) for a batch of events, chained onto the given head, each about a patient
 /// linked to the newest earlier entry about that patient (Docs/envelope-v1.md §3.1).
 enum AuditBuilder {
-    /// `patientHeads`: the hash of the newest stored entry about each patient the events name, when there is one.
+    /// `patientHeads`: the hash of the newest stored entry about each patient the events name, when there is
+    /// one; `serverSecret`: the database's, from which each patient's audit key is derived.
     static func entries(
         for events: [AuditEvent],
         after head: (sequence: UInt64, hash: String),
         patientHeads: [UUID: String],
+        serverSecret: [UInt8],
         now: UnixMillis
-    ) -> [AuditEntry] {
+    ) throws -> [AuditEntry] {
         var previous = head.hash
         var sequence = head.sequence
         var heads = patientHeads
+        var keys: [UUID: [UInt8]] = [:]
+        for p in patients(events) { keys[p] = try patientKey(p, serverSecret: serverSecret) }
         return events.map { e in
             sequence += 1
             var entry = AuditEntry(
@@ -55,7 +59,7 @@ enum AuditBuilder {
                 previousHash: previous,
                 hash: "",
                 format: AuditChain.currentFormat,
-                patientPrevious: e.patientID.map { heads[$0] ?? "" }
+                patientLink: e.patientID.map { AuditChain.patientLink(key: keys[$0] ?? [], previous: heads[$0]) }
             )
             entry.hash = AuditChain.hash(of: entry)
             previous = entry.hash
@@ -73,11 +77,6 @@ enum AuditBuilder {
         var w = CanonicalWriter(domain: "CareVault-audit-patient-key-v1")
         w.append(patient)
         return try BLAKE2b.hash(w.bytes, key: SecureBytes(copying: serverSecret))
-    }
-
-    /// Where the links of `patient` start when no entry about it is stored yet.
-    static func genesis(_ patient: UUID, serverSecret: [UInt8]) throws -> String {
-        AuditChain.patientGenesis(patient, key: try patientKey(patient, serverSecret: serverSecret))
     }
 }
 
@@ -219,7 +218,7 @@ extension AuditEntry: StoredRowDecodable {
             previousHash: r.string("previous_hash"),
             hash: r.string("hash"),
             format: try Self.format(r.int64("format")),
-            patientPrevious: r.optionalString("patient_previous")
+            patientLink: r.optionalString("patient_link")
         )
     }
 

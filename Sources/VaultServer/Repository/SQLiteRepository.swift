@@ -92,26 +92,28 @@ public final class SQLiteRepository: VaultRepository {
         var patientHeads: [UUID: String] = [:]
         for p in AuditBuilder.patients(events) {
             let sql = "SELECT hash FROM audit_log WHERE patient_id = ? ORDER BY sequence DESC LIMIT 1"
-            if let head = try String.fetchOne(db, sql: sql, arguments: [Self.id(p)]) {
-                patientHeads[p] = head
-                continue
-            }
-            guard let secret = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") else {
-                throw RepositoryError.notFound("server secret (database not migrated)")
-            }
-            patientHeads[p] = try AuditBuilder.genesis(p, serverSecret: Array(secret))
+            patientHeads[p] = try String.fetchOne(db, sql: sql, arguments: [Self.id(p)])
         }
-        let entries = AuditBuilder.entries(for: events, after: (head.sequence, head.hash), patientHeads: patientHeads, now: now)
+        guard let secret = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") else {
+            throw RepositoryError.notFound("server secret (database not migrated)")
+        }
+        let entries = try AuditBuilder.entries(
+            for: events,
+            after: (head.sequence, head.hash),
+            patientHeads: patientHeads,
+            serverSecret: Array(secret),
+            now: now
+        )
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_previous)
+                INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         )
         for e in entries {
             try insert.execute(arguments: [
                 Int64(e.sequence), e.at, e.actor, e.action, e.patientID.map(Self.id), try RowJSON.encode(e.details),
-                e.previousHash, e.hash, Int64(e.entryFormat), AuditChain.digest(of: e), e.patientPrevious,
+                e.previousHash, e.hash, Int64(e.entryFormat), AuditChain.digest(of: e), e.patientLink,
             ])
         }
         let last = entries.last!

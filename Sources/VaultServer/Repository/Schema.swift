@@ -247,7 +247,7 @@ enum Schema {
         return [
             "ALTER TABLE audit_log ADD COLUMN format \(t.int64) NOT NULL DEFAULT 1",
             "ALTER TABLE audit_log ADD COLUMN digest \(t.text)",
-            "ALTER TABLE audit_log ADD COLUMN patient_previous \(t.text)",
+            "ALTER TABLE audit_log ADD COLUMN patient_link \(t.text)",
         ] + guardStatements
     }
 

@@ -99,6 +99,11 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     /// The hash of the previous entry (hex), and of this one.
     public var previousHash: String
     public var hash: String
+    /// The entry format (Docs/envelope-v1.md §3.1): absent for 1, 2 for entries with per-patient links.
+    public var format: UInt8?
+    /// Format 2, about a patient: `AuditChain.patientLink` of the patient's audit key and the hash of the
+    /// newest earlier entry about the same patient (Docs/envelope-v1.md §3.1).
+    public var patientLink: String?
     public init(
         sequence: UInt64,
         at: UnixMillis,
@@ -107,7 +112,9 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         patientID: UUID?,
         details: [String: String],
         previousHash: String,
-        hash: String
+        hash: String,
+        format: UInt8? = nil,
+        patientLink: String? = nil
     ) {
         self.sequence = sequence
         self.at = at
@@ -117,21 +124,29 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         self.details = details
         self.previousHash = previousHash
         self.hash = hash
+        self.format = format
+        self.patientLink = patientLink
     }
 }
 
 /// The audit chain hashes an entry's own fields (Docs/design.md §6).
-extension AuditEntry: AuditChainEntry {}
+extension AuditEntry: AuditChainEntry {
+    public var entryFormat: UInt8 { format ?? 1 }
+}
 
 /// A page of audit entries.
 public struct AuditPage: Codable, Sendable {
     public var entries: [AuditEntry]
     public var nextCursor: UInt64
     public var done: Bool
-    public init(entries: [AuditEntry], nextCursor: UInt64, done: Bool) {
+    /// In a patient's access log: the patient's audit key (64 hex digits), from which its genesis hash is
+    /// computed (`AuditChain.patientGenesis`, Docs/envelope-v1.md §3.1).
+    public var patientKey: String?
+    public init(entries: [AuditEntry], nextCursor: UInt64, done: Bool, patientKey: String? = nil) {
         self.entries = entries
         self.nextCursor = nextCursor
         self.done = done
+        self.patientKey = patientKey
     }
 }
 
@@ -163,10 +178,20 @@ public struct AuditLink: Codable, Sendable, Equatable {
     /// The previous entry's hash (hex), and this entry's.
     public var previousHash: String
     public var hash: String
-    public init(sequence: UInt64, previousHash: String, hash: String) {
+    /// The entry's format: absent for 1; for 2, `digest` and `patientLink` let anyone recompute `hash`
+    /// (`AuditChain.linkHash`, Docs/envelope-v1.md §3.1).
+    public var format: UInt8?
+    /// Format 2: the digest of the entry's contents (`AuditChain.digest`), hex.
+    public var digest: String?
+    /// Format 2: the entry's `patientLink`, when it is about a patient.
+    public var patientLink: String?
+    public init(sequence: UInt64, previousHash: String, hash: String, format: UInt8? = nil, digest: String? = nil, patientLink: String? = nil) {
         self.sequence = sequence
         self.previousHash = previousHash
         self.hash = hash
+        self.format = format
+        self.digest = digest
+        self.patientLink = patientLink
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import VaultAPI
 import VaultCore
+import VaultCrypto
 
 /// A patient's access log checked against the newest admin-signed checkpoint (Docs/design.md §6).
 public struct VerifiedAccessLog: Sendable {
@@ -18,15 +19,36 @@ extension PatientVault {
     /// The patient's own access log as the server lists it (who read what, logins, share changes),
     /// unverified; `verifiedAccessLog()` checks it against the signed checkpoints.
     public func accessLog(after: UInt64 = 0) async throws -> [AuditEntry] {
+        try await accessLogPages(after: after).entries
+    }
+
+    /// The access log after `after`, with the patient's audit key the server gave (the first page's).
+    func accessLogPages(after: UInt64) async throws -> (entries: [AuditEntry], patientKey: String?) {
         var entries: [AuditEntry] = []
+        var key: String?
         var cursor = after
         while true {
             let page: AuditPage = try await transport.send(.GET, Routes.accessLog + "?after=\(cursor)&limit=500", auth: try auth)
             entries += page.entries
+            key = key ?? page.patientKey
             try ClientError.requireProgress(from: cursor, to: page.nextCursor, empty: page.entries.isEmpty)
             cursor = page.nextCursor
-            if page.done || page.entries.isEmpty { return entries }
+            if page.done || page.entries.isEmpty { return (entries, key) }
         }
+    }
+
+    /// The audit key of this patient's links (Docs/envelope-v1.md §3.1): the one this device remembers, else
+    /// the one the server gave; a server that gives another key than before is refused.
+    func auditKey(served: String?, marks: inout AuditLogMarks) throws -> [UInt8]? {
+        if let known = marks.patientKey, let served, known != served {
+            throw ClientError.integrity("the server gives another audit key for this account than before")
+        }
+        guard let key = marks.patientKey ?? served else { return nil }
+        guard key.utf8.count == 64, key == key.lowercased(), let bytes = try? Hex.decode(key) else {
+            throw ClientError.integrity("the server's audit key for this account is not 64 hex digits")
+        }
+        marks.patientKey = key
+        return bytes
     }
 
     /// The checkpoint remembered on this device for this account.
@@ -34,43 +56,45 @@ extension PatientVault {
         AuditCheckpointStore(url: account.store.folder.appendingPathComponent("audit-checkpoint.json"))
     }
 
-    /// The access log, verified: every checkpoint must be signed by the pinned admin key; the chain's hashes
-    /// (sequence, previous hash, hash; no contents) must link from the first entry to the newest checkpoint's
-    /// signed hash; each of the patient's entries up to it must hash to the chain's hash at its sequence; and
-    /// the checkpoint this device saw last must still be listed. So an entry of this patient removed or
-    /// edited before a checkpoint in the server's database, with the chain rehashed, is caught; a server
-    /// lying in its answers is not always (Docs/design.md §6). Costs O(entries in the whole log) in hashes
-    /// downloaded. Entries after the checkpoint are only checked to hash to their own fields.
+    /// The access log, verified (Docs/design.md §6): every checkpoint must be signed by the pinned admin key;
+    /// the chain's links (no contents) must link from the first entry to the newest checkpoint's signed hash
+    /// and on to the end of the log; every link of format 2 must hash to its listed digest and per-patient
+    /// link; each of the patient's entries must hash to its fields and be the chain's entry at its sequence;
+    /// the patient's format-2 entries must link one to the next; no other link may continue the patient's
+    /// own links; and the checkpoint this device saw last must still be listed. So an entry about this
+    /// patient removed, untagged or edited in the server's database is caught, and up to a checkpoint also
+    /// with the chain rehashed. Costs O(entries in the whole log) in links downloaded.
     public func verifiedAccessLog() async throws -> VerifiedAccessLog {
-        let entries = try await accessLog()
+        let (entries, served) = try await accessLogPages(after: 0)
         let list: AuditCheckpointList = try await transport.send(.GET, Routes.accessLogCheckpoints, auth: try auth)
         let store = checkpointStore
         do {
             var check = try AuditChainCheck(checkpoints: list.checkpoints, adminKey: adminKey, remembered: try store.newest())
-            var mine: [UInt64: AuditEntry] = [:]
-            for e in entries {
-                guard e.patientID == me, AuditChain.hash(of: e) == e.hash, mine.updateValue(e, forKey: e.sequence) == nil else {
-                    throw AuditChainBreak(sequence: e.sequence, reason: .editedEntry, detail: "the entry is not yours or does not hash to its fields")
-                }
-            }
-            let target = check.newestCheckpoint?.sequence ?? 0
+            let markURL = account.store.folder.appendingPathComponent("audit-marks.json")
+            let remembered = try AuditLogMarks.load(markURL)
+            var marks = remembered
+            let key = try auditKey(served: served, marks: &marks)
+            var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom)
             var cursor: UInt64 = 0
-            while cursor < target {
+            while true {
                 let path = Routes.accessLogChain + "?after=\(cursor)&limit=\(APILimits.defaultLinkLimit)"
                 let page: AuditLinkPage = try await transport.send(.GET, path, auth: try auth)
-                for link in page.links where link.sequence <= target {
+                for link in page.links {
                     try check.append(sequence: link.sequence, previousHash: link.previousHash, hash: link.hash)
-                    if let e = mine[link.sequence], e.previousHash != link.previousHash || e.hash != link.hash {
-                        throw AuditChainBreak(sequence: e.sequence, reason: .editedEntry, detail: "your entry is not the one on the signed chain")
-                    }
+                    try links.append(link)
                 }
                 if page.links.isEmpty || page.done { break }
                 try ClientError.requireProgress(from: cursor, to: page.nextCursor, empty: false)
                 cursor = page.nextCursor
             }
             try check.finish()
+            // Entries written while the links were read: listed now, or missing.
+            let later = links.unlisted.isEmpty ? [] : try await accessLog(after: entries.last?.sequence ?? 0)
+            try links.finish(later: later, last: check.last)
             if let newest = check.newestMatched { try store.remember(newest) }
-            return VerifiedAccessLog(entries: entries, checkpoint: check.newestMatched)
+            marks.formatTwoFrom = marks.formatTwoFrom ?? links.firstFormat2
+            if marks != remembered { try marks.save(markURL) }
+            return VerifiedAccessLog(entries: entries + later, checkpoint: check.newestMatched)
         } catch let broken as AuditChainBreak {
             throw ClientError.integrity("the access log does not verify at \(broken)")
         }

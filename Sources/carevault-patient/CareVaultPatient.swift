@@ -156,9 +156,11 @@ struct AccessLog: AsyncParsableCommand {
         commandName: "access-log",
         abstract: "Who read your data, and what happened to your account and shares.",
         discussion: """
-            The entries are checked against the newest audit checkpoint signed with the admin key: an entry of
-            yours removed or changed before it makes this command fail with exit status 65. Entries after it
-            are shown as not yet checkpointed.
+            The whole chain's links are checked, and pinned by the newest audit checkpoint signed with the admin
+            key: an entry about you removed, changed or no longer tagged with you makes this command fail with
+            exit status 65 (after the checkpoint, only while the chain was not rehashed). Entries after it are
+            shown as not yet checkpointed; without any checkpoint, every entry is. Docs/design.md §6 lists what
+            can and cannot be detected.
             """
     )
     @OptionGroup var options: GlobalOptions

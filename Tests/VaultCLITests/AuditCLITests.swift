@@ -53,5 +53,15 @@ struct AuditCLITests {
         let refused = try await patient(["access-log"])
         #expect(refused.status == 65 && refused.stderr.contains("edited entry"), "\(refused.stderr)")
         #expect(try await admin(["audit", "checkpoint"]).status == 65, "nothing is signed over a broken log")
+
+        // The entry put back, then no longer tagged with the patient, every hash left as stored: the patient's
+        // own links still name it (Docs/envelope-v1.md §3.1).
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE audit_log SET at = at - 1 WHERE sequence = ?", arguments: [edited])
+            try db.execute(sql: "UPDATE audit_log SET patient_id = NULL WHERE sequence = ?", arguments: [edited])
+        }
+        let untagged = try await patient(["access-log"])
+        #expect(untagged.status == 65 && untagged.stderr.contains("missing entry"), "\(untagged.stderr)")
+        #expect(!untagged.stdout.contains("account.registered"))
     }
 }

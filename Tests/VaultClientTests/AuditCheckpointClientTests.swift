@@ -46,8 +46,8 @@ struct AuditCheckpointClientTests {
     static func replaceLog(_ repo: any VaultRepository, _ backend: Backend, with entries: [AuditEntry]) async throws {
         try await repo.attackerExecutes(
             backend == .sqlite
-                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d"
-                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
+                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d; DROP TRIGGER IF EXISTS audit_format_2"
+                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only; DROP TRIGGER IF EXISTS audit_format_2 ON audit_log"
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -56,10 +56,11 @@ struct AuditCheckpointClientTests {
         for e in entries {
             let details = String(decoding: try encoder.encode(e.details), as: UTF8.self)
             let patient = e.patientID.map { text($0.uuidString.lowercased()) } ?? "NULL"
+            let patientLink = e.patientLink.map(text) ?? "NULL"
             sql.append(
-                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) VALUES "
-                    + "(\(e.sequence), \(e.at), \(text(e.actor)), \(text(e.action)), \(patient), \(text(details)), "
-                    + "\(text(e.previousHash)), \(text(e.hash)))"
+                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link) "
+                    + "VALUES (\(e.sequence), \(e.at), \(text(e.actor)), \(text(e.action)), \(patient), \(text(details)), "
+                    + "\(text(e.previousHash)), \(text(e.hash)), \(e.entryFormat), \(text(AuditChain.digest(of: e))), \(patientLink))"
             )
         }
         let head = entries.last
@@ -146,8 +147,15 @@ struct AuditCheckpointClientTests {
             let original = try await Self.entries(world.repository)
             try await Self.replaceLog(world.repository, backend, with: Self.rehashed(original.filter { $0 != reads[0] }))
             #expect(try await patient.accessLog().filter { $0.action == "records.read" }.count == 1, "the read is hidden")
+            // The later read still links to the removed one's hash (Docs/envelope-v1.md §3.1).
             let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
-            #expect(message?.contains("checkpoint mismatch") == true, "\(message ?? "no error")")
+            #expect(message?.contains("missing entry") == true, "\(message ?? "no error")")
+            // Every entry about the patient from that read on removed, so that nothing links to it: the
+            // signed hash still catches the rewrite.
+            let tail = original.filter { $0.patientID != me || $0.sequence < reads[0].sequence }
+            try await Self.replaceLog(world.repository, backend, with: Self.rehashed(tail))
+            let rehashed = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(rehashed?.contains("checkpoint mismatch") == true, "\(rehashed ?? "no error")")
 
             // Left in place but edited in the patient's copy only: its hash no longer matches its fields.
             var edited = original
@@ -207,6 +215,116 @@ struct AuditCheckpointClientTests {
             let broken = try await admin.verifyAuditChain(store: nil).report.broken
             #expect(broken?.reason == .forgedCheckpoint && broken?.sequence == 1)
             #expect(await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }?.contains("forged checkpoint") == true)
+        }
+    }
+
+    /// What a hostile operator changes in place, triggers dropped, leaving every stored hash alone.
+    static func attackerUpdates(_ repo: any VaultRepository, _ backend: Backend, _ sql: String) async throws {
+        try await repo.attackerExecutes(
+            backend == .sqlite
+                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d"
+                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
+        )
+        try await repo.attackerExecutes(sql)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aPatientDetectsADoctorsReadNoLongerTaggedWithItsID(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Self.readByDoctor(world)
+            let me = patient.account.profile.userID.uuidString.lowercased()
+            _ = try await world.adminClient.checkpointAudit(store: Self.store(world))
+            let reads = try await patient.verifiedAccessLog().entries.filter { $0.action == "records.read" }
+            #expect(reads.count == 1)
+            // A later entry about the patient, so the untagged read lies in the middle of its own links.
+            try await world.repository.appendAudit([AuditEvent(actor: "server", action: "login", patientID: patient.account.profile.userID)], now: 2)
+            #expect(try await patient.verifiedAccessLog().entries.count > reads.count)
+            let original = try await Self.entries(world.repository)
+
+            // The read's patient cleared, hashes, digest and links left as stored: the later entry links to a
+            // hash the patient's log does not list.
+            let untag = "UPDATE audit_log SET patient_id = NULL WHERE sequence = \(reads[0].sequence)"
+            try await Self.attackerUpdates(world.repository, backend, untag)
+            #expect(try await patient.accessLog().allSatisfy { $0.action != "records.read" }, "the read is hidden")
+            let middle = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(middle?.contains("missing entry") == true, "\(middle ?? "no error")")
+
+            // Every later entry about the patient untagged too: the read is the newest link continuing the
+            // patient's own links, and it is not in the access log.
+            let after = "UPDATE audit_log SET patient_id = NULL WHERE patient_id = '\(me)' AND sequence > \(reads[0].sequence)"
+            try await Self.attackerUpdates(world.repository, backend, after)
+            let newest = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(newest?.contains("entry \(reads[0].sequence): missing entry") == true, "\(newest ?? "no error")")
+
+            // The link rewritten as well, so it no longer names the patient's previous entry: its hash no longer
+            // matches what the chain lists for it.
+            let relink = "UPDATE audit_log SET patient_link = NULL WHERE sequence = \(reads[0].sequence)"
+            try await Self.attackerUpdates(world.repository, backend, relink)
+            let relinked = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(relinked?.contains("edited entry") == true, "\(relinked ?? "no error")")
+
+            // Presented as an entry of the old format instead: formats never go back.
+            try await Self.attackerUpdates(world.repository, backend, "UPDATE audit_log SET format = 1 WHERE sequence = \(reads[0].sequence)")
+            let downgraded = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(downgraded?.contains("broken link") == true, "\(downgraded ?? "no error")")
+
+            try await Self.replaceLog(world.repository, backend, with: original)
+            #expect(try await patient.verifiedAccessLog().entries.contains(reads[0]))
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aDeviceRemembersWhereFormatTwoBegins(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Self.readByDoctor(world)
+            let me = patient.account.profile.userID
+            // A log from before the migration: every entry of format 1, this patient's included.
+            let legacy = Self.rehashed(
+                try await Self.entries(world.repository).map { e in
+                    var e = e
+                    e.format = nil
+                    e.patientLink = nil
+                    return e
+                }
+            )
+            try await Self.replaceLog(world.repository, backend, with: legacy)
+            try await world.repository.appendAudit([AuditEvent(actor: "server", action: "records.read", patientID: me)], now: 9)
+            let read = try #require(try await Self.entries(world.repository).last)
+            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            let key = try Hex.decode(try #require(page.patientKey))
+            let previous = legacy.last { $0.patientID == me }?.hash
+            #expect(read.format == 2 && read.patientLink == AuditChain.patientLink(key: key, previous: previous))
+            #expect(try await patient.verifiedAccessLog().entries.contains(read))
+
+            // The read untagged and shown as format 1 without its link: no entry of this patient's is of format 2.
+            let hide = "UPDATE audit_log SET patient_id = NULL, format = 1, patient_link = NULL WHERE sequence = \(read.sequence)"
+            try await Self.attackerUpdates(world.repository, backend, hide)
+            let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(message?.contains("entry \(read.sequence): broken link") == true, "\(message ?? "no error")")
+            // A device that never saw format 2 cannot tell (Docs/design.md §6).
+            try FileManager.default.removeItem(at: patient.account.store.folder.appendingPathComponent("audit-marks.json"))
+            #expect(await Self.integrityMessage { _ = try await patient.verifiedAccessLog() } == nil)
+        }
+    }
+
+    /// The patient's audit key is the server's and this patient's alone; a device keeps the first it was given.
+    @Test(arguments: Backend.allCases)
+    func aDeviceKeepsItsAuditKey(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Self.readByDoctor(world)
+            _ = try await patient.verifiedAccessLog()
+            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            #expect(page.patientKey?.count == 64)
+            // Without the key, no link shows which entry it continues: none names another entry's hash.
+            let links = try await world.repository.auditLinks(after: 0, limit: 1_000)
+            let hashes = Set(links.map(\.hash))
+            #expect(links.contains { $0.patientLink != nil } && links.allSatisfy { $0.patientLink.map { !hashes.contains($0) } ?? true })
+            // The database's secret replaced: the server now derives another key, and the device refuses it.
+            let hex = String(repeating: "ab", count: 32)
+            let value = backend == .sqlite ? "X'\(hex)'" : "'\\x\(hex)'::bytea"
+            try await world.repository.attackerExecutes("UPDATE meta SET value = \(value) WHERE key = 'server_secret'")
+            let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(message?.contains("another audit key") == true, "\(message ?? "no error")")
         }
     }
 }

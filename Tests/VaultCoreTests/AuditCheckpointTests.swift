@@ -44,6 +44,55 @@ struct AuditCheckpointTests {
         #expect(AuditChain.hash(of: entry) == "361f76906c1b5c24d08d899e340b1fa9d09b697562310733d7bef1ad3e439d5f")
     }
 
+    struct EntryV2: AuditChainEntry {
+        var base: Entry
+        var patientLink: String?
+        var entryFormat: UInt8 { 2 }
+        var sequence: UInt64 { base.sequence }
+        var at: UnixMillis { base.at }
+        var actor: String { base.actor }
+        var action: String { base.action }
+        var patientID: UUID? { base.patientID }
+        var details: [String: String] { base.details }
+        var previousHash: String { base.previousHash }
+    }
+
+    /// Format 2 (Docs/envelope-v1.md §3.1): the genesis, digest and hash, and the hashed bytes as the doc lists them.
+    @Test func formatTwoEntryHashIsTheDocumentedVector() throws {
+        let patient = try #require(UUID(uuidString: "0F8FAD5B-D9CB-469F-A165-70867728950E"))
+        let base = Entry(
+            sequence: 3,
+            at: 1_767_225_600_123,
+            actor: "admin",
+            action: "share.approved",
+            patientID: patient,
+            details: ["share": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "category": "interventions"],
+            previousHash: String(repeating: "ab", count: 32)
+        )
+        let genesis = AuditChain.patientLink(key: Array(0...31), previous: nil)
+        let entry = EntryV2(base: base, patientLink: genesis)
+        let digest = AuditChain.digest(of: entry)
+        let hash = AuditChain.hash(of: entry)
+        #expect(genesis == "5af25185d3a92b0c24940a9beb891bff20d3603510825d1943607bb454791f58")
+        #expect(digest == "d7391b15252f689a1d8e1fa85aeed270493ae6f58e62bbe2906e6b58b58d06a1")
+        #expect(hash == "1171ed8c15f6ee0fc9802f0754d3beb1e957e625e7582c0f41f253456bd5ed17")
+        #expect(AuditChain.linkHash(sequence: 3, digest: digest, patientLink: genesis, previousHash: base.previousHash) == hash)
+        #expect(hash != AuditChain.hash(of: base), "a format-1 reading of the same fields differs")
+
+        var w = CanonicalWriter(domain: "CareVault-audit-v2")
+        w.append(UInt64(3))
+        w.append(digest)
+        w.append(genesis as String?)
+        w.append(base.previousHash)
+        #expect(Hex.encode(try BLAKE2b.hash(w.bytes)) == hash)
+        let doc = try SpecVectors.doc("envelope-v1.md")
+        let section = try #require(doc.components(separatedBy: "the hashed bytes are").dropFirst().first)
+        let block = section.components(separatedBy: "```")[1]
+        let listed = block.split(whereSeparator: \.isWhitespace).filter { $0.allSatisfy(\.isHexDigit) }.joined()
+        #expect(listed == Hex.encode(w.bytes))
+        #expect(doc.contains(genesis) && doc.contains(digest) && doc.contains(hash))
+    }
+
     @Test func aCheckpointWithAnyFieldChangedOrAnotherKeyDoesNotVerify() throws {
         let admin = SigningKeyPair.generate()
         let c = AuditCheckpoint.sign(sequence: 5, headHash: Self.headHash, signedAt: 1, adminKey: admin)

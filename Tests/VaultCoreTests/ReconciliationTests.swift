@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultCrypto
 
 @testable import VaultCore
 
@@ -219,7 +220,29 @@ struct ReconciliationTests {
         let d = Outcome(activityID: "walk", occurrence: 0, values: [negativeZero], createdAt: date(0))
         let cd = Reconciliation.mergeOutcomes(c, d).values[0]
         let dc = Reconciliation.mergeOutcomes(d, c).values[0]
-        #expect(cd.canonicalJSON == dc.canonicalJSON)
+        #expect(cd.content == dc.content)
+    }
+
+    /// Docs/envelope-v1.md §8.3's vector: the content bytes decide, not a JSON spelling, so any
+    /// implementation keeps the same copy (a JSON comparison would keep the text).
+    @Test func aTieAtOneMillisecondIsDecidedByTheDocumentedContentBytes() throws {
+        let at = Date(unixMillis: 1_700_000_000_000)
+        let yes = OutcomeValue(id: "x", value: .boolean(true), createdAt: at)
+        let text = OutcomeValue(id: "x", value: .text("yes"), createdAt: at)
+        let label = "00000015436172655661756c742d76616c75652d69642d7631"
+        #expect(Hex.encode(yes.content) == label + "0301" + "0000" + "0000018bcfe56800")
+        #expect(Hex.encode(text.content) == label + "0200000003796573" + "0000" + "0000018bcfe56800")
+        let a = Outcome(activityID: "walk", occurrence: 0, values: [yes], createdAt: at)
+        let b = Outcome(activityID: "walk", occurrence: 0, values: [text], createdAt: at)
+        #expect(Reconciliation.mergeOutcomes(a, b).values == [yes])
+        #expect(Reconciliation.mergeOutcomes(b, a).values == [yes])
+        let doc = try SpecVectors.doc("envelope-v1.md")
+        #expect(doc.contains("00000015436172655661756c742d76616c75652d69642d7631 03 01 00 00 0000018bcfe56800"))
+        #expect(doc.contains("00000015436172655661756c742d76616c75652d69642d7631 02 00000003796573 00 00 0000018bcfe56800"))
+        // A sub-millisecond difference is no difference: the content decides there too.
+        let later = OutcomeValue(id: "x", value: .text("yes"), createdAt: Date(timeIntervalSince1970: 1_700_000_000.0004))
+        let c = Outcome(activityID: "walk", occurrence: 0, values: [later], createdAt: at)
+        #expect(Reconciliation.mergeOutcomes(a, c).values == [yes] && Reconciliation.mergeOutcomes(c, a).values == [yes])
     }
 }
 

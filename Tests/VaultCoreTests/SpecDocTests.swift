@@ -41,6 +41,35 @@ struct SpecDocTests {
         #expect(Array(written) == SpecVectors.outcomePayload, "sorted keys, whole milliseconds as integers")
     }
 
+    /// Docs/envelope-v1.md §3: the registration statement an outsider signs, byte for byte, and its signature.
+    @Test func registrationStatementIsTheDocumentedVector() throws {
+        let signing = try SigningKeyPair(seed: SecureBytes(copying: Array(UInt8(0x40)...UInt8(0x5f))))
+        let user = try #require(UUID(uuidString: "0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f0"))
+        let kdf = try KDFParameters(opsLimit: 3, memLimitBytes: 268_435_456)
+        let salt = try Salt(bytes: Array(UInt8(0x00)...UInt8(0x0f)))
+        let nonce = try AEADNonce(bytes: Array(UInt8(0xe0)...UInt8(0xf7)))
+        let request = RegistrationRequest(
+            userID: user,
+            username: "pat",
+            role: .patient,
+            signingKey: signing.publicKey,
+            boxKey: try BoxPublicKey(bytes: Array(UInt8(0xa0)...UInt8(0xbf))),
+            kdf: kdf,
+            salt: salt,
+            loginVerifier: Base64URL.encode(Array(UInt8(0xc0)...UInt8(0xdf))),
+            keyBundle: KeyBundle(userID: user, kdf: kdf, salt: salt, nonce: nonce, ciphertext: "Y2lwaGVydGV4dA"),
+            requestedAt: 1_767_225_600_000,
+            signature: .unsigned
+        )
+        .signed(by: signing)
+        try request.verify()
+        let doc = try SpecVectors.doc("envelope-v1.md")
+        #expect(Hex.encode(request.statementBytes) == SpecVectors.hexBlock(after: "Vector (registration)", in: doc))
+        #expect(request.statementBytes.count == 311 && doc.contains("The statement (311 bytes)"))
+        #expect(doc.contains(Hex.encode(signing.publicKey.bytes)) && doc.contains(request.loginVerifier))
+        #expect(doc.contains("and its signature `\(request.signature.base64URL)`"))
+    }
+
     @Test func sectionsAreInOrder() throws {
         let doc = try SpecVectors.doc("envelope-v1.md")
         let headings = doc.split(separator: "\n").filter { $0.hasPrefix("## ") }.compactMap { Int($0.dropFirst(3).prefix { $0.isNumber }) }

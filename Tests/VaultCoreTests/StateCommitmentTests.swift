@@ -110,6 +110,13 @@ struct StateCommitmentTests {
         var bad = c
         bad.digest = "not hex"
         #expect(throws: TrustError.self) { try bad.verify(patient: cert, tresorID: tresor, category: "interventions") }
+        // Sequences count from 1 (Docs/envelope-v1.md §3.4): a signed commitment at 0 is malformed.
+        var zero = c
+        zero.sequence = 0
+        zero = zero.signed(by: patient.signing)
+        #expect(throws: TrustError.malformed(what: "state commitment", reason: "sequences count from 1")) {
+            try zero.verify(patient: cert, tresorID: tresor, category: "interventions")
+        }
     }
 
     // Computed independently of this code (Python: hashlib's BLAKE2b, libsodium's crypto_stream_xchacha20 through ctypes).

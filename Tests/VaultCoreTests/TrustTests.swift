@@ -186,6 +186,31 @@ struct GrantTests {
         }
     }
 
+    /// Epochs count from 1 and a grant lists them strictly ascending; a version-2 self-grant's tresor
+    /// version counts from 1 (Docs/envelope-v1.md §3, §3.4), even when the patient's key signed otherwise.
+    @Test func grantEpochsAndSelfGrantVersionsCountFromOne() throws {
+        let f = try TrustFixture()
+        var tresor = Tresor.create(ownerID: f.patient.userID, category: "interventions")
+        tresor.rotate()
+        let genuine = try Grant.make(patient: f.patient, member: f.doctorCert, adminKey: f.admin.publicKey, tresor: tresor, createdAt: 1)
+        try genuine.verify(patient: f.patientCert, adminKey: f.admin.publicKey)
+        for epochs: [UInt32] in [[0, 1], [2, 1], [1, 1]] {
+            var g = genuine
+            g.epochs = epochs
+            g = g.signed(by: f.patient.signing)
+            #expect(throws: TrustError.malformed(what: "grant", reason: "epochs count from 1, strictly ascending")) {
+                try g.verify(patient: f.patientCert, adminKey: f.admin.publicKey)
+            }
+        }
+        var own = try Grant.make(patient: f.patient, member: f.patientCert, adminKey: f.admin.publicKey, tresor: tresor, createdAt: 1)
+        _ = try own.openSelfGrant(identity: f.patient, certificate: f.patientCert, adminKey: f.admin.publicKey)
+        own.tresorVersion = 0
+        own = own.signed(by: f.patient.signing)
+        #expect(throws: TrustError.malformed(what: "self-grant", reason: "tresor versions count from 1")) {
+            try own.openSelfGrant(identity: f.patient, certificate: f.patientCert, adminKey: f.admin.publicKey)
+        }
+    }
+
     @Test func grantSignedOverOtherSealedKeysIsRejected() throws {
         let f = try TrustFixture()
         let tresor = Tresor.create(ownerID: f.patient.userID, category: "interventions")

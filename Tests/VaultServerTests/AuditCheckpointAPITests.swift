@@ -34,12 +34,24 @@ struct AuditCheckpointAPITests {
             let page = try await api.send(.get, Routes.accessLogChain + "?after=1&limit=2", token: patient.token)
             let links = try api.decode(AuditLinkPage.self, page)
             #expect(
-                links.links == entries.dropFirst().prefix(2).map { AuditLink(sequence: $0.sequence, previousHash: $0.previousHash, hash: $0.hash) }
+                links.links
+                    == entries.dropFirst().prefix(2).map {
+                        AuditLink(
+                            sequence: $0.sequence,
+                            previousHash: $0.previousHash,
+                            hash: $0.hash,
+                            format: $0.format,
+                            digest: AuditChain.digest(of: $0),
+                            patientLink: $0.patientLink
+                        )
+                    }
             )
             #expect(links.nextCursor == 3 && !links.done)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(page.body.readableBytesView)) as? [String: Any])
             let first = try #require((object["links"] as? [[String: Any]])?.first)
-            #expect(Set(first.keys) == ["sequence", "previousHash", "hash"], "no actor, action, details or patient")
+            // Format 2 (Docs/envelope-v1.md §3.1): a digest and the per-patient link, never the contents.
+            #expect(Set(first.keys).isSubset(of: ["sequence", "previousHash", "hash", "format", "digest", "patientLink"]))
+            #expect(first["actor"] == nil && first["action"] == nil && first["details"] == nil && first["patientID"] == nil)
 
             let head = try #require(entries.last)
             let checkpoint = AuditCheckpoint.sign(sequence: head.sequence, headHash: head.hash, signedAt: 5, adminKey: api.admin)

@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import VaultAPI
+import VaultCore
 import VaultCrypto
 import VaultTestSupport
 
@@ -32,7 +34,9 @@ struct SchemaTests {
             "owner_id", "record_id", "tresor_id", "version_id", "hlc_physical", "hlc_counter", "hlc_device", "deleted", "sequence",
             "changed_at",
         ],
-        "audit_log": ["sequence", "at", "actor", "action", "patient_id", "details", "previous_hash", "hash"],
+        "audit_log": [
+            "sequence", "at", "actor", "action", "patient_id", "details", "previous_hash", "hash", "format", "digest", "patient_link",
+        ],
         "audit_head": ["id", "sequence", "hash"],
         "admin_signatures": ["signature", "seen_at"],
         "audit_checkpoints": ["sequence", "head_hash", "signed_at", "signature", "stored_at"],
@@ -96,7 +100,7 @@ struct SchemaTests {
         #expect(
             migrations.map(\.id) == [
                 "v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle",
-                "v7-heads-reference-kept-by-the-store",
+                "v7-heads-reference-kept-by-the-store", "v8-audit-patient-links",
             ]
         )
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")
@@ -145,6 +149,79 @@ struct SchemaTests {
             let other = Fixtures.version(owner: owner, record: "r2", tresor: tresor, physical: 1)
             #expect(try await repo.storeVersions(ownerID: owner, [first, newer, other]) == [.duplicate, .stored(sequence: 2), .stored(sequence: 3)])
             #expect(try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 10).map(\.envelope) == [newer.envelope, other.envelope])
+        }
+    }
+
+    /// v8 on a database written by the previous version: its audit entries stay format 1 with their hashes
+    /// (signed checkpoints pin them), and later entries chain on in format 2, each about a patient linked to
+    /// the newest earlier entry about that patient, of either format (Docs/envelope-v1.md §3.1).
+    @Test(arguments: Backend.allCases)
+    func theUpgradeKeepsFormatOneAuditEntriesAndChainsFormatTwoOnThem(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let patient = UUID()
+            // The previous version's schema: no format-2 guard, no columns, the migration not recorded.
+            try await repo.attackerExecutes(
+                backend == .sqlite ? "DROP TRIGGER audit_format_2" : "DROP TRIGGER audit_format_2 ON audit_log"
+            )
+            try await repo.attackerExecutes(
+                """
+                ALTER TABLE audit_log DROP COLUMN format;
+                ALTER TABLE audit_log DROP COLUMN digest;
+                ALTER TABLE audit_log DROP COLUMN patient_link;
+                """
+                    + (backend == .sqlite
+                        ? "DELETE FROM grdb_migrations WHERE identifier = 'v8-audit-patient-links'"
+                        : "DELETE FROM schema_migrations WHERE name = 'v8-audit-patient-links'")
+            )
+            var previous = AuditChain.genesis
+            var old: [AuditEntry] = []
+            for (n, about) in [(1, nil), (2, patient), (3, nil)] as [(UInt64, UUID?)] {
+                var e = AuditEntry(
+                    sequence: n,
+                    at: Int64(n),
+                    actor: "server",
+                    action: "login",
+                    patientID: about,
+                    details: ["n": "\(n)"],
+                    previousHash: previous,
+                    hash: ""
+                )
+                e.hash = AuditChain.hash(of: e)
+                previous = e.hash
+                old.append(e)
+                let id = about.map { "'\($0.uuidString.lowercased())'" } ?? "NULL"
+                try await repo.attackerExecutes(
+                    "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) VALUES "
+                        + "(\(n), \(n), 'server', 'login', \(id), '{\"n\":\"\(n)\"}', '\(e.previousHash)', '\(e.hash)')"
+                )
+            }
+            try await repo.attackerExecutes("UPDATE audit_head SET sequence = 3, hash = '\(previous)' WHERE id = 1")
+            try await repo.migrate()
+            try await repo.appendAudit([AuditEvent(actor: "server", action: "records.read", patientID: patient)], now: 4)
+
+            let entries = try await repo.auditEntries(after: 0, limit: 10, patientID: nil)
+            #expect(Array(entries.prefix(3)) == old, "format 1, as written")
+            let new = try #require(entries.last)
+            let key = try AuditBuilder.patientKey(patient, serverSecret: try await repo.serverSecret())
+            let linked = AuditChain.patientLink(key: key, previous: old[1].hash)
+            #expect(new.format == 2 && new.patientLink == linked && new.previousHash == old[2].hash)
+            #expect(AuditChain.hash(of: new) == new.hash)
+            #expect(try await repo.verifyAudit().ok)
+            let links = try await repo.auditLinks(after: 0, limit: 10)
+            #expect(links.prefix(3).allSatisfy { $0.format == nil && $0.digest == nil && $0.patientLink == nil })
+            let link = try #require(links.last)
+            #expect(link.digest == AuditChain.digest(of: new) && link.patientLink == linked)
+            #expect(
+                AuditChain.linkHash(sequence: 4, digest: AuditChain.digest(of: new), patientLink: linked, previousHash: old[2].hash)
+                    == new.hash
+            )
+
+            // An instance of the previous version, still running, cannot append a format-1 entry after them.
+            let stale =
+                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash) "
+                + "VALUES (5, 5, 'server', 'login', NULL, '{}', '\(new.hash)', '\(AuditChain.genesis)')"
+            await #expect(throws: (any Error).self) { try await repo.attackerExecutes(stale) }
+            #expect(try await repo.auditEntries(after: 4, limit: 10, patientID: nil).isEmpty)
         }
     }
 }

@@ -84,6 +84,14 @@ public struct OutcomeValue: Codable, Sendable, Hashable {
     /// bytes of BLAKE2b over the canonical encoding of its content. Random ids would differ per reader
     /// and turn one reading into several at the next merge; equal content gives one id, as it should.
     public static func derivedID(value: Value, units: String?, kind: String?, createdAt: Date) -> String {
+        let content = Self.content(value: value, units: units, kind: kind, createdAt: createdAt)
+        // A 16-byte output is always a valid BLAKE2b length.
+        return "h-" + Hex.encode(try! BLAKE2b.hash(content, outputLength: 16))
+    }
+
+    /// The canonical bytes of a value's content (Docs/payload-v1.md §5): what a derived id hashes, and what
+    /// decides between two copies of one id recorded in the same millisecond (Docs/envelope-v1.md §8.3).
+    static func content(value: Value, units: String?, kind: String?, createdAt: Date) -> [UInt8] {
         var w = CanonicalWriter(domain: "CareVault-value-id-v1")
         switch value {
         case let .number(n):
@@ -98,9 +106,21 @@ public struct OutcomeValue: Codable, Sendable, Hashable {
         }
         w.append(units)
         w.append(kind)
-        w.append(Int64((createdAt.timeIntervalSince1970 * 1000).rounded()))
-        // A 16-byte output is always a valid BLAKE2b length.
-        return "h-" + Hex.encode(try! BLAKE2b.hash(w.bytes, outputLength: 16))
+        w.append(millis(createdAt))
+        return w.bytes
+    }
+
+    /// This value's content bytes (`content(value:units:kind:createdAt:)`).
+    var content: [UInt8] { Self.content(value: value, units: units, kind: kind, createdAt: createdAt) }
+
+    /// `date` in whole milliseconds since 1970, rounded to the nearest, held within `Int64` (a date a
+    /// payload carries is bounded long before; this only keeps the conversion from trapping).
+    static func millis(_ date: Date) -> Int64 {
+        let ms = (date.timeIntervalSince1970 * 1000).rounded()
+        guard ms.isFinite else { return 0 }
+        if ms >= 0x1p63 { return .max }
+        if ms < -0x1p63 { return .min }
+        return Int64(ms)
     }
 
     /// Checks the id (1-128 characters, no control characters) and that a number is finite: NaN would
@@ -114,22 +134,14 @@ public struct OutcomeValue: Codable, Sendable, Hashable {
 }
 
 extension OutcomeValue {
-    /// The deterministic total order used wherever values must be sorted or a conflict decided:
-    /// by `createdAt`, then `id`, then the canonical JSON bytes (so even two different copies of one id
-    /// recorded at the same instant are ordered the same way on every device).
+    /// The deterministic order used wherever values must be sorted or a conflict decided
+    /// (Docs/envelope-v1.md §8.3): by `createdAt` in whole milliseconds, then `id`, then the content bytes
+    /// compared as unsigned bytes, which any implementation computes alike (so even two different copies
+    /// of one id recorded in the same millisecond are ordered the same way on every device).
     static func canonicallyPrecedes(_ a: OutcomeValue, _ b: OutcomeValue) -> Bool {
-        if a.createdAt != b.createdAt { return a.createdAt < b.createdAt }
+        let (ma, mb) = (millis(a.createdAt), millis(b.createdAt))
+        if ma != mb { return ma < mb }
         if a.id != b.id { return a.id < b.id }
-        return a.canonicalJSON.lexicographicallyPrecedes(b.canonicalJSON)
-    }
-
-    /// Sorted-key JSON with full-precision dates: one spelling per value, used only for tie-breaking.
-    var canonicalJSON: [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .deferredToDate
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "+inf", negativeInfinity: "-inf", nan: "nan")
-        // Encoding a plain struct of strings, numbers and dates cannot fail; the fallback only keeps this total.
-        return (try? Array(encoder.encode(self))) ?? Array(String(describing: self).utf8)
+        return a.content.lexicographicallyPrecedes(b.content)
     }
 }

@@ -8,23 +8,76 @@ public enum AuditChain {
     /// The `previousHash` of the first entry: 32 zero bytes, hex.
     public static let genesis = String(repeating: "0", count: 64)
 
-    /// The hash (hex) of one entry, covering its fields and the previous entry's hash (hex)
-    /// (Docs/envelope-v1.md §3.1).
+    /// The newest entry format: `AuditChain.hash` for format 2 covers a digest of the contents and the
+    /// entry's `patientLink` (Docs/envelope-v1.md §3.1).
+    public static let currentFormat: UInt8 = 2
+
+    /// The hash (hex) of one entry, covering its fields and the previous entry's hash (hex): format 1 as
+    /// entries written before per-patient links, format 2 through `digest` and `patientLink`
+    /// (Docs/envelope-v1.md §3.1). Any other format hashes to nothing an entry can hold.
     public static func hash(of entry: some AuditChainEntry) -> String {
-        var w = CanonicalWriter(domain: "CareVault-audit-v1")
-        w.append(entry.sequence)
+        switch entry.entryFormat {
+        case 1:
+            var w = CanonicalWriter(domain: "CareVault-audit-v1")
+            w.append(entry.sequence)
+            w.append(entry.at)
+            w.append(entry.actor)
+            w.append(entry.action)
+            w.append(entry.patientID.map { $0.uuidString.lowercased() })
+            appendDetails(entry.details, to: &w)
+            w.append(entry.previousHash)
+            return Hex.encode(try! BLAKE2b.hash(w.bytes))
+        case 2:
+            return linkHash(
+                sequence: entry.sequence,
+                digest: digest(of: entry),
+                patientLink: entry.patientLink,
+                previousHash: entry.previousHash
+            )
+        default:
+            return "unsupported audit entry format \(entry.entryFormat)"
+        }
+    }
+
+    /// The digest (hex) of a format-2 entry's contents: time, actor, action, patient and details.
+    public static func digest(of entry: some AuditChainEntry) -> String {
+        var w = CanonicalWriter(domain: "CareVault-audit-entry-v2")
         w.append(entry.at)
         w.append(entry.actor)
         w.append(entry.action)
         w.append(entry.patientID.map { $0.uuidString.lowercased() })
-        let keys = entry.details.keys.sorted()
+        appendDetails(entry.details, to: &w)
+        return Hex.encode(try! BLAKE2b.hash(w.bytes))
+    }
+
+    /// A format-2 entry's hash from what `GET /v1/access-log/chain` lists for it, so that a patient can
+    /// recompute every link, also of entries whose contents it never sees.
+    public static func linkHash(sequence: UInt64, digest: String, patientLink: String?, previousHash: String) -> String {
+        var w = CanonicalWriter(domain: "CareVault-audit-v2")
+        w.append(sequence)
+        w.append(digest)
+        w.append(patientLink)
+        w.append(previousHash)
+        return Hex.encode(try! BLAKE2b.hash(w.bytes))
+    }
+
+    /// The `patientLink` of a format-2 entry about a patient: a hash of the patient's audit key and of the
+    /// newest earlier entry about that patient (nil for none). Only the server and that patient hold the key,
+    /// so only they can tell which entry a link continues (Docs/envelope-v1.md §3.1).
+    public static func patientLink(key: [UInt8], previous: String?) -> String {
+        var w = CanonicalWriter(domain: "CareVault-audit-patient-link-v1")
+        w.append(key)
+        w.append(previous)
+        return Hex.encode(try! BLAKE2b.hash(w.bytes))
+    }
+
+    private static func appendDetails(_ details: [String: String], to w: inout CanonicalWriter) {
+        let keys = details.keys.sorted()
         w.append(UInt32(keys.count))
         for k in keys {
             w.append(k)
-            w.append(entry.details[k]!)
+            w.append(details[k]!)
         }
-        w.append(entry.previousHash)
-        return Hex.encode(try! BLAKE2b.hash(w.bytes))
     }
 }
 
@@ -45,6 +98,18 @@ public protocol AuditChainEntry {
     var details: [String: String] { get }
     /// The previous entry's hash (hex); `AuditChain.genesis` for the first.
     var previousHash: String { get }
+    /// The entry format: 1 for entries written before per-patient links, 2 since.
+    var entryFormat: UInt8 { get }
+    /// Format 2, about a patient: `AuditChain.patientLink` of the patient's audit key and the hash of the
+    /// newest earlier entry about the same patient (none for the first); nil otherwise.
+    var patientLink: String? { get }
+}
+
+extension AuditChainEntry {
+    /// Format 1 unless the entry says otherwise.
+    public var entryFormat: UInt8 { 1 }
+    /// None unless the entry says otherwise.
+    public var patientLink: String? { nil }
 }
 
 /// Where and why an audit chain does not verify: the first broken sequence number and a reason in plain words.

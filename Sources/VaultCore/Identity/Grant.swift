@@ -103,6 +103,9 @@ public struct Grant: Codable, Sendable, Hashable, SignedStatement {
     public func verify(patient: Certificate, adminKey: SigningPublicKey) throws(TrustError) {
         guard version == 1 || version == 2 else { throw .unsupportedVersion(what: "grant", version: version) }
         guard (version == 2) == (tresorVersion != nil) else { throw .malformed(what: "grant", reason: "tresor version") }
+        guard epochs.first.map({ $0 >= 1 }) ?? true, zip(epochs, epochs.dropFirst()).allSatisfy({ $0 < $1 }) else {
+            throw .malformed(what: "grant", reason: "epochs count from 1, strictly ascending")
+        }
         try patient.verify(adminKey: adminKey, userID: patientID, role: .patient)
         guard patient.signingKey.isValidSignature(signature, for: statementBytes) else { throw .invalidSignature(what: "grant") }
         guard tresorID == Tresor.id(ownerID: patientID, category: category) else { throw .mismatch(what: "grant", field: "tresor") }
@@ -118,6 +121,8 @@ public struct Grant: Codable, Sendable, Hashable, SignedStatement {
     /// A version-1 self-grant has no ledger; it opens with an empty one at tresor version 0.
     public func openSelfGrant(identity: Identity, certificate: Certificate, adminKey: SigningPublicKey) throws(TrustError) -> (Tresor, TresorLedger) {
         guard memberID == patientID else { throw .mismatch(what: "self-grant", field: "member") }
+        // Tresor versions count from 1; 0 is only what a version-1 self-grant stands for (Docs/envelope-v1.md §3.4).
+        guard version == 1 || (tresorVersion ?? 0) >= 1 else { throw .malformed(what: "self-grant", reason: "tresor versions count from 1") }
         let (tresor, ledger) = try open(member: identity, patient: certificate, adminKey: adminKey, now: nil)
         return (tresor, ledger ?? TresorLedger(version: 0))
     }

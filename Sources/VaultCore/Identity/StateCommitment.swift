@@ -88,6 +88,7 @@ public struct StateCommitment: Codable, Sendable, Hashable, SignedStatement {
     /// describes `tresorID` (`category`) of that patient.
     public func verify(patient: Certificate, tresorID: UUID, category: String) throws(TrustError) {
         guard version == 1 else { throw .unsupportedVersion(what: "state commitment", version: version) }
+        guard sequence >= 1 else { throw .malformed(what: "state commitment", reason: "sequences count from 1") }
         guard AuditCheckpoint.rawHash(digest) != nil else { throw .malformed(what: "state commitment", reason: "its digest is not 64 hex digits") }
         guard ownerID == patient.userID else { throw .mismatch(what: "state commitment", field: "patient") }
         guard patient.signingKey.isValidSignature(signature, for: statementBytes) else { throw .invalidSignature(what: "state commitment") }

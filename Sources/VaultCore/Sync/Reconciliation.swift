@@ -47,7 +47,8 @@ public enum Reconciliation {
 
     /// Merges two concurrent copies of one outcome so no device's readings are lost:
     /// - values: the union by value id; when one id has different content, the copy with the later
-    ///   `createdAt` wins, ties by the canonical JSON bytes; ids in either tombstone set are dropped;
+    ///   `createdAt` (whole milliseconds) wins, ties by the content bytes (Docs/envelope-v1.md §8.3); ids in
+    ///   either tombstone set are dropped;
     /// - removedValueIDs: the union (tombstones are never forgotten);
     /// - note: the note of the copy with the later `updatedAt`, ties by the note itself (nil lowest);
     /// - createdAt: the earlier; updatedAt: the later.
@@ -91,13 +92,15 @@ public enum Reconciliation {
 }
 
 extension OutcomeValue {
-    /// True when `held` loses to `other`, a copy of the same id: the later `createdAt` wins, then the
-    /// greater canonical JSON. Identical copies do not lose to each other. (Deliberately not `==` first:
-    /// 0.0 and -0.0, or two spellings of one Unicode string, are `==` yet encode differently, and the
-    /// bytes must decide or the result would depend on argument order.)
+    /// True when `held` loses to `other`, a copy of the same id: the later `createdAt` in whole
+    /// milliseconds wins, then the greater content bytes (Docs/envelope-v1.md §8.3). Copies with equal
+    /// content do not lose to each other. (Deliberately not `==` first: 0.0 and -0.0, or two spellings of
+    /// one Unicode string, are `==` yet encode differently, and the bytes must decide or the result would
+    /// depend on argument order.)
     static func conflictLoses(_ held: OutcomeValue, to other: OutcomeValue) -> Bool {
-        if held.createdAt != other.createdAt { return held.createdAt < other.createdAt }
-        return held.canonicalJSON.lexicographicallyPrecedes(other.canonicalJSON)
+        let (mh, mo) = (millis(held.createdAt), millis(other.createdAt))
+        if mh != mo { return mh < mo }
+        return held.content.lexicographicallyPrecedes(other.content)
     }
 }
 

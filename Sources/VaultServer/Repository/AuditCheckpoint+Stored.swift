@@ -18,9 +18,20 @@ extension AuditCheckpoint: StoredRowDecodable {
     static func alreadyStored(_ sequence: UInt64) -> String { "a checkpoint at entry \(sequence) is stored already" }
 }
 
-/// The chain columns of an `audit_log` row, without its contents.
+/// The chain columns of an `audit_log` row, without its contents: for format 2 also the stored digest and
+/// per-patient link, from which the patient recomputes the hash (Docs/envelope-v1.md §3.1).
 extension AuditLink: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
-        try self.init(sequence: r.uint64("sequence"), previousHash: r.string("previous_hash"), hash: r.string("hash"))
+        try self.init(
+            sequence: r.uint64("sequence"),
+            previousHash: r.string("previous_hash"),
+            hash: r.string("hash"),
+            format: AuditEntry.format(r.int64("format")),
+            digest: r.optionalString("digest"),
+            patientLink: r.optionalString("patient_link")
+        )
     }
+
+    /// The columns a link is read from.
+    static let columns = "sequence, previous_hash, hash, format, digest, patient_link"
 }

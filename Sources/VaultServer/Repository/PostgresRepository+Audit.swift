@@ -33,7 +33,7 @@ extension PostgresRepository {
         let from = Int64(clamping: after)
         return try await all(
             AuditLink.self,
-            "SELECT sequence, previous_hash, hash FROM audit_log WHERE sequence > \(from) ORDER BY sequence LIMIT \(limit)"
+            "SELECT \(unescaped: AuditLink.columns) FROM audit_log WHERE sequence > \(from) ORDER BY sequence LIMIT \(limit)"
         )
     }
 

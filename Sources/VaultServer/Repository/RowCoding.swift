@@ -1,6 +1,7 @@
 import Foundation
 import VaultAPI
 import VaultCore
+import VaultCrypto
 
 /// JSON for the columns that hold signed statements. Sorted keys so equal values store equal text.
 enum RowJSON {
@@ -66,11 +67,23 @@ extension StoredRow {
     }
 }
 
-/// Builds audit entries for a batch of events, chained onto the given head.
+/// Builds audit entries (format 2) for a batch of events, chained onto the given head, each about a patient
+/// linked to the newest earlier entry about that patient (Docs/envelope-v1.md §3.1).
 enum AuditBuilder {
-    static func entries(for events: [AuditEvent], after head: (sequence: UInt64, hash: String), now: UnixMillis) throws -> [AuditEntry] {
+    /// `patientHeads`: the hash of the newest stored entry about each patient the events name, when there is
+    /// one; `serverSecret`: the database's, from which each patient's audit key is derived.
+    static func entries(
+        for events: [AuditEvent],
+        after head: (sequence: UInt64, hash: String),
+        patientHeads: [UUID: String],
+        serverSecret: [UInt8],
+        now: UnixMillis
+    ) throws -> [AuditEntry] {
         var previous = head.hash
         var sequence = head.sequence
+        var heads = patientHeads
+        var keys: [UUID: [UInt8]] = [:]
+        for p in patients(events) { keys[p] = try patientKey(p, serverSecret: serverSecret) }
         return try events.map { e in
             sequence = try StoredNumberOutOfRange.successor(of: sequence, "the audit sequence")
             var entry = AuditEntry(
@@ -81,12 +94,26 @@ enum AuditBuilder {
                 patientID: e.patientID,
                 details: e.details,
                 previousHash: previous,
-                hash: ""
+                hash: "",
+                format: AuditChain.currentFormat,
+                patientLink: e.patientID.map { AuditChain.patientLink(key: keys[$0] ?? [], previous: heads[$0]) }
             )
             entry.hash = AuditChain.hash(of: entry)
             previous = entry.hash
+            if let p = e.patientID { heads[p] = entry.hash }
             return entry
         }
+    }
+
+    /// The patients `events` are about, each once.
+    static func patients(_ events: [AuditEvent]) -> [UUID] { Array(Set(events.compactMap(\.patientID))) }
+
+    /// A patient's audit key (Docs/envelope-v1.md §3.1): fixed for good, known to the server and, through
+    /// its access log, to that patient only; derived from the database's secret.
+    static func patientKey(_ patient: UUID, serverSecret: [UInt8]) throws -> [UInt8] {
+        var w = CanonicalWriter(domain: "CareVault-audit-patient-key-v1")
+        w.append(patient)
+        return try BLAKE2b.hash(w.bytes, key: SecureBytes(copying: serverSecret))
     }
 }
 
@@ -226,8 +253,16 @@ extension AuditEntry: StoredRowDecodable {
             patientID: r.optionalUUID("patient_id"),
             details: r.json([String: String].self, "details"),
             previousHash: r.string("previous_hash"),
-            hash: r.string("hash")
+            hash: r.string("hash"),
+            format: try Self.format(r.int64("format")),
+            patientLink: r.optionalString("patient_link")
         )
+    }
+
+    /// Format 1 reads as absent, as on the wire; a value no format has keeps a hash nothing matches.
+    static func format(_ stored: Int64) -> UInt8? {
+        let f = UInt8(clamping: stored)
+        return f == 1 ? nil : f
     }
 }
 

@@ -42,7 +42,7 @@ extension SQLiteRepository {
             try Self.all(
                 AuditLink.self,
                 db,
-                "SELECT sequence, previous_hash, hash FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?",
+                "SELECT \(AuditLink.columns) FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?",
                 [Int64(clamping: after), limit]
             )
         }

@@ -27,6 +27,7 @@ enum Schema {
             // Login back-off shared by every instance on one database (Docs/design.md §2).
             Migration(id: "v6-login-throttle", statements: v6LoginThrottle(dialect)),
             Migration(id: "v7-heads-reference-kept-by-the-store", statements: v7HeadsReference(dialect)),
+            Migration(id: "v8-audit-patient-links", statements: v8AuditPatientLinks(dialect)),
         ]
     }
 
@@ -219,6 +220,35 @@ enum Schema {
                 "SET LOCAL lock_timeout TO DEFAULT",
             ]
         }
+    }
+
+    /// Audit entries of format 2 (Docs/envelope-v1.md §3.1): each entry about a patient links to the newest
+    /// earlier entry about that patient, and the chain's hash covers that link and a digest of the contents,
+    /// both stored so that `GET /v1/access-log/chain` lists them. Entries written before keep format 1 and
+    /// their hashes, which signed checkpoints pin; no stored row changes, so the append-only guard stays.
+    /// From here on a new entry must be of format 2: an instance of an older version would append format-1
+    /// entries after format-2 ones, which a patient's device takes for a downgrade (Docs/operations.md §6).
+    static func v8AuditPatientLinks(_ t: SchemaDialect) -> [String] {
+        let refused = "NEW.format <> 2 OR NEW.digest IS NULL"
+        let message = "audit entries are written in format 2 since v8-audit-patient-links"
+        let guardStatements: [String] =
+            switch t {
+            case .sqlite:
+                ["CREATE TRIGGER audit_format_2 BEFORE INSERT ON audit_log WHEN \(refused) BEGIN SELECT RAISE(ABORT, '\(message)'); END"]
+            case .postgres:
+                [
+                    """
+                    CREATE OR REPLACE FUNCTION carevault_audit_format_2() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN IF \(refused) THEN RAISE EXCEPTION '\(message)'; END IF; RETURN NEW; END $$
+                    """,
+                    "CREATE TRIGGER audit_format_2 BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION carevault_audit_format_2()",
+                ]
+            }
+        return [
+            "ALTER TABLE audit_log ADD COLUMN format \(t.int64) NOT NULL DEFAULT 1",
+            "ALTER TABLE audit_log ADD COLUMN digest \(t.text)",
+            "ALTER TABLE audit_log ADD COLUMN patient_link \(t.text)",
+        ] + guardStatements
     }
 
     /// Splits SQL into statements at semicolons that end a line.

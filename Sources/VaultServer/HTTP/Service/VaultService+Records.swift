@@ -226,7 +226,10 @@ extension VaultService {
 
     func accessLog(_ caller: Caller, after: UInt64, limit: Int) async throws -> AuditPage {
         try require(caller, role: .patient)
-        return try await auditPage(after: after, limit: limit, patientID: caller.id)
+        var page = try await auditPage(after: after, limit: limit, patientID: caller.id)
+        let key = try AuditBuilder.patientKey(caller.id, serverSecret: try await repository.serverSecret())
+        page.patientKey = Hex.encode(key)
+        return page
     }
 
     /// The chain without contents, for a patient to check its entries against a signed checkpoint

@@ -8,10 +8,10 @@ import Foundation
 ///    every combining mark dropped ("é" → "e") and the rest lowercased;
 /// 2. letters of other scripts drawn like Latin ones mapped to them (`confusables`: Cyrillic "а", "о",
 ///    "р", Greek "ο", "ν", dotless "ı" and the like);
-/// 3. "rn" → "m" and "vv" → "w" (they run together in many fonts);
-/// 4. digits and letters drawn alike mapped to one: "0" → "o"; "1", "i", "j", "|" → "l"; "5" → "s";
-///    "8" → "b"; "2" → "z";
-/// 5. the separators ".", "-" and "_" removed.
+/// 3. the separators ".", "-" and "_" removed (before the next step, so "ber.nard" meets "rn" as "bernard");
+/// 4. "rn" → "m", "vv" → "w" and "cl" → "d" (they run together in many fonts);
+/// 5. digits and letters drawn alike mapped to one: "0" → "o"; "1", "i", "j", "|" → "l"; "5" → "s";
+///    "8" → "b"; "2" → "z"; "6" → "b"; "9" → "g".
 public enum NameSkeleton {
     /// Letters of other scripts (and symbols) that are drawn like a Latin letter or digit.
     static let confusables: [Character: Character] = [
@@ -27,16 +27,18 @@ public enum NameSkeleton {
     ]
 
     /// Characters drawn alike within Latin letters and digits, mapped to one of them.
-    static let alike: [Character: Character] = ["0": "o", "1": "l", "i": "l", "j": "l", "|": "l", "5": "s", "8": "b", "2": "z"]
+    static let alike: [Character: Character] = ["0": "o", "1": "l", "i": "l", "j": "l", "|": "l", "5": "s", "8": "b", "2": "z", "6": "b", "9": "g"]
 
     /// The skeleton of `name`.
     public static func of(_ name: String) -> String {
         let plain = name.decomposedStringWithCompatibilityMapping.unicodeScalars
             .filter { !$0.properties.isDiacritic && $0.properties.generalCategory != .nonspacingMark }
         var text = String(String.UnicodeScalarView(plain)).lowercased()
-        text = String(text.map { confusables[$0] ?? $0 })
+        // Separators first: "ber.nard" must meet the "rn" rule as "bernard" does.
+        text = String(text.map { confusables[$0] ?? $0 }.filter { !".-_".contains($0) })
         text = text.replacingOccurrences(of: "rn", with: "m").replacingOccurrences(of: "vv", with: "w")
-        return String(text.map { alike[$0] ?? $0 }.filter { !".-_".contains($0) })
+            .replacingOccurrences(of: "cl", with: "d")
+        return String(text.map { alike[$0] ?? $0 })
     }
 }
 

@@ -41,7 +41,14 @@ struct Approve: AsyncParsableCommand {
         let client = try admin.client()
         let pending = try await client.pending()
         let wanted = Set(ids.map { $0.lowercased() })
-        let results = await client.approveEach(of: pending) { item in all || wanted.contains(where: item.isNamed(by:)) }
+        let chosen = { (item: PendingItem) in all || wanted.contains(where: item.isNamed(by:)) }
+        // A look-alike of a certified name is said even when nobody is asked (stderr).
+        for item in pending.items where chosen(item) {
+            if let note = try await Review.ledgerNote(item, client.ledger), note.hasPrefix("WARNING") {
+                Output.note("\(Output.printable(item.summary)): \(Output.printable(note))")
+            }
+        }
+        let results = await client.approveEach(of: pending, where: chosen)
         var approved: [String] = []
         for result in results {
             if let error = result.error {
@@ -107,6 +114,7 @@ struct Review: AsyncParsableCommand {
 
     /// y, n or s: with --yes always y; without a terminal an empty answer skips instead of asking forever.
     func answer(for item: PendingItem, note: String?) -> String {
+        if yes, let note, note.hasPrefix("WARNING") { Output.note("\(Output.printable(item.summary)): \(Output.printable(note))") }
         var answer = yes ? "y" : ""
         while !["y", "n", "s"].contains(answer) {
             let seen = note.map { "\n  \(Output.printable($0))" } ?? ""

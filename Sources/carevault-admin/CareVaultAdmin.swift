@@ -150,6 +150,8 @@ struct Keygen: AsyncParsableCommand {
         try SecureFiles.write(Data((Base64URL.encode(seed) + "\n").utf8), to: sec)
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try Data((pair.publicKey.base64URL + "\n").utf8).write(to: pub)
+        // Public, and read by the server's own user: 0644 whatever the tool's umask (077).
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: pub.path)
         Output.line("wrote \(pub.path) (public: pin it in clients and the server) and \(sec.path) (private, mode 0600)")
     }
 }

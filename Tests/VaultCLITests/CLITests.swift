@@ -172,6 +172,7 @@ struct CLITests {
         let secret = adminDir.appendingPathComponent("admin.key")
         let pub = adminDir.appendingPathComponent("admin.pub")
         #expect((try FileManager.default.attributesOfItem(atPath: secret.path))[.posixPermissions] as? Int == 0o600)
+        #expect((try FileManager.default.attributesOfItem(atPath: pub.path))[.posixPermissions] as? Int == 0o644, "the server's user reads it")
         let db = t.root.appendingPathComponent("server.sqlite")
         let (server, url) = try await t.startServer(adminPub: pub, database: db)
         defer {

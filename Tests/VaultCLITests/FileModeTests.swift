@@ -43,6 +43,8 @@ struct FileModeTests {
             }
             let server = try #require(world.server.process)
             kill(server.processIdentifier, SIGSTOP)
+            // Whatever fails below, the server runs again, so the world's teardown can stop it.
+            defer { kill(server.processIdentifier, SIGCONT) }
             let sync = try world.startPatient(["sync", "--timeout", "30"])
             let deadline = Date().addingTimeInterval(20)
             while Date() < deadline, !Self.files(under: home).contains(where: { $0.0.hasSuffix("-wal") }) {

@@ -101,21 +101,25 @@ struct ServerAvailabilityTests {
             #expect(headers.write("GET /health HTTP/1.1\r\nHost: x\r\n"))
             let started = Date()
             var closed = false
-            while !closed, Date().timeIntervalSince(started) < 8 {
+            while !closed, Date().timeIntervalSince(started) < 20 {
                 _ = headers.write("X-Slow: 1\r\n")
                 closed = headers.closedByPeer(within: 0.5)
             }
-            #expect(closed && Date().timeIntervalSince(started) < 4, "slow headers held \(Date().timeIntervalSince(started)) s")
+            // Bounds wide enough for a loaded machine (the timer starts at the server's accept), and not before
+            // the timeout: the close is the deadline's, not an error's.
+            let heldHeaders = Date().timeIntervalSince(started)
+            #expect(closed && heldHeaders >= 1.5 && heldHeaders < 10, "slow headers held \(heldHeaders) s")
             // A body a byte at a time.
             let body = try RawSocket(port: server.port)
             #expect(body.write("POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"))
             let bodyStarted = Date()
             closed = false
-            while !closed, Date().timeIntervalSince(bodyStarted) < 10 {
+            while !closed, Date().timeIntervalSince(bodyStarted) < 20 {
                 _ = body.write(" ")
                 closed = body.closedByPeer(within: 0.5)
             }
-            #expect(closed && Date().timeIntervalSince(bodyStarted) < 5, "a slow body held \(Date().timeIntervalSince(bodyStarted)) s")
+            let heldBody = Date().timeIntervalSince(bodyStarted)
+            #expect(closed && heldBody >= 2.5 && heldBody < 11, "a slow body held \(heldBody) s")
         }
     }
 

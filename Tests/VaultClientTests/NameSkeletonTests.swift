@@ -17,6 +17,10 @@ struct NameSkeletonTests {
         #expect(NameSkeleton.of("alice") == NameSkeleton.of("a1ice"))
         #expect(NameSkeleton.of("alice") == NameSkeleton.of("alıce"))
         #expect(NameSkeleton.of("modern") == NameSkeleton.of("rnodern"))
+        // Separators go before the run-together rules: a dot inside "rn" does not hide it.
+        #expect(NameSkeleton.of("bemard") == NameSkeleton.of("ber.nard"))
+        #expect(NameSkeleton.of("wendy") == NameSkeleton.of("v-vendy"))
+        #expect(NameSkeleton.of("dana") == NameSkeleton.of("clana"))
         for name in ["drbobby", "drrob", "dr.bo", "bobdr"] { #expect(NameSkeleton.of(name) != bob, "\(name)") }
     }
 

@@ -129,7 +129,9 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
         if case .end = unwrapOutboundIn(data) {
             unanswered = max(0, unanswered - 1)
             if !reading, unanswered == 0 { arm(context, header) }
-            if reading, drained == nil {
+            // Only the response to the request still being read starts a drain: with requests pipelined, the
+            // end of an earlier one's response must leave the current body to its handler.
+            if reading, unanswered == 0, drained == nil {
                 drained = 0
                 context.write(data, promise: promise)
                 context.flush()

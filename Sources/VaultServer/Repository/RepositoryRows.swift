@@ -153,7 +153,7 @@ public struct CommitmentRow: Sendable, Equatable {
 extension CommitmentRow: StoredRowDecodable {
     init(stored r: some StoredRow) throws {
         tresorID = try r.uuid("tresor_id")
-        sequence = UInt64(bitPattern: try r.int64("sequence"))
+        sequence = try r.uint64("sequence")
         json = try r.bytes("statement")
     }
 }

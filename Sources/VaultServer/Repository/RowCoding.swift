@@ -177,7 +177,7 @@ extension HeadKey: StoredRowDecodable {
 extension ChangeRow: StoredRowDecodable {
     /// Read from `heads.sequence` joined with `versions.envelope`.
     init(stored r: some StoredRow) throws {
-        try self.init(sequence: UInt64(bitPattern: r.int64("sequence")), envelope: r.bytes("envelope"))
+        try self.init(sequence: r.uint64("sequence"), envelope: r.bytes("envelope"))
     }
 }
 

@@ -36,7 +36,7 @@ struct ServerAvailabilityTests {
             let deadline = Date().addingTimeInterval(30)
             while Date() < deadline {
                 if let text = try? String(contentsOf: out, encoding: .utf8),
-                    let r = text.range(of: "(?<=http://127.0.0.1:)[0-9]+", options: .regularExpression), let port = UInt16(text[r])
+                    let r = text.range(of: "(?<=://127.0.0.1:)[0-9]+", options: .regularExpression), let port = UInt16(text[r])
                 {
                     self.port = port
                     return
@@ -93,34 +93,46 @@ struct ServerAvailabilityTests {
         #expect(server.health(within: 5)?.hasPrefix("HTTP/1.1 200") == true)
     }
 
+    /// How long the server kept a connection fed by `feed` (every half second) before closing it, on a
+    /// thread of its own; nil when it was still open after `limit` seconds. The expectations stay on the
+    /// test's task, where a failure is the test's.
+    static func held(_ socket: RawSocket, limit: Double, feed: (@Sendable (RawSocket) -> Void)?) async throws -> Double? {
+        try await Tools.offPool {
+            let started = Date()
+            while Date().timeIntervalSince(started) < limit {
+                feed?(socket)
+                if socket.closedByPeer(within: 0.5) { return Date().timeIntervalSince(started) }
+            }
+            return nil
+        }
+    }
+
     @Test func slowHeadersAndSlowBodiesAreCutOff() async throws {
         let server = try await Server(flags: ["--header-timeout", "2", "--body-timeout", "3", "--idle-timeout", "30"])
-        try await Tools.offPool {
-            // Headers a byte at a time, faster than any idle timeout would notice.
-            let headers = try RawSocket(port: server.port)
-            #expect(headers.write("GET /health HTTP/1.1\r\nHost: x\r\n"))
-            let started = Date()
-            var closed = false
-            while !closed, Date().timeIntervalSince(started) < 20 {
-                _ = headers.write("X-Slow: 1\r\n")
-                closed = headers.closedByPeer(within: 0.5)
-            }
-            // Bounds wide enough for a loaded machine (the timer starts at the server's accept), and not before
-            // the timeout: the close is the deadline's, not an error's.
-            let heldHeaders = Date().timeIntervalSince(started)
-            #expect(closed && heldHeaders >= 1.5 && heldHeaders < 10, "slow headers held \(heldHeaders) s")
-            // A body a byte at a time.
-            let body = try RawSocket(port: server.port)
-            #expect(body.write("POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"))
-            let bodyStarted = Date()
-            closed = false
-            while !closed, Date().timeIntervalSince(bodyStarted) < 20 {
-                _ = body.write(" ")
-                closed = body.closedByPeer(within: 0.5)
-            }
-            let heldBody = Date().timeIntervalSince(bodyStarted)
-            #expect(closed && heldBody >= 2.5 && heldBody < 11, "a slow body held \(heldBody) s")
-        }
+        // Headers a byte at a time, faster than any idle timeout would notice. Bounds wide enough for a loaded
+        // machine (the timer starts at the server's accept), and not before the timeout: the close is the
+        // deadline's, not an error's.
+        let headers = try RawSocket(port: server.port)
+        #expect(headers.write("GET /health HTTP/1.1\r\nHost: x\r\n"))
+        let heldHeaders = try await Self.held(headers, limit: 20) { _ = $0.write("X-Slow: 1\r\n") }
+        #expect(heldHeaders.map { $0 >= 1.5 && $0 < 10 } == true, "slow headers held \(heldHeaders.map { "\($0) s" } ?? "on")")
+        // A body a byte at a time.
+        let body = try RawSocket(port: server.port)
+        #expect(body.write("POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"))
+        let heldBody = try await Self.held(body, limit: 20) { _ = $0.write(" ") }
+        #expect(heldBody.map { $0 >= 2.5 && $0 < 11 } == true, "a slow body held \(heldBody.map { "\($0) s" } ?? "on")")
+    }
+
+    @Test(.enabled(if: TestPKI.openssl != nil, "needs openssl (Scripts/setup installs it)"))
+    func aTLSConnectionThatNeverHandshakesIsClosed() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-pki-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let pki = try TestPKI(in: dir)
+        let server = try await Server(flags: ["--tls-cert", pki.serverCert.path, "--tls-key", pki.serverKey.path, "--header-timeout", "2"])
+        // Connected, and not a byte of TLS: the request deadlines start only after a handshake.
+        let silent = try RawSocket(port: server.port)
+        let held = try await Self.held(silent, limit: 15, feed: nil)
+        #expect(held.map { $0 >= 1 && $0 < 12 } == true, "a silent TLS connection held \(held.map { "\($0) s" } ?? "on")")
     }
 
     @Test func manyHalfSentRequestsDoNotStopHealthFromAnswering() async throws {

@@ -4,6 +4,7 @@ import HummingbirdHTTP2
 import Logging
 import NIOCore
 import NIOHTTPTypes
+import NIOSSL
 import VaultAPI
 
 /// How long a connection may take to send a request and how many may be open at once
@@ -41,7 +42,55 @@ public struct ConnectionLimits: Sendable, Equatable {
             idleTimeout: TimeAmount(idleTimeout)
         )
         guard let tls else { return .http1(configuration: http1) }
-        return try .http2Upgrade(tlsConfiguration: tls, configuration: .init(idleTimeout: idleTimeout, streamConfiguration: http1))
+        let configuration = HTTP2UpgradeChannel.Configuration(idleTimeout: idleTimeout, streamConfiguration: http1)
+        // The deadlines above start once TLS is up: a connection that never finishes its handshake would
+        // otherwise hold a slot of the connection cap for ever.
+        return HTTPServerBuilder { responder in
+            TLSHandshakeDeadline(
+                inner: try HTTP2UpgradeChannel(tlsConfiguration: tls, configuration: configuration, responder: responder),
+                timeout: header
+            )
+        }
+    }
+}
+
+/// Closes a TLS connection that has sent no request bytes `timeout` after it was accepted (a handshake
+/// never finished, or never followed by anything).
+struct TLSHandshakeDeadline: ServerChildChannel {
+    typealias Value = HTTP2UpgradeChannel.Value
+    let inner: HTTP2UpgradeChannel
+    let timeout: TimeAmount
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let tls = try channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)
+            try channel.pipeline.syncOperations.addHandler(HandshakeDeadlineHandler(timeout: timeout), position: .after(tls))
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async { await inner.handle(value: value, logger: logger) }
+}
+
+/// Sits right after the TLS handler: closes the connection unless decrypted bytes (a request, or HTTP/2's
+/// preface) arrive in time, which needs a completed handshake.
+final class HandshakeDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    let timeout: TimeAmount
+    private var deadline: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { context.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        deadline?.cancel()
+        deadline = nil
+        context.fireChannelRead(data)
     }
 }
 

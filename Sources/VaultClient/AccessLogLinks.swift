@@ -12,6 +12,9 @@ struct AccessLogLinks {
     private var own: Set<String>
     /// Links of format 2 carrying one of `own` that are not listed among the patient's entries.
     private(set) var unlisted: [UInt64] = []
+    /// Those links, by sequence: an entry fetched again for one of them must be exactly that link's entry.
+    private var unlistedLinks: [UInt64: AuditLink] = [:]
+    private let key: [UInt8]?
     private var sawFormat2 = false
     /// The first sequence of format 2 in this walk.
     private(set) var firstFormat2: UInt64?
@@ -25,6 +28,7 @@ struct AccessLogLinks {
     init(patient: UUID, key: [UInt8]?, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
         self.patient = patient
         self.formatTwoFrom = formatTwoFrom
+        self.key = key
         own = Set(key.map { [AuditChain.patientLink(key: $0, previous: nil)] } ?? [])
         var previous: String?
         for e in entries.sorted(by: { $0.sequence < $1.sequence }) {
@@ -87,6 +91,9 @@ struct AccessLogLinks {
             }
         } else if let p = link.patientLink, own.contains(p) {
             unlisted.append(link.sequence)
+            unlistedLinks[link.sequence] = link
+            // An entry continuing this one is about the patient too, whether or not the server lists it.
+            if let key { own.insert(AuditChain.patientLink(key: key, previous: link.hash)) }
         }
     }
 
@@ -98,7 +105,12 @@ struct AccessLogLinks {
         }
         let known = Dictionary(later.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         for s in unlisted {
-            guard let e = known[s], e.patientID == patient, AuditChain.hash(of: e) == e.hash else {
+            // Fetched again, it must be the very entry the chain holds there (hash, link and format), not
+            // another one that merely hashes to its own fields.
+            guard let e = known[s], let link = unlistedLinks[s], e.patientID == patient, AuditChain.hash(of: e) == e.hash,
+                e.hash == link.hash, e.previousHash == link.previousHash, e.entryFormat == link.format ?? 1,
+                e.patientLink == link.patientLink
+            else {
                 throw AuditChainBreak(
                     sequence: s,
                     reason: .missingEntry,

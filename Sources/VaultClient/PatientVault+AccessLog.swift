@@ -94,7 +94,9 @@ extension PatientVault {
             if let newest = check.newestMatched { try store.remember(newest) }
             marks.formatTwoFrom = marks.formatTwoFrom ?? links.firstFormat2
             if marks != remembered { try marks.save(markURL) }
-            return VerifiedAccessLog(entries: entries + later, checkpoint: check.newestMatched)
+            // Only the later entries the walk covered and matched; newer ones show at the next run.
+            let walked = Set(links.unlisted)
+            return VerifiedAccessLog(entries: entries + later.filter { walked.contains($0.sequence) }, checkpoint: check.newestMatched)
         } catch let broken as AuditChainBreak {
             throw ClientError.integrity("the access log does not verify at \(broken)")
         }

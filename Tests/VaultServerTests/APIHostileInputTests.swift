@@ -119,6 +119,8 @@ struct HostileInputTests {
             let patient = try await api.user("pat", role: .patient)
             let doctor = try await api.user("doc", role: .doctor)
             var tresor = Tresor.create(ownerID: patient.id, category: "interventions")
+            // Versions count from 1: a first self-grant at 0 would leave the category stuck for every reader.
+            #expect(try await api.declareTresor(patient, tresor, version: 0).status == .badRequest)
             _ = try await api.declareTresor(patient, tresor)
             let share = try await api.requestShare(patient, doctor, tresor, expiresAt: api.harness.clock.millis + 3_600_000)
             // Before approval the doctor is not shown the request.

@@ -17,6 +17,11 @@ extension VaultService {
         guard g.hasContiguousEpochs, let top = g.epochs.last else {
             throw APIError.badRequest("a self-grant carries every epoch from 1 to the newest")
         }
+        // Tresor versions count from 1 (Docs/envelope-v1.md §3.2): readers refuse a self-grant at 0, so storing
+        // one would leave the category stuck for every device.
+        if g.version >= 2, (g.tresorVersion ?? 0) == 0 {
+            throw APIError.badRequest("a self-grant's tresor version counts from 1")
+        }
         let row = TresorRow(id: g.tresorID, ownerID: caller.id, category: g.category, currentEpoch: top, selfGrant: g, updatedAt: clock())
         let event = Self.patientEvent(caller, "tresor.epoch", ["category": g.category, "epoch": String(top)])
         let saved = try await repository.upsertTresor(row, audit: event)

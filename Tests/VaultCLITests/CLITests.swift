@@ -314,7 +314,8 @@ extension CLITests {
         let elapsed = Date().timeIntervalSince(started)
         #expect(silent.status == 75, "\(silent.stderr)")
         #expect(silent.stderr.hasPrefix("carevault-patient: error: the server did not answer within 2 s\nhint:"), "\(silent.stderr)")
-        #expect(elapsed >= 1.9 && elapsed < 3.2, "took \(elapsed) s")
+        // The process start counts too: a loaded machine takes a second or more for it.
+        #expect(elapsed >= 1.9 && elapsed < 4.5, "took \(elapsed) s")
 
         let fromEnv = try await t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "1"])
         #expect(fromEnv.status == 75 && fromEnv.stderr.contains("within 1 s"), "\(fromEnv.stderr)")

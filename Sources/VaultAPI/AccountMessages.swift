@@ -338,12 +338,36 @@ public struct RevokedSessions: Codable, Sendable, Equatable {
     public init(revoked: Int) { self.revoked = revoked }
 }
 
-/// Deletes the caller's patient account and all its data (`POST /v1/accounts/delete`).
+/// Deletes the caller's patient account and all its data (`POST /v1/accounts/delete`). Besides the
+/// session it needs exactly one proof: the current login key (the password) or the recovery login key,
+/// so a stolen session alone cannot delete the account.
 public struct DeleteAccountRequest: Codable, Sendable {
     /// The account's username again, so a stray request cannot delete it.
     public var confirmUsername: String
-    /// A deletion confirmed with `confirmUsername`.
-    public init(confirmUsername: String) { self.confirmUsername = confirmUsername }
+    /// The current login key, base64url.
+    public var currentLoginKey: String?
+    /// The recovery login key, base64url (Docs/envelope-v1.md §2.3), for a user who lost the password.
+    public var recoveryLoginKey: String?
+    /// A deletion confirmed with `confirmUsername` and proven by one of the keys.
+    public init(confirmUsername: String, currentLoginKey: String? = nil, recoveryLoginKey: String? = nil) {
+        self.confirmUsername = confirmUsername
+        self.currentLoginKey = currentLoginKey
+        self.recoveryLoginKey = recoveryLoginKey
+    }
+}
+
+/// Replaces the account's recovery key (`POST /v1/accounts/recovery`): the session and the current login
+/// key, and the new key's enrollment. The old recovery key stops working at once.
+public struct RecoveryRotationRequest: Codable, Sendable {
+    /// The current login key, base64url: a session alone cannot replace the recovery key.
+    public var currentLoginKey: String
+    /// The new recovery bundle and verifier.
+    public var recovery: RecoveryEnrollment
+    /// A rotation proven by `currentLoginKey`.
+    public init(currentLoginKey: String, recovery: RecoveryEnrollment) {
+        self.currentLoginKey = currentLoginKey
+        self.recovery = recovery
+    }
 }
 
 /// What the deletion removed.

@@ -36,6 +36,7 @@ public enum Routes {
     // The account lifecycle (Docs/design.md §2).
     public static let passwordChange = "/v1/accounts/password"
     public static let deleteAccount = "/v1/accounts/delete"
+    public static let recoveryRotate = "/v1/accounts/recovery"
     public static let recoveryBundle = "/v1/auth/recovery/bundle"
     public static let recover = "/v1/auth/recovery"
     public static let sessions = "/v1/sessions"
@@ -74,6 +75,10 @@ public enum APILimits {
     public static let maxForwardDriftMs: UInt64 = 12 * 3_600 * 1_000
     /// How long a session token lives.
     public static let sessionLifetimeMs: Int64 = 12 * 3_600 * 1_000
+    /// The most live sessions of one account: a login past it ends the oldest.
+    public static let maxSessionsPerAccount = 20
+    /// A successful login is audited once per account, client address and device name in this long.
+    public static let loginAuditIntervalMs: Int64 = 3_600 * 1_000
     /// The largest body of a route open without a session (registration, login), in bytes: every
     /// field there has a small cap, so a larger body is never legitimate.
     public static let maxOpenBodyBytes = 64 * 1024

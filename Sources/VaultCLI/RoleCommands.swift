@@ -149,8 +149,10 @@ public struct AccountCommand<R: ToolRole>: AsyncParsableCommand {
     public static var configuration: CommandConfiguration {
         CommandConfiguration(
             commandName: "account",
-            abstract: R.role == .patient ? "Recover or delete your account." : "Recover your account with its recovery key.",
-            subcommands: R.role == .patient ? [RecoverCommand.self, DeleteAccountCommand.self] : [RecoverCommand.self]
+            abstract: R.role == .patient
+                ? "Recover or delete your account, or replace its recovery key." : "Recover your account, or replace its recovery key.",
+            subcommands: R.role == .patient
+                ? [RecoverCommand.self, RecoveryKeyCommand.self, DeleteAccountCommand.self] : [RecoverCommand.self, RecoveryKeyCommand.self]
         )
     }
     public init() {}
@@ -161,14 +163,33 @@ public struct DeleteAccountCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Delete your account: your records, categories and shares on the server and the copies on this device.",
-        discussion: "Example: carevault-patient account delete --yes"
+        discussion: """
+            Asks for your password (a session alone cannot delete the account), or with --recovery-key for the recovery key.
+            Example: carevault-patient account delete --yes
+            """
     )
     @Flag(help: "Do not ask; delete at once.") var yes = false
+    @Flag(
+        name: .customLong("recovery-key"),
+        help: "Prove it with the recovery key (env CAREVAULT_RECOVERY_KEY, else a prompt) instead of the password."
+    )
+    var recoveryKey = false
     @OptionGroup var options: GlobalOptions
     public init() {}
 
     public func run() async throws {
-        let account = try options.unlock(as: .patient)
+        let manager = try options.accounts()
+        let proof: AccountProof
+        let account: UnlockedAccount
+        if recoveryKey {
+            proof = .recoveryKey(try options.recoveryKey())
+            account = try options.unlock()
+        } else {
+            let password = try options.password(prompt: "Password (to confirm the deletion): ")
+            proof = .password(password)
+            account = try manager.unlockRemembered() ?? manager.unlock(password: password)
+        }
+        try options.require(.patient, account) { "the account '\(Output.printable(account.profile.username))' is a \($0)" }
         let name = account.profile.username
         if !yes {
             guard isatty(STDIN_FILENO) == 1 else { throw CLIError.usage("deleting needs confirmation", hint: "pass --yes, or run in a terminal") }
@@ -177,13 +198,51 @@ public struct DeleteAccountCommand: AsyncParsableCommand {
                 throw CLIError("not confirmed; nothing was deleted", status: .notPermitted)
             }
         }
-        let d = try await options.accounts().deleteAccount(account)
+        let d = try await manager.deleteAccount(account, proof: proof)
         if options.json {
             try Output.json(["status": "deleted", "versions": String(d.versions), "tresors": String(d.tresors), "shares": String(d.shares)])
         } else {
             Output.line(
                 "deleted \(name): \(d.versions) record versions, \(d.tresors) categories and \(d.shares) shares; this device's copies are erased"
             )
+        }
+    }
+}
+
+/// `account recovery rotate` (both tools): a new recovery key replaces the old one, which stops working.
+public struct RecoveryKeyCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "recovery",
+        abstract: "Manage your recovery key.",
+        subcommands: [Rotate.self]
+    )
+    public init() {}
+
+    /// Makes a new recovery key, prints it once, and makes the old one useless.
+    public struct Rotate: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            commandName: "rotate",
+            abstract: "Replace your recovery key: the new one is printed once, the old one stops working at once.",
+            discussion: """
+                Use it when the recovery key may have been seen by someone else. Asks for your password (a session alone is not enough).
+                Example: carevault-patient account recovery rotate
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+        public init() {}
+
+        public func run() async throws {
+            let manager = try options.accounts()
+            let password = try options.password()
+            let account = try manager.unlockRemembered() ?? manager.unlock(password: password)
+            let key = try await manager.rotateRecoveryKey(account, password: password)
+            // Shown once and stored nowhere, like the key `register` printed.
+            if options.json {
+                try Output.json(["status": "recovery key replaced", "recoveryKey": key.text])
+            } else {
+                Output.line("new recovery key (shown once; write it down and keep it away from this device): \(key.text)")
+                Output.line("the old recovery key no longer works")
+            }
         }
     }
 }

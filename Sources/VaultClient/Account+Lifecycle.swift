@@ -150,8 +150,9 @@ extension RecoveryBundle {
 
 extension CredentialUpdate {
     /// New password credentials for `identity`: a fresh salt, `kdf`, the key bundle re-wrapped, signed
-    /// by the account's signing key (Docs/envelope-v1.md §2.4).
-    static func make(identity: Identity, password: String, kdf: KDFParameters) throws -> CredentialUpdate {
+    /// by the account's signing key (Docs/envelope-v1.md §2.4). `changedAt` is now, or just after `after`
+    /// (the newest change this device knows) when the clock is behind it: the server requires it to increase.
+    static func make(identity: Identity, password: String, kdf: KDFParameters, after: UnixMillis? = nil) throws -> CredentialUpdate {
         guard password.count >= 8 else { throw ClientError.invalidRequest("the new password must have at least 8 characters") }
         let salt = Salt.random()
         let keys: PasswordKeys
@@ -163,7 +164,7 @@ extension CredentialUpdate {
             salt: salt,
             loginVerifier: Base64URL.encode(keys.loginVerifier),
             keyBundle: bundle,
-            changedAt: Date().unixMillis,
+            changedAt: max(Date().unixMillis, (after ?? .min) &+ 1),
             signature: identity.signing.sign([])
         )
         update.signature = identity.signing.sign(update.statementBytes)
@@ -173,6 +174,14 @@ extension CredentialUpdate {
         update.parameters = parameters
         return update
     }
+}
+
+/// What proves, besides a session, that the account's owner asks (Docs/design.md §2).
+public enum AccountProof: Sendable {
+    /// The current password.
+    case password(String)
+    /// The recovery key.
+    case recoveryKey(RecoveryKey)
 }
 
 /// What `register` made: the server's answer and the recovery key to show the user once.
@@ -185,28 +194,50 @@ public struct Registration: Sendable {
 
 extension AccountManager {
     /// Changes the password: proves the current one, re-wraps the key bundle under a fresh salt and the
-    /// configured parameters, and replaces the login verifier; the server ends every other session.
+    /// configured parameters, and replaces the login verifier; the server ends every other session. The
+    /// change's signed parameters become the newest this device accepted.
     public func changePassword(_ account: UnlockedAccount, current: String, new: String) async throws {
         let auth = try account.sessionAuth
-        let bundle = account.profile.keyBundle
-        var proven: PasswordKeys?
-        for form in PasswordKeys.forms(of: current) {
-            let keys: PasswordKeys
-            do { keys = try PasswordKeys.derive(password: current, salt: bundle.salt, parameters: bundle.kdf, form: form) } catch {
-                throw ClientError.from(error)
-            }
-            if (try? bundle.open(wrappingKey: keys.wrappingKey)) != nil {
-                proven = keys
-                break
-            }
-        }
-        guard let proven else { throw ClientError.notPermitted(code: .invalidCredentials, "the current password is wrong") }
-        let update = try CredentialUpdate.make(identity: account.identity, password: new, kdf: configuration.kdf)
+        let proven = try Self.currentKeys(account, password: current)
+        let update = try CredentialUpdate.make(
+            identity: account.identity,
+            password: new,
+            kdf: configuration.kdf,
+            after: account.profile.credentialParameters?.changedAt
+        )
         let request = PasswordChangeRequest(currentLoginKey: Base64URL.encode(proven.loginKey.copyBytes()), update: update)
         try await transport.sendIgnoringBody(.POST, Routes.passwordChange, body: request, auth: auth)
         var profile = account.profile
         profile.keyBundle = update.keyBundle
+        profile.credentialParameters = update.parameters
         try account.store.save(profile)
+    }
+
+    /// The password keys of `password` under the parameters and salt of the key bundle this device holds,
+    /// once they open it: a wrong password is refused here, before anything is sent.
+    static func currentKeys(_ account: UnlockedAccount, password: String) throws -> PasswordKeys {
+        let bundle = account.profile.keyBundle
+        for form in PasswordKeys.forms(of: password) {
+            let keys: PasswordKeys
+            do { keys = try PasswordKeys.derive(password: password, salt: bundle.salt, parameters: bundle.kdf, form: form) } catch {
+                throw ClientError.from(error)
+            }
+            if (try? bundle.open(wrappingKey: keys.wrappingKey)) != nil { return keys }
+        }
+        throw ClientError.notPermitted(code: .invalidCredentials, "the current password is wrong")
+    }
+
+    /// Replaces the account's recovery key: a new one is made here and its bundle and verifier sent, proven
+    /// by the session and the current password; the old key stops working at once. Returns the new key,
+    /// to be shown once: it is stored nowhere.
+    public func rotateRecoveryKey(_ account: UnlockedAccount, password: String) async throws -> RecoveryKey {
+        let auth = try account.sessionAuth
+        let proven = try Self.currentKeys(account, password: password)
+        let key = RecoveryKey.generate()
+        let enrollment = RecoveryEnrollment(bundle: .seal(account.identity, recoveryKey: key), verifier: key.verifier)
+        let request = RecoveryRotationRequest(currentLoginKey: Base64URL.encode(proven.loginKey.copyBytes()), recovery: enrollment)
+        try await transport.sendIgnoringBody(.POST, Routes.recoveryRotate, body: request, auth: auth)
+        return key
     }
 
     /// Sets a new password with the recovery key, which ends every session, then logs in with it on this
@@ -220,7 +251,9 @@ extension AccountManager {
         } catch { throw ClientError.integrity("the account certificate does not verify under the pinned admin key: \(error)") }
         let identity = try answer.bundle.open(recoveryKey: recoveryKey, userID: answer.userID)
         try Self.check(identity, matches: answer.certificate)
-        let update = try CredentialUpdate.make(identity: identity, password: newPassword, kdf: configuration.kdf)
+        let known = try? configuration.home.store(server: configuration.server, username: username).loadProfile()
+        let after = known?.userID == answer.userID ? known?.credentialParameters?.changedAt : nil
+        let update = try CredentialUpdate.make(identity: identity, password: newPassword, kdf: configuration.kdf, after: after)
         try await transport.sendIgnoringBody(.POST, Routes.recover, body: RecoveryRequest(proof: proof, update: update))
         // The parameters and salt just chosen, not whatever the server offers next (a fresh device has no
         // profile to compare them with).
@@ -243,11 +276,23 @@ extension AccountManager {
         return answer.revoked
     }
 
-    /// Deletes the patient's account on the server (records, tresors, shares, sessions), then erases this
-    /// device's copies: the profile folder with its store, keyring, session and remembered key.
-    public func deleteAccount(_ account: UnlockedAccount) async throws -> DeleteAccountResponse {
-        let body = DeleteAccountRequest(confirmUsername: account.profile.username)
-        let answer: DeleteAccountResponse = try await transport.send(.POST, Routes.deleteAccount, body: body, auth: try account.sessionAuth)
+    /// Deletes the patient's account on the server (records, tresors, shares, sessions), proven by the
+    /// password or the recovery key besides the session, then erases this device's copies: the profile
+    /// folder with its store, keyring, session and remembered key.
+    public func deleteAccount(_ account: UnlockedAccount, proof: AccountProof) async throws -> DeleteAccountResponse {
+        let auth = try account.sessionAuth
+        let body: DeleteAccountRequest
+        switch proof {
+        case .password(let password):
+            let keys = try Self.currentKeys(account, password: password)
+            body = DeleteAccountRequest(confirmUsername: account.profile.username, currentLoginKey: Base64URL.encode(keys.loginKey.copyBytes()))
+        case .recoveryKey(let key):
+            body = DeleteAccountRequest(
+                confirmUsername: account.profile.username,
+                recoveryLoginKey: key.proof(username: account.profile.username).recoveryLoginKey
+            )
+        }
+        let answer: DeleteAccountResponse = try await transport.send(.POST, Routes.deleteAccount, body: body, auth: auth)
         Self.erase(account.store)
         return answer
     }

@@ -150,14 +150,22 @@ public struct AccountManager: Sendable {
             try response.certificate.verify(adminKey: configuration.adminKey, userID: response.userID, username: username, role: response.role)
         } catch { throw ClientError.integrity("the account certificate does not verify under the pinned admin key: \(error)") }
         try Self.check(identity, matches: response.certificate)
+        let known = existing?.userID == response.userID ? existing : nil
         let profile = Profile(
             server: configuration.server,
             username: username,
             userID: response.userID,
             role: response.role,
-            deviceID: existing?.userID == response.userID ? existing!.deviceID : Self.newDeviceID(),
+            deviceID: known?.deviceID ?? Self.newDeviceID(),
             certificate: response.certificate,
-            keyBundle: response.keyBundle
+            keyBundle: response.keyBundle,
+            credentialParameters: offered.newestChange(
+                stored: known?.credentialParameters,
+                kdf: kdf,
+                salt: salt,
+                userID: response.userID,
+                certificate: response.certificate
+            )
         )
         try store.save(profile)
         let session = StoredSession(token: response.token, expiresAt: response.expiresAt)
@@ -343,7 +351,7 @@ struct OfferedParameters: Decodable {
                         + "(\(stored.kdf)); refused before deriving or sending anything"
                 )
             }
-            if let changed = signedChange(for: profile) { return changed }
+            if let changed = try signedChange(for: profile, username: username) { return changed }
             guard kdf.opsLimit == stored.kdf.opsLimit, kdf.memLimitBytes == stored.kdf.memLimitBytes, salt == stored.salt else {
                 throw ClientError.integrity(
                     "the server's password-hashing parameters or salt for '\(username)' differ from what this device stored; "
@@ -358,13 +366,34 @@ struct OfferedParameters: Decodable {
     }
 
     /// The offered parameters and salt, when they differ from the stored ones, are not weaker (checked
-    /// before) and come with a password change signed by the key the account's certificate names.
-    func signedChange(for profile: Profile) -> (KDFParameters, Salt)? {
+    /// before) and come with a password change signed by the key the account's certificate names. A signed
+    /// change older than the newest this device accepted is a replay (a server showing parameters the
+    /// account left behind) and refused, as is a different change of the same instant.
+    func signedChange(for profile: Profile, username: String) throws -> (KDFParameters, Salt)? {
         guard let update = credentialParameters, let certificate = profile.certificate, update.userID == profile.userID,
             update.kdf.algorithm == kdf.algorithm, update.kdf.opsLimit == kdf.opsLimit, update.kdf.memLimitBytes == kdf.memLimitBytes,
             update.salt == salt, update.kdf.opsLimit <= KDFParameters.maxOpsLimit, update.kdf.memLimitBytes <= KDFParameters.maxMemLimitBytes,
             update.isValid(signedBy: certificate.signingKey)
         else { return nil }
+        if let newest = profile.credentialParameters,
+            update.changedAt < newest.changedAt || (update.changedAt == newest.changedAt && update != newest)
+        {
+            throw ClientError.integrity(
+                "the server offered a password change for '\(username)' made at \(update.changedAt), but this device already accepted one "
+                    + "made at \(newest.changedAt): an older change replayed; refused before deriving or sending anything"
+            )
+        }
         return (update.kdf, update.salt)
+    }
+
+    /// The newest signed password change of the account to remember after a login that derived under
+    /// `kdf` and `salt`: the offered one when it describes them, verifies under `certificate` and is newer
+    /// than `stored`, else `stored`.
+    func newestChange(stored: CredentialParameters?, kdf: KDFParameters, salt: Salt, userID: UUID, certificate: Certificate) -> CredentialParameters?
+    {
+        guard let offered = credentialParameters, offered.userID == userID, offered.kdf == kdf, offered.salt == salt,
+            offered.changedAt > stored?.changedAt ?? .min, offered.isValid(signedBy: certificate.signingKey)
+        else { return stored }
+        return offered
     }
 }

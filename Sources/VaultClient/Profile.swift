@@ -22,6 +22,9 @@ public struct Profile: Codable, Sendable, Equatable {
     public var certificate: Certificate?
     /// The wrapped key bundle (the same the server keeps), so the device can unlock without the server.
     public var keyBundle: KeyBundle
+    /// The newest signed password change this device accepted (made here, or offered at a login): an
+    /// older one offered later is a replay and refused (Docs/envelope-v1.md §2.4). Nil until the first.
+    public var credentialParameters: CredentialParameters?
 
     /// The folder of `username` on `server` under `home`.
     public static func folder(home: URL, server: String, username: String) -> URL {

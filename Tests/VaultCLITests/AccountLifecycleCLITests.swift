@@ -204,7 +204,17 @@ struct AccountLifecycleCLITests {
             #expect(fhir.status == 0 && fhir.stdout.contains("\"Bundle\"") && fhir.stdout.contains("Walk"), "\(fhir.stderr)")
             #expect(try await world.patient(["export", "--format", "json"]).stdout.contains("\"walk\""))
 
-            // Deletion needs a confirmation; with --yes it removes every row of alice's and the doctor's share.
+            // Deletion needs the password (a session and the remembered key are not enough) and a confirmation;
+            // with both it removes every row of alice's and the doctor's share.
+            let guessed = try await world.tools.run(
+                "carevault-patient",
+                ["account", "delete", "--yes"],
+                home: "alice",
+                password: "not alice's password",
+                extra: world.common
+            )
+            #expect(guessed.status == 77, "\(guessed.stderr)")
+            #expect(try Self.count(world, kept) > 0, "nothing was deleted")
             #expect(try await world.patient(["account", "delete"]).status == 64)
             let delete = try await world.patient(["account", "delete", "--yes"])
             #expect(delete.status == 0, "\(delete.stderr)")
@@ -219,6 +229,52 @@ struct AccountLifecycleCLITests {
             let folder = Profile.folder(home: world.tools.root.appendingPathComponent("alice"), server: world.server.url, username: "alice")
             #expect(!FileManager.default.fileExists(atPath: folder.path), "no local copy is left")
             #expect(try await world.patient(["whoami"]).status != 0)
+        }
+    }
+
+    /// `account recovery rotate` in both tools: a new key printed once (and written nowhere), the old one
+    /// refused from then on, the new one sets a new password; a wrong password rotates nothing.
+    @Test(arguments: FaultBackend.allCases)
+    func recoveryRotatePrintsANewKeyOnceAndTheOldOneStopsWorking(backend: FaultBackend) async throws {
+        try await FaultWorld.run(backend) { world in
+            for (tool, user, password) in [
+                ("carevault-patient", "dora", "dora's first password"), ("carevault-doctor", "drzoe", "drzoe's password!"),
+            ] {
+                func run(_ args: [String], password: String = password, extra: [String: String] = [:]) async throws -> Tools.Result {
+                    try await world.tools.run(tool, args, home: user, password: password, extra: world.common.merging(extra) { _, b in b })
+                }
+                let reg = try await run(["register", "--username", user, "--json"])
+                #expect(reg.status == 0, "\(reg.stderr)")
+                let first = try #require((try Self.json(reg.stdout) as? [String: Any])?["recoveryKey"] as? String)
+                #expect(try await world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
+                #expect(try await run(["login", "--username", user]).status == 0)
+
+                #expect(try await run(["account", "recovery", "rotate"], password: "a wrong password").status == 77, "\(tool)")
+                let rotate = try await run(["account", "recovery", "rotate", "--json"])
+                #expect(rotate.status == 0, "\(tool): \(rotate.stderr)")
+                let second = try #require((try Self.json(rotate.stdout) as? [String: Any])?["recoveryKey"] as? String)
+                #expect(second != first)
+                let bytes = try RecoveryKey(text: second).key.copyBytes()
+                let files = FileManager.default.enumerator(at: world.tools.root, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+                for file in files where !file.lastPathComponent.hasPrefix("out-") && !file.lastPathComponent.hasPrefix("err-") {
+                    guard let data = try? Data(contentsOf: file) else { continue }
+                    for n in [Data(second.utf8), Data(bytes), Data(Base64URL.encode(bytes).utf8)] {
+                        #expect(data.range(of: n) == nil, "the new recovery key is in \(file.path)")
+                    }
+                }
+
+                func recover(_ key: String) async throws -> Tools.Result {
+                    try await run(
+                        ["account", "recover", "--username", user],
+                        extra: ["CAREVAULT_RECOVERY_KEY": key, "CAREVAULT_NEW_PASSWORD": Self.newPassword]
+                    )
+                }
+                #expect(try await recover(first).status == 77, "\(tool): the old key stopped working")
+                let recovered = try await recover(second)
+                #expect(recovered.status == 0, "\(tool): \(recovered.stderr)")
+                #expect(try await run(["login", "--username", user], password: Self.newPassword).status == 0)
+            }
+            #expect(try Self.count(world, "SELECT count(*) FROM audit_log WHERE action = 'account.recovery-key-replaced'") == 2)
         }
     }
 }

@@ -16,9 +16,9 @@ struct SchemaTests {
         "meta": ["key", "value"],
         "users": [
             "id", "username", "role", "status", "registration", "certificate", "approval", "reject_reason", "created_at", "updated_at",
-            "suspended_at", "suspend_reason",
+            "suspended_at", "suspend_reason", "credential_generation",
         ],
-        "sessions": ["token_hash", "user_id", "created_at", "expires_at", "device_name", "last_used_at"],
+        "sessions": ["token_hash", "user_id", "created_at", "expires_at", "device_name", "last_used_at", "credential_generation"],
         "account_credentials": ["user_id", "credential_update", "recovery_bundle", "recovery_verifier", "updated_at"],
         "account_deletions": ["owner_id"],
         "tresors": ["id", "owner_id", "category", "current_epoch", "self_grant", "updated_at"],
@@ -100,7 +100,7 @@ struct SchemaTests {
         #expect(
             migrations.map(\.id) == [
                 "v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle",
-                "v7-heads-reference-kept-by-the-store", "v8-audit-patient-links",
+                "v7-heads-reference-kept-by-the-store", "v8-audit-patient-links", "v9-session-credential-generations",
             ]
         )
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")

@@ -81,4 +81,22 @@ import VaultTestSupport
             #expect(try await api.send(.get, Routes.health).status == .ok)
         }
     }
+
+    @Test(arguments: Backend.allCases)
+    func editedLoginThrottleRowsAtTheEdgesDoNotTrapTheServer(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            _ = try await api.user("kira", role: .patient)
+            #expect(try await api.wrongLogin("kira").status == .unauthorized)
+            // Every throttle row at one edge, then the other: each login is answered, in words.
+            for edge in [Int64.max, Int64.min] {
+                try await api.repository.attackerExecutes(
+                    "UPDATE login_throttle SET failures = \(edge), last_failure = \(edge), expires_at = \(edge)"
+                )
+                let login = try await api.login("kira", password: "correct horse")
+                #expect([.ok, .tooManyRequests].contains(login.status), "edge \(edge): \(login.status)")
+                #expect([.unauthorized, .tooManyRequests].contains(try await api.wrongLogin("kira").status))
+            }
+            #expect(try await api.send(.get, Routes.health).status == .ok)
+        }
+    }
 }

@@ -17,9 +17,79 @@ public struct AccountState: Sendable, Equatable {
     public var suspendedAt: UnixMillis?
     /// The admin's reason.
     public var suspendReason: String?
+    /// Raised by every credential change; a session made under another value is refused (Docs/design.md §2).
+    /// Read in the same statement as the credentials, so a login knows which credentials it checked.
+    public var credentialGeneration: Int64 = 0
 
     /// An account with nothing beyond its registration.
     public static let none = AccountState()
+}
+
+/// A session to open once its login key was checked, and what the opening transaction checks again
+/// (Docs/design.md §2): the account must still be active, not suspended, and at the credential
+/// generation the key was checked under, or nothing is stored.
+public struct SessionOpening: Sendable {
+    /// The session; its token hash is new.
+    public var session: SessionRow
+    /// The name its device gave.
+    public var deviceName: String?
+    /// The account's credential generation when the login key was checked.
+    public var generation: Int64
+    /// At most this many live sessions of the account once this one is open: the oldest end first.
+    public var maxSessions: Int
+    /// The login's audit entry, written unless a login of the same account, address and device name was
+    /// audited since `auditMark`'s row was made: that row (in `login_throttle`, gone at `until`) marks it.
+    public var audit: AuditEvent?
+    /// The `login_throttle` key that marks this login's account, address and device name as audited, and
+    /// until when; nil audits every time.
+    public var auditMark: (key: String, until: UnixMillis)?
+
+    /// An opening of `session` checked against `generation`.
+    public init(
+        session: SessionRow,
+        deviceName: String?,
+        generation: Int64,
+        maxSessions: Int,
+        audit: AuditEvent?,
+        auditMark: (key: String, until: UnixMillis)?
+    ) {
+        self.session = session
+        self.deviceName = deviceName
+        self.generation = generation
+        self.maxSessions = maxSessions
+        self.audit = audit
+        self.auditMark = auditMark
+    }
+}
+
+/// Why a session was not opened: the account changed between the login's check and the opening.
+public enum SessionRefused: Error, Equatable, Sendable {
+    /// The account's credentials changed since the login key was checked.
+    case credentialsChanged
+    /// The account was suspended meanwhile.
+    case suspended
+    /// The account is not active (pending, rejected) or gone.
+    case notActive
+}
+
+/// A session as the authenticator checks it, read with its account's state in one statement.
+public struct SessionCheck: Sendable, Equatable {
+    /// The session.
+    public var session: SessionRow
+    /// The credential generation the session was made under.
+    public var sessionGeneration: Int64
+    /// The account's credential generation now.
+    public var accountGeneration: Int64
+    /// When the account was suspended, if it is.
+    public var suspendedAt: UnixMillis?
+}
+
+/// A credential change refused by the store (Docs/design.md §2, Docs/envelope-v1.md §2.4).
+public enum CredentialChangeRefused: Error, Equatable, Sendable {
+    /// The account's credentials changed since the proof was checked (another change won the race).
+    case changedMeanwhile
+    /// `changedAt` is not later than the stored change's, which is given.
+    case notNewer(stored: UnixMillis)
 }
 
 /// One stored session as the account's session list shows it.
@@ -62,11 +132,28 @@ public protocol AccountLifecycleRepository: Sendable {
     func accountState(userID: UUID) async throws -> AccountState
     /// Stores the recovery bundle and verifier of an account.
     func setRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis) async throws
-    /// Stores new password credentials and ends the account's sessions `ending`, in one transaction.
-    func updateCredentials(userID: UUID, _ update: CredentialUpdate, ending: SessionSelection, now: UnixMillis, audit: AuditEvent) async throws
-    /// Inserts a session with the name its device gave.
-    func insertSession(_ session: SessionRow, deviceName: String?) async throws
-    /// The account's live sessions, newest first.
+    /// Replaces the recovery bundle and verifier of an account (a rotation), with its audit entry.
+    func replaceRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis, audit: AuditEvent) async throws
+    /// Stores new password credentials, raises the account's credential generation and ends every session
+    /// but `keeping` (which moves to the new generation), in one transaction. Throws
+    /// `CredentialChangeRefused.changedMeanwhile` when the generation is no longer `expecting` (the proof was
+    /// checked against older credentials) and `.notNewer` unless `update.changedAt` is later than the stored
+    /// change's; nothing is stored then.
+    func updateCredentials(
+        userID: UUID,
+        _ update: CredentialUpdate,
+        expecting generation: Int64,
+        keeping tokenHash: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws
+    /// Opens a session in one transaction that checks the account again (`SessionOpening`), ends the
+    /// oldest sessions past the cap and writes the audit entry; throws `SessionRefused`, storing nothing,
+    /// when the account changed since its login key was checked.
+    func openSession(_ opening: SessionOpening, now: UnixMillis) async throws
+    /// The session of `tokenHash` with its account's generation and suspension, or nil.
+    func sessionCheck(tokenHash: String) async throws -> SessionCheck?
+    /// The account's live sessions (not expired, made under the current credentials), newest first.
     func sessionEntries(userID: UUID, now: UnixMillis) async throws -> [SessionEntry]
     /// Ends the account's sessions `selection` names; returns how many.
     func deleteSessions(userID: UUID, _ selection: SessionSelection) async throws -> Int
@@ -93,7 +180,19 @@ extension AccountState: StoredRowDecodable {
             recoveryBundle: try r.optionalJSON(RecoveryBundle.self, "recovery_bundle"),
             recoveryVerifier: try r.optionalString("recovery_verifier"),
             suspendedAt: try r.optionalInt64("suspended_at"),
-            suspendReason: try r.optionalString("suspend_reason")
+            suspendReason: try r.optionalString("suspend_reason"),
+            credentialGeneration: try r.int64("credential_generation")
+        )
+    }
+}
+
+extension SessionCheck: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        self.init(
+            session: try SessionRow(stored: r),
+            sessionGeneration: try r.int64("session_generation"),
+            accountGeneration: try r.int64("account_generation"),
+            suspendedAt: try r.optionalInt64("suspended_at")
         )
     }
 }
@@ -113,8 +212,20 @@ extension SessionEntry: StoredRowDecodable {
 /// The query that reads `AccountState` from both backends (a left join: the credentials row may be absent).
 enum AccountStateSQL {
     static let select = """
-        SELECT c.credential_update, c.recovery_bundle, c.recovery_verifier, u.suspended_at, u.suspend_reason
+        SELECT c.credential_update, c.recovery_bundle, c.recovery_verifier, u.suspended_at, u.suspend_reason, u.credential_generation
         FROM users u LEFT JOIN account_credentials c ON c.user_id = u.id WHERE u.id =
+        """
+    /// An account's (`$1`) sessions that are usable at `$2`: not expired, made under the current credentials.
+    static let liveSessions = """
+        SELECT s.token_hash, s.device_name, s.created_at, s.last_used_at, s.expires_at FROM sessions s JOIN users u ON u.id = s.user_id
+        WHERE s.user_id = $1 AND s.expires_at > $2 AND s.credential_generation = u.credential_generation
+        ORDER BY s.created_at DESC, s.token_hash
+        """
+    /// A session and its account's generation and suspension (`SessionCheck`), by token hash.
+    static let sessionCheck = """
+        SELECT s.token_hash, s.user_id, s.created_at, s.expires_at, s.credential_generation AS session_generation,
+               u.credential_generation AS account_generation, u.suspended_at
+        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash =
         """
     /// Sessions' last use is written at most this often, so reads do not each cost a write.
     static let touchIntervalMs: Int64 = 60_000

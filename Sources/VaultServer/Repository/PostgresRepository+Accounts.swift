@@ -108,40 +108,140 @@ extension PostgresRepository: AccountLifecycleRepository {
         }
     }
 
-    public func updateCredentials(
-        userID: UUID,
-        _ update: CredentialUpdate,
-        ending: SessionSelection,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws {
-        let json = try RowJSON.encode(update)
+    public func replaceRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis, audit: AuditEvent) async throws {
+        let bundle = try RowJSON.encode(enrollment.bundle)
         try await transaction { conn in
-            try await self.upsertCredentials(conn, userID: userID, columns: [("credential_update", json)], now: now)
-            _ = try await self.deleteSessions(conn, userID: userID, ending)
+            var exists = false
+            for try await _ in try await conn.query("SELECT 1 FROM users WHERE id = \(userID) FOR NO KEY UPDATE", logger: logger) { exists = true }
+            guard exists else { throw RepositoryError.notFound("user") }
+            try await self.upsertCredentials(
+                conn,
+                userID: userID,
+                columns: [("recovery_bundle", bundle), ("recovery_verifier", enrollment.verifier)],
+                now: now
+            )
             try await self.appendAudit(conn, [audit], now: now)
         }
     }
 
-    public func insertSession(_ s: SessionRow, deviceName: String?) async throws {
-        try await client.query("DELETE FROM sessions WHERE expires_at <= \(s.createdAt)", logger: logger)
+    public func updateCredentials(
+        userID: UUID,
+        _ update: CredentialUpdate,
+        expecting generation: Int64,
+        keeping tokenHash: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws {
+        try await transaction { conn in
+            try await self.changeCredentials(conn, userID: userID, update, expecting: generation, keeping: tokenHash, now: now, audit: audit)
+        }
+    }
+
+    /// A credential change's statements in the caller's transaction (`updateCredentials`). The account's row
+    /// is locked first: a login opening a session waits for the change, or the change for the login.
+    func changeCredentials(
+        _ conn: PostgresConnection,
+        userID: UUID,
+        _ update: CredentialUpdate,
+        expecting generation: Int64,
+        keeping tokenHash: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws {
+        var current: Int64?
+        for try await g in try await conn.query("SELECT credential_generation FROM users WHERE id = \(userID) FOR NO KEY UPDATE", logger: logger)
+            .decode(Int64.self)
+        { current = g }
+        guard let current else { throw RepositoryError.notFound("user") }
+        guard current == generation else { throw CredentialChangeRefused.changedMeanwhile }
+        for try await stored in try await conn.query("SELECT credential_update FROM account_credentials WHERE user_id = \(userID)", logger: logger)
+            .decode(String?.self)
+        {
+            if let stored = try RowJSON.decodeOptional(CredentialUpdate.self, stored), update.changedAt <= stored.changedAt {
+                throw CredentialChangeRefused.notNewer(stored: stored.changedAt)
+            }
+        }
+        let next = try StoredNumberOutOfRange.successor(of: generation, "the credential generation")
+        try await conn.query("UPDATE users SET credential_generation = \(next), updated_at = \(now) WHERE id = \(userID)", logger: logger)
+        try await upsertCredentials(conn, userID: userID, columns: [("credential_update", try RowJSON.encode(update))], now: now)
+        if let tokenHash {
+            _ = try await deleteSessions(conn, userID: userID, .allExcept(tokenHash: tokenHash))
+            try await conn.query(
+                "UPDATE sessions SET credential_generation = \(next) WHERE user_id = \(userID) AND token_hash = \(tokenHash)",
+                logger: logger
+            )
+        } else {
+            _ = try await deleteSessions(conn, userID: userID, .all)
+        }
+        try await appendAudit(conn, [audit], now: now)
+    }
+
+    public func openSession(_ o: SessionOpening, now: UnixMillis) async throws {
+        // Other accounts' expired sessions go outside the transaction, which locks only this account's rows;
+        // rows another transaction holds are left for later rather than waited for (no deadlock with it).
         try await client.query(
             """
-            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, device_name)
-            VALUES (\(s.tokenHash), \(s.userID), \(s.createdAt), \(s.expiresAt), \(deviceName))
+            DELETE FROM sessions WHERE token_hash IN (SELECT token_hash FROM sessions WHERE expires_at <= \(now) FOR UPDATE SKIP LOCKED)
             """,
             logger: logger
         )
+        try await transaction { conn in try await self.openSession(conn, o, now: now) }
+    }
+
+    /// A session's opening in the caller's transaction (`openSession`). The account's row is locked before
+    /// it is checked: a credential change, suspension or deletion committing meanwhile is seen, and one
+    /// starting meanwhile waits and then ends this session with the others. (`NO KEY`: rows that merely
+    /// reference the account, a share or a tresor being made, need not wait.)
+    func openSession(_ conn: PostgresConnection, _ o: SessionOpening, now: UnixMillis) async throws {
+        let id = o.session.userID
+        var account: (String, Int64?, Int64)?
+        for try await row in try await conn.query(
+            "SELECT status, suspended_at, credential_generation FROM users WHERE id = \(id) FOR NO KEY UPDATE",
+            logger: logger
+        ).decode((String, Int64?, Int64).self) { account = row }
+        guard let (status, suspendedAt, generation) = account, status == AccountStatus.active.rawValue else { throw SessionRefused.notActive }
+        guard suspendedAt == nil else { throw SessionRefused.suspended }
+        guard generation == o.generation else { throw SessionRefused.credentialsChanged }
+        try await conn.query("DELETE FROM sessions WHERE user_id = \(id) AND expires_at <= \(now)", logger: logger)
+        // The cap: the newest `maxSessions - 1` stay beside the new one.
+        try await conn.query(
+            """
+            DELETE FROM sessions WHERE token_hash IN (
+                SELECT token_hash FROM sessions WHERE user_id = \(id) ORDER BY created_at DESC, token_hash DESC OFFSET \(Int64(max(0, o.maxSessions - 1))))
+            """,
+            logger: logger
+        )
+        try await conn.query(
+            """
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, device_name, credential_generation)
+            VALUES (\(o.session.tokenHash), \(id), \(o.session.createdAt), \(o.session.expiresAt), \(o.deviceName), \(o.generation))
+            """,
+            logger: logger
+        )
+        guard let audit = o.audit else { return }
+        if let mark = o.auditMark {
+            // A mark still live means a login like this one was audited within the interval: no second entry.
+            var marked = false
+            for try await _ in try await conn.query(
+                """
+                INSERT INTO login_throttle AS t (key, failures, last_failure, expires_at) VALUES (\(mark.key), 0, \(now), \(mark.until))
+                ON CONFLICT (key) DO UPDATE SET failures = 0, last_failure = EXCLUDED.last_failure, expires_at = EXCLUDED.expires_at
+                WHERE t.expires_at <= \(now)
+                RETURNING 1
+                """,
+                logger: logger
+            ) { marked = true }
+            if !marked { return }
+        }
+        try await appendAudit(conn, [audit], now: now)
+    }
+
+    public func sessionCheck(tokenHash: String) async throws -> SessionCheck? {
+        try await all(SessionCheck.self, PostgresQuery(unsafeSQL: AccountStateSQL.sessionCheck + " $1", binds: binds(tokenHash))).first
     }
 
     public func sessionEntries(userID: UUID, now: UnixMillis) async throws -> [SessionEntry] {
-        try await all(
-            SessionEntry.self,
-            """
-            SELECT token_hash, device_name, created_at, last_used_at, expires_at FROM sessions
-            WHERE user_id = \(userID) AND expires_at > \(now) ORDER BY created_at DESC, token_hash
-            """
-        )
+        try await all(SessionEntry.self, PostgresQuery(unsafeSQL: AccountStateSQL.liveSessions, binds: binds(userID, now)))
     }
 
     public func deleteSessions(userID: UUID, _ selection: SessionSelection) async throws -> Int {
@@ -171,20 +271,23 @@ extension PostgresRepository: AccountLifecycleRepository {
     }
 
     public func setSuspension(userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
+        try await transaction { conn in try await self.setSuspension(conn, userID: userID, reason: reason, now: now, audit: audit) }
+    }
+
+    /// A suspension's (or reinstatement's) statements in the caller's transaction (`setSuspension`).
+    func setSuspension(_ conn: PostgresConnection, userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
         let at: Int64? = reason == nil ? nil : now
-        try await transaction { conn in
-            let found = try await self.all(
-                CountRow.self,
-                """
-                WITH u AS (UPDATE users SET suspended_at = \(at), suspend_reason = \(reason), updated_at = \(now) WHERE id = \(userID) RETURNING 1)
-                SELECT count(*) AS n FROM u
-                """,
-                on: conn
-            )
-            guard found.first?.n == 1 else { throw RepositoryError.notFound("user") }
-            if reason != nil { _ = try await self.deleteSessions(conn, userID: userID, .all) }
-            try await self.appendAudit(conn, [audit], now: now)
-        }
+        let found = try await all(
+            CountRow.self,
+            """
+            WITH u AS (UPDATE users SET suspended_at = \(at), suspend_reason = \(reason), updated_at = \(now) WHERE id = \(userID) RETURNING 1)
+            SELECT count(*) AS n FROM u
+            """,
+            on: conn
+        )
+        guard found.first?.n == 1 else { throw RepositoryError.notFound("user") }
+        if reason != nil { _ = try await deleteSessions(conn, userID: userID, .all) }
+        try await appendAudit(conn, [audit], now: now)
     }
 
     public func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount {
@@ -232,32 +335,46 @@ extension PostgresRepository {
         return out
     }
 
-    public func recordLoginFailure(keys: [String], now: UnixMillis, expiresAt: UnixMillis) async throws {
-        try await client.query("DELETE FROM login_throttle WHERE expires_at <= \(now)", logger: logger)
-        // One statement per key, each atomic on its own: two instances counting the same key both count,
-        // and no transaction holds two keys' locks at once (no deadlock between requests).
-        for key in keys {
-            try await client.query(
-                """
-                INSERT INTO login_throttle AS t (key, failures, last_failure, expires_at) VALUES (\(key), 1, \(now), \(expiresAt))
-                ON CONFLICT (key) DO UPDATE SET
-                    failures = CASE WHEN t.expires_at > \(now) THEN t.failures + 1 ELSE 1 END,
-                    last_failure = GREATEST(t.last_failure, EXCLUDED.last_failure),
-                    expires_at = GREATEST(t.expires_at, EXCLUDED.expires_at)
-                """,
-                logger: logger
-            )
-        }
-    }
-
-    public func recordLoginTrust(key: String, now: UnixMillis, expiresAt: UnixMillis) async throws {
-        try await client.query("DELETE FROM login_throttle WHERE expires_at <= \(now)", logger: logger)
+    public func updateLoginThrottle<T: Sendable>(
+        keys: [String],
+        now: UnixMillis,
+        _ decide: @Sendable ([LoginThrottleRow]) -> (writes: [LoginThrottleRow], result: T)
+    ) async throws -> T {
+        // Expired rows go first, skipping any another transaction holds (waiting for them could deadlock with it).
         try await client.query(
-            """
-            INSERT INTO login_throttle AS t (key, failures, last_failure, expires_at) VALUES (\(key), 0, 0, \(expiresAt))
-            ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(t.expires_at, EXCLUDED.expires_at)
-            """,
+            "DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE expires_at <= \(now) FOR UPDATE SKIP LOCKED)",
             logger: logger
         )
+        // Every key's row exists (an expired placeholder when new) and is locked in key order before it is
+        // read: attempts racing on one key are decided one after another, and two requests never wait for
+        // each other's keys in opposite orders.
+        let sorted = Array(Set(keys)).sorted()
+        return try await transaction { conn in
+            for key in sorted {
+                try await conn.query(
+                    "INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (\(key), 0, 0, 0) ON CONFLICT (key) DO NOTHING",
+                    logger: logger
+                )
+            }
+            var rows: [LoginThrottleRow] = []
+            for try await (key, failures, last, expires) in try await conn.query(
+                "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key = ANY(\(sorted)) ORDER BY key FOR UPDATE",
+                logger: logger
+            ).decode((String, Int64, Int64, Int64).self) where expires > now {
+                rows.append(LoginThrottleRow(key: key, failures: failures, lastFailure: last, expiresAt: expires))
+            }
+            let (writes, result) = decide(rows)
+            for w in writes {
+                try await conn.query(
+                    """
+                    INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (\(w.key), \(w.failures), \(w.lastFailure), \(w.expiresAt))
+                    ON CONFLICT (key) DO UPDATE SET
+                        failures = EXCLUDED.failures, last_failure = EXCLUDED.last_failure, expires_at = EXCLUDED.expires_at
+                    """,
+                    logger: logger
+                )
+            }
+            return result
+        }
     }
 }

@@ -95,29 +95,116 @@ extension SQLiteRepository: AccountLifecycleRepository {
         }
     }
 
-    public func updateCredentials(
-        userID: UUID,
-        _ update: CredentialUpdate,
-        ending: SessionSelection,
-        now: UnixMillis,
-        audit: AuditEvent
-    ) async throws {
-        let json = try RowJSON.encode(update)
+    public func replaceRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis, audit: AuditEvent) async throws {
+        let bundle = try RowJSON.encode(enrollment.bundle)
         try await pool.write { db in
-            try Self.upsertCredentials(db, userID: userID, columns: [("credential_update", json)], now: now)
-            _ = try Self.deleteSessions(db, userID: userID, ending)
+            guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE id = ?)", arguments: [Self.id(userID)]) == true else {
+                throw RepositoryError.notFound("user")
+            }
+            try Self.upsertCredentials(
+                db,
+                userID: userID,
+                columns: [("recovery_bundle", bundle), ("recovery_verifier", enrollment.verifier)],
+                now: now
+            )
             try Self.appendAudit(db, [audit], now: now)
         }
     }
 
-    public func insertSession(_ s: SessionRow, deviceName: String?) async throws {
+    public func updateCredentials(
+        userID: UUID,
+        _ update: CredentialUpdate,
+        expecting generation: Int64,
+        keeping tokenHash: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) async throws {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ?", arguments: [s.createdAt])
+            try Self.changeCredentials(db, userID: userID, update, expecting: generation, keeping: tokenHash, now: now, audit: audit)
+        }
+    }
+
+    /// A credential change's statements in the caller's write transaction (`updateCredentials`).
+    static func changeCredentials(
+        _ db: Database,
+        userID: UUID,
+        _ update: CredentialUpdate,
+        expecting generation: Int64,
+        keeping tokenHash: String?,
+        now: UnixMillis,
+        audit: AuditEvent
+    ) throws {
+        let id = Self.id(userID)
+        guard let current = try Int64.fetchOne(db, sql: "SELECT credential_generation FROM users WHERE id = ?", arguments: [id]) else {
+            throw RepositoryError.notFound("user")
+        }
+        guard current == generation else { throw CredentialChangeRefused.changedMeanwhile }
+        let stored = try String.fetchOne(db, sql: "SELECT credential_update FROM account_credentials WHERE user_id = ?", arguments: [id])
+        if let stored = try RowJSON.decodeOptional(CredentialUpdate.self, stored), update.changedAt <= stored.changedAt {
+            throw CredentialChangeRefused.notNewer(stored: stored.changedAt)
+        }
+        let next = try StoredNumberOutOfRange.successor(of: generation, "the credential generation")
+        try db.execute(sql: "UPDATE users SET credential_generation = ?, updated_at = ? WHERE id = ?", arguments: [next, now, id])
+        try upsertCredentials(db, userID: userID, columns: [("credential_update", try RowJSON.encode(update))], now: now)
+        if let tokenHash {
+            _ = try deleteSessions(db, userID: userID, .allExcept(tokenHash: tokenHash))
             try db.execute(
-                sql: "INSERT INTO sessions (token_hash, user_id, created_at, expires_at, device_name) VALUES (?, ?, ?, ?, ?)",
-                arguments: [s.tokenHash, Self.id(s.userID), s.createdAt, s.expiresAt, deviceName]
+                sql: "UPDATE sessions SET credential_generation = ? WHERE user_id = ? AND token_hash = ?",
+                arguments: [next, id, tokenHash]
+            )
+        } else {
+            _ = try deleteSessions(db, userID: userID, .all)
+        }
+        try appendAudit(db, [audit], now: now)
+    }
+
+    public func openSession(_ o: SessionOpening, now: UnixMillis) async throws {
+        try await pool.write { db in try Self.openSession(db, o, now: now) }
+    }
+
+    /// A session's opening in the caller's write transaction (`openSession`); SQLite's single writer
+    /// orders it before or after any credential change or suspension as a whole.
+    static func openSession(_ db: Database, _ o: SessionOpening, now: UnixMillis) throws {
+        let id = Self.id(o.session.userID)
+        guard let account = try Row.fetchOne(db, sql: "SELECT status, suspended_at, credential_generation FROM users WHERE id = ?", arguments: [id]),
+            account["status"] as String? == AccountStatus.active.rawValue
+        else { throw SessionRefused.notActive }
+        guard account["suspended_at"] as Int64? == nil else { throw SessionRefused.suspended }
+        guard account["credential_generation"] as Int64? == o.generation else { throw SessionRefused.credentialsChanged }
+        try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ?", arguments: [now])
+        // The cap: the newest `maxSessions - 1` stay beside the new one.
+        try db.execute(
+            sql: """
+                DELETE FROM sessions WHERE token_hash IN (
+                    SELECT token_hash FROM sessions WHERE user_id = ? ORDER BY created_at DESC, token_hash DESC LIMIT -1 OFFSET ?)
+                """,
+            arguments: [id, max(0, o.maxSessions - 1)]
+        )
+        try db.execute(
+            sql: "INSERT INTO sessions (token_hash, user_id, created_at, expires_at, device_name, credential_generation) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [o.session.tokenHash, id, o.session.createdAt, o.session.expiresAt, o.deviceName, o.generation]
+        )
+        guard let audit = o.audit else { return }
+        if let mark = o.auditMark {
+            let marked = try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM login_throttle WHERE key = ? AND expires_at > ?)",
+                arguments: [mark.key, now]
+            )
+            if marked == true { return }
+            try db.execute(
+                sql: """
+                    INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (?, 0, ?, ?)
+                    ON CONFLICT (key) DO UPDATE SET failures = 0, last_failure = excluded.last_failure, expires_at = excluded.expires_at
+                    """,
+                arguments: [mark.key, now, mark.until]
             )
         }
+        try appendAudit(db, [audit], now: now)
+    }
+
+    public func sessionCheck(tokenHash: String) async throws -> SessionCheck? {
+        try await pool.read { db in try Self.one(SessionCheck.self, db, AccountStateSQL.sessionCheck + " ?", [tokenHash]) }
     }
 
     public func sessionEntries(userID: UUID, now: UnixMillis) async throws -> [SessionEntry] {
@@ -125,7 +212,7 @@ extension SQLiteRepository: AccountLifecycleRepository {
             try Self.all(
                 SessionEntry.self,
                 db,
-                "SELECT * FROM sessions WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC, token_hash",
+                AccountStateSQL.liveSessions.replacingOccurrences(of: "$1", with: "?").replacingOccurrences(of: "$2", with: "?"),
                 [Self.id(userID), now]
             )
         }
@@ -156,15 +243,18 @@ extension SQLiteRepository: AccountLifecycleRepository {
     }
 
     public func setSuspension(userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE users SET suspended_at = ?, suspend_reason = ?, updated_at = ? WHERE id = ?",
-                arguments: [reason == nil ? nil : now, reason, now, Self.id(userID)]
-            )
-            guard db.changesCount == 1 else { throw RepositoryError.notFound("user") }
-            if reason != nil { _ = try Self.deleteSessions(db, userID: userID, .all) }
-            try Self.appendAudit(db, [audit], now: now)
-        }
+        try await pool.write { db in try Self.setSuspension(db, userID: userID, reason: reason, now: now, audit: audit) }
+    }
+
+    /// A suspension's (or reinstatement's) statements in the caller's write transaction (`setSuspension`).
+    static func setSuspension(_ db: Database, userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) throws {
+        try db.execute(
+            sql: "UPDATE users SET suspended_at = ?, suspend_reason = ?, updated_at = ? WHERE id = ?",
+            arguments: [reason == nil ? nil : now, reason, now, Self.id(userID)]
+        )
+        guard db.changesCount == 1 else { throw RepositoryError.notFound("user") }
+        if reason != nil { _ = try Self.deleteSessions(db, userID: userID, .all) }
+        try Self.appendAudit(db, [audit], now: now)
     }
 
     public func deleteAccount(userID: UUID, now: UnixMillis, audit: AuditEvent) async throws -> DeletedAccount {
@@ -187,7 +277,7 @@ extension SQLiteRepository: AccountLifecycleRepository {
     }
 }
 
-/// The login back-off table (Docs/design.md §2); SQLite's single writer makes each update atomic.
+/// The login back-off table (Docs/design.md §2); SQLite's single writer makes each read-and-write atomic.
 extension SQLiteRepository {
     public func loginThrottle(keys: [String], now: UnixMillis) async throws -> [LoginThrottleRow] {
         try await pool.read { db in
@@ -205,34 +295,33 @@ extension SQLiteRepository {
         }
     }
 
-    public func recordLoginFailure(keys: [String], now: UnixMillis, expiresAt: UnixMillis) async throws {
+    public func updateLoginThrottle<T: Sendable>(
+        keys: [String],
+        now: UnixMillis,
+        _ decide: @Sendable ([LoginThrottleRow]) -> (writes: [LoginThrottleRow], result: T)
+    ) async throws -> T {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM login_throttle WHERE expires_at <= ?", arguments: [now])
-            for key in keys {
+            let marks = Array(repeating: "?", count: keys.count).joined(separator: ", ")
+            var arguments = StatementArguments(keys)
+            arguments += [now]
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key IN (\(marks)) AND expires_at > ? ORDER BY key",
+                arguments: arguments
+            ).map { LoginThrottleRow(key: $0["key"], failures: $0["failures"], lastFailure: $0["last_failure"], expiresAt: $0["expires_at"]) }
+            let (writes, result) = decide(rows)
+            for w in writes {
                 try db.execute(
                     sql: """
-                        INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (?, 1, ?, ?)
+                        INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (?, ?, ?, ?)
                         ON CONFLICT (key) DO UPDATE SET
-                            failures = CASE WHEN login_throttle.expires_at > excluded.last_failure THEN login_throttle.failures + 1 ELSE 1 END,
-                            last_failure = MAX(login_throttle.last_failure, excluded.last_failure),
-                            expires_at = MAX(login_throttle.expires_at, excluded.expires_at)
+                            failures = excluded.failures, last_failure = excluded.last_failure, expires_at = excluded.expires_at
                         """,
-                    arguments: [key, now, expiresAt]
+                    arguments: [w.key, w.failures, w.lastFailure, w.expiresAt]
                 )
             }
-        }
-    }
-
-    public func recordLoginTrust(key: String, now: UnixMillis, expiresAt: UnixMillis) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM login_throttle WHERE expires_at <= ?", arguments: [now])
-            try db.execute(
-                sql: """
-                    INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (?, 0, 0, ?)
-                    ON CONFLICT (key) DO UPDATE SET expires_at = MAX(login_throttle.expires_at, excluded.expires_at)
-                    """,
-                arguments: [key, expiresAt]
-            )
+            return result
         }
     }
 }

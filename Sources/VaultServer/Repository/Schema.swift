@@ -28,6 +28,8 @@ enum Schema {
             Migration(id: "v6-login-throttle", statements: v6LoginThrottle(dialect)),
             Migration(id: "v7-heads-reference-kept-by-the-store", statements: v7HeadsReference(dialect)),
             Migration(id: "v8-audit-patient-links", statements: v8AuditPatientLinks(dialect)),
+            // Sessions bound to the credentials they were made with (Docs/design.md §2).
+            Migration(id: "v9-session-credential-generations", statements: v9SessionGenerations(dialect)),
         ]
     }
 
@@ -249,6 +251,17 @@ enum Schema {
             "ALTER TABLE audit_log ADD COLUMN digest \(t.text)",
             "ALTER TABLE audit_log ADD COLUMN patient_link \(t.text)",
         ] + guardStatements
+    }
+
+    /// A counter per account that every credential change (password change, recovery) raises, and on each
+    /// session the value it was made under: a session whose value is not the account's is refused, so a
+    /// change ends every session made with older credentials, one made while the change committed included
+    /// (Docs/design.md §2). Existing rows start at 0 on both sides and stay valid.
+    static func v9SessionGenerations(_ t: SchemaDialect) -> [String] {
+        [
+            "ALTER TABLE users ADD COLUMN credential_generation \(t.int64) NOT NULL DEFAULT 0",
+            "ALTER TABLE sessions ADD COLUMN credential_generation \(t.int64) NOT NULL DEFAULT 0",
+        ]
     }
 
     /// Splits SQL into statements at semicolons that end a line.

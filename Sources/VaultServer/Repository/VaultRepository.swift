@@ -125,12 +125,15 @@ public protocol VaultRepository: Sendable {
 
     /// The rows of `keys` that have not expired at `now` (Docs/design.md §2).
     func loginThrottle(keys: [String], now: UnixMillis) async throws -> [LoginThrottleRow]
-    /// Counts one failed login under each of `keys` in one atomic step per key, so instances counting at
-    /// the same time lose no failure; a count whose row expired starts again at 1. Rows then live until
-    /// `expiresAt`. Expired rows are deleted.
-    func recordLoginFailure(keys: [String], now: UnixMillis, expiresAt: UnixMillis) async throws
-    /// Stores `key` with no failures until `expiresAt` (a username and address pair that logged in).
-    func recordLoginTrust(key: String, now: UnixMillis, expiresAt: UnixMillis) async throws
+    /// Reads the live rows of `keys` and writes the rows `decide` returns for them (each replacing the row of
+    /// its key), in one atomic step: from the read to the write no other update reads or writes those keys,
+    /// so attempts racing on one key are decided one after another (Docs/design.md §2). Expired rows are
+    /// deleted. Returns `decide`'s result.
+    func updateLoginThrottle<T: Sendable>(
+        keys: [String],
+        now: UnixMillis,
+        _ decide: @Sendable ([LoginThrottleRow]) -> (writes: [LoginThrottleRow], result: T)
+    ) async throws -> T
 }
 
 /// One row of the login back-off table: failures under a key, or a trusted pair (no failures).

@@ -16,6 +16,7 @@ struct AccountController: APIController {
         authenticated.post(RouterPath(Routes.logout), use: logout)
             .post(RouterPath(Routes.passwordChange), use: changePassword)
             .post(RouterPath(Routes.deleteAccount), use: deleteAccount)
+            .post(RouterPath(Routes.recoveryRotate), use: rotateRecovery)
             .get(RouterPath(Routes.sessions), use: sessions)
             .post(RouterPath(Routes.sessionsRevokeOthers), use: revokeOthers)
             .post(RouterPath(Routes.sessionRevoke(":id")), use: revokeSession)
@@ -72,13 +73,22 @@ struct AccountController: APIController {
 
     @Sendable func changePassword(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
         let caller = try context.requireCaller()
-        try await service.changePassword(caller, try await request.decode(as: PasswordChangeRequest.self, context: context))
+        let body = try await request.decode(as: PasswordChangeRequest.self, context: context)
+        try await service.changePassword(caller, body, address: context.clientAddress)
         return .noContent
     }
 
     @Sendable func deleteAccount(_ request: Request, context: Context) async throws -> DeleteAccountResponse {
         let caller = try context.requireCaller()
-        return try await service.deleteAccount(caller, try await request.decode(as: DeleteAccountRequest.self, context: context))
+        let body = try await request.decode(as: DeleteAccountRequest.self, context: context)
+        return try await service.deleteAccount(caller, body, address: context.clientAddress)
+    }
+
+    @Sendable func rotateRecovery(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
+        let caller = try context.requireCaller()
+        let body = try await request.decode(as: RecoveryRotationRequest.self, context: context)
+        try await service.rotateRecovery(caller, body, address: context.clientAddress)
+        return .noContent
     }
 
     @Sendable func sessions(_ request: Request, context: Context) async throws -> SessionList {

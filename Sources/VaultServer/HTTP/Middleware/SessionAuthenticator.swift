@@ -12,9 +12,11 @@ struct Caller: Sendable {
 }
 
 /// Guards the session routes of /v1: a request passes only with the bearer token of a live session of
-/// an active account, and the handler finds that account in `VaultRequestContext.caller`
-/// (Docs/design.md §2, §6). Anything else is answered here: 401 without a usable token or session,
-/// 403 for an account that is not active.
+/// an active, unsuspended account, made under the account's current credentials, and the handler finds
+/// that account in `VaultRequestContext.caller` (Docs/design.md §2, §6). Anything else is answered here:
+/// 401 without a usable token or session (a session made before the latest password change or recovery
+/// is no longer one), 403 for an account that is not active or is suspended. Suspension and credentials
+/// are checked on every request, not only at login: a session that slipped past a change is still refused.
 struct SessionAuthenticator: RouterMiddleware {
     typealias Context = VaultRequestContext
 
@@ -34,10 +36,13 @@ struct SessionAuthenticator: RouterMiddleware {
         let token = String(header.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
         guard !token.isEmpty, token.count <= 128 else { throw APIError.unauthorized }
         let hash = VaultService.tokenHash(token)
-        guard let session = try await service.repository.session(tokenHash: hash), session.expiresAt > service.clock() else {
+        guard let check = try await service.lifecycle.sessionCheck(tokenHash: hash), check.session.expiresAt > service.clock(),
+            check.sessionGeneration == check.accountGeneration
+        else {
             throw APIError(.unauthorized, .unauthorized, "session expired or logged out; log in again")
         }
-        guard let user = try await service.repository.user(id: session.userID), user.status == .active, user.certificate != nil else {
+        guard check.suspendedAt == nil else { throw APIError(.forbidden, .forbidden, "account is suspended") }
+        guard let user = try await service.repository.user(id: check.session.userID), user.status == .active, user.certificate != nil else {
             throw APIError(.forbidden, .forbidden, "account is not active")
         }
         return Caller(user: user, tokenHash: hash)

@@ -2,14 +2,19 @@ import Foundation
 import VaultCore
 
 /// Slows password guessing with an exponential back-off after failed logins, per client address and
-/// per username (Docs/design.md §2). After a few free failures each further one doubles the wait
-/// before the next attempt is looked at (1 s, 2 s, 4 s, … up to a ceiling); attempts during the wait
-/// are refused with 429 and neither checked nor counted.
+/// per username, and caps successful logins per account (Docs/design.md §2). After a few free failures
+/// each further one doubles the wait before the next attempt is looked at (1 s, 2 s, 4 s, … up to a
+/// ceiling); attempts during the wait are refused with 429 and neither checked nor counted.
+///
+/// An attempt is admitted and counted in one atomic step before its key is checked (`admit`): it counts
+/// as a failure until `succeeded` takes that back, so attempts sent together meet the back-off one after
+/// another instead of all being checked against the count before any of them. The same step counts it
+/// against the account's successful logins, which `failed` takes back.
 ///
 /// The username's back-off does not apply from an address that user has logged in from before, so
 /// someone guessing a user's password from elsewhere cannot lock the user out of their usual device;
 /// guesses from that address still meet the address's own back-off. The counts live in the database
-/// (`login_throttle`), so every instance behind a load balancer sees the same failures: guesses spread
+/// (`login_throttle`), so every instance behind a load balancer sees the same attempts: guesses spread
 /// over several instances meet one limit.
 final class LoginRateLimiter: Sendable {
     struct Limits: Sendable {
@@ -26,6 +31,16 @@ final class LoginRateLimiter: Sendable {
         var forgetAfterMs: Int64 = 60 * 60 * 1000
         /// How long a successful login exempts its address from that username's back-off.
         var trustAfterLoginMs: Int64 = 30 * 24 * 3_600 * 1000
+        /// Successful proofs (logins, recovery proofs, password checks) of one account per window.
+        var successesPerWindow: Int64 = 20
+        /// The window of `successesPerWindow`, from the first success in it.
+        var successWindowMs: Int64 = 10 * 60 * 1000
+    }
+
+    /// An admitted attempt: its keys, to settle once the key is checked.
+    struct Attempt: Sendable {
+        let username: String
+        let address: String
     }
 
     let limits: Limits
@@ -39,6 +54,7 @@ final class LoginRateLimiter: Sendable {
     static func usernameKey(_ username: String) -> String { "u:" + username }
     static func addressKey(_ address: String) -> String { "a:" + address }
     static func pairKey(_ username: String, _ address: String) -> String { "t:" + username + "\n" + address }
+    static func successKey(_ username: String) -> String { "s:" + username }
 
     /// The wait after `count` failures of which `free` cost nothing.
     func delay(afterFailures count: Int64, free: Int) -> Int64 {
@@ -49,31 +65,81 @@ final class LoginRateLimiter: Sendable {
         return min(limits.maxDelayMs, limits.baseDelayMs << doublings)
     }
 
-    /// Milliseconds until another attempt is allowed, or nil when it is allowed now.
-    func retryAfter(username: String, address: String, now: Int64) async throws -> Int64? {
-        let pair = Self.pairKey(username, address)
-        let rows = try await repository.loginThrottle(keys: [Self.usernameKey(username), Self.addressKey(address), pair], now: now)
-        let byKey = Dictionary(rows.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
-        var checks = [(Self.addressKey(address), limits.freeAddressFailures)]
-        if byKey[pair] == nil { checks.append((Self.usernameKey(username), limits.freeUsernameFailures)) }
-        let wait =
-            checks.compactMap { key, free -> Int64? in
-                byKey[key].map { $0.lastFailure + delay(afterFailures: $0.failures, free: free) - now }
-            }.max() ?? 0
-        return wait > 0 ? wait : nil
+    /// Why an attempt was not admitted, and for how long.
+    enum Refusal: Error, Equatable {
+        /// Failed attempts for this username or from this address: the back-off's wait.
+        case backOff(waitMs: Int64)
+        /// The account's successful logins of this window are used up.
+        case tooManySuccesses(waitMs: Int64)
     }
 
-    func recordFailure(username: String, address: String, now: Int64) async throws {
-        try await repository.recordLoginFailure(
-            keys: [Self.usernameKey(username), Self.addressKey(address)],
-            now: now,
-            expiresAt: now + limits.forgetAfterMs
-        )
+    /// Admits an attempt at `username` from `address` and counts it, or throws `Refusal` with the wait,
+    /// counting nothing. One atomic step, so attempts racing each other are decided one after another.
+    func admit(username: String, address: String, now: UnixMillis) async throws -> Attempt {
+        let (u, a, t, s) = (Self.usernameKey(username), Self.addressKey(address), Self.pairKey(username, address), Self.successKey(username))
+        let limits = self.limits
+        let refusal: Refusal? = try await repository.updateLoginThrottle(keys: [u, a, t, s], now: now) { rows in
+            let byKey = Dictionary(rows.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+            var checks = [(a, limits.freeAddressFailures)]
+            if byKey[t] == nil { checks.append((u, limits.freeUsernameFailures)) }
+            let wait =
+                checks.compactMap { key, free -> Int64? in
+                    byKey[key].map { $0.lastFailure.saturating(plus: self.delay(afterFailures: $0.failures, free: free)).saturating(minus: now) }
+                }.max() ?? 0
+            if wait > 0 { return ([], .backOff(waitMs: wait)) }
+            if let used = byKey[s], used.failures >= limits.successesPerWindow {
+                return ([], .tooManySuccesses(waitMs: max(1, used.expiresAt.saturating(minus: now))))
+            }
+            let failures = [u, a].map { key in
+                let row = byKey[key]
+                return LoginThrottleRow(
+                    key: key,
+                    failures: (row?.failures ?? 0).saturating(plus: 1),
+                    lastFailure: now,
+                    expiresAt: max(row?.expiresAt ?? 0, now + limits.forgetAfterMs)
+                )
+            }
+            let success = byKey[s].map { LoginThrottleRow(key: s, failures: $0.failures.saturating(plus: 1), lastFailure: now, expiresAt: $0.expiresAt) }
+            return (failures + [success ?? LoginThrottleRow(key: s, failures: 1, lastFailure: now, expiresAt: now + limits.successWindowMs)], nil)
+        }
+        if let refusal { throw refusal }
+        return Attempt(username: username, address: address)
     }
 
-    /// Exempts `address` from `username`'s back-off. The username's count stays: clearing it would hand
-    /// someone guessing elsewhere a fresh set of free failures whenever the user logs in.
-    func recordSuccess(username: String, address: String, now: Int64) async throws {
-        try await repository.recordLoginTrust(key: Self.pairKey(username, address), now: now, expiresAt: now + limits.trustAfterLoginMs)
+    /// The attempt's key was wrong: it stays counted as a failure, and no longer as a success.
+    func failed(_ attempt: Attempt, now: UnixMillis) async throws {
+        let s = Self.successKey(attempt.username)
+        try await repository.updateLoginThrottle(keys: [s], now: now) { rows in
+            (rows.map { LoginThrottleRow(key: $0.key, failures: max(0, $0.failures.saturating(minus: 1)), lastFailure: $0.lastFailure, expiresAt: $0.expiresAt) }, ())
+        }
+    }
+
+    /// The attempt's key was right: it is no longer counted as a failure, and its address is exempt from
+    /// the username's back-off. The username's earlier failures stay: clearing them would hand someone
+    /// guessing elsewhere a fresh set of free failures whenever the user logs in.
+    func succeeded(_ attempt: Attempt, now: UnixMillis) async throws {
+        let (u, a, t) = (Self.usernameKey(attempt.username), Self.addressKey(attempt.address), Self.pairKey(attempt.username, attempt.address))
+        let trust = LoginThrottleRow(key: t, failures: 0, lastFailure: 0, expiresAt: now + limits.trustAfterLoginMs)
+        try await repository.updateLoginThrottle(keys: [u, a, t], now: now) { rows in
+            let released = rows.filter { $0.key != t }.map {
+                LoginThrottleRow(key: $0.key, failures: max(0, $0.failures.saturating(minus: 1)), lastFailure: $0.lastFailure, expiresAt: $0.expiresAt)
+            }
+            let kept = rows.first { $0.key == t }.map { max($0.expiresAt, trust.expiresAt) } ?? trust.expiresAt
+            return (released + [LoginThrottleRow(key: t, failures: 0, lastFailure: 0, expiresAt: kept)], ())
+        }
+    }
+}
+
+extension Int64 {
+    /// `self + other`, held at the bounds instead of trapping: throttle rows are read from the database.
+    func saturating(plus other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
+    }
+
+    /// `self - other`, held at the bounds instead of trapping.
+    func saturating(minus other: Int64) -> Int64 {
+        let (difference, overflow) = subtractingReportingOverflow(other)
+        return overflow ? (other > 0 ? .min : .max) : difference
     }
 }

@@ -20,14 +20,93 @@ extension VaultService {
         return (user.registration.loginVerifier, user.registration.keyBundle)
     }
 
-    /// Whether a presented 32-byte key (base64url) hashes to `stored` under `hash`; always hashes, so an
-    /// unknown account costs the same as a wrong key.
-    static func proves(_ presented: String, stored: String?, hash: ([UInt8]) -> [UInt8]) throws -> Bool {
+    /// The 32 bytes of a presented key (base64url), or 400 naming `field`: a malformed key is neither
+    /// checked nor counted.
+    static func keyBytes(_ presented: String, _ field: String) throws -> [UInt8] {
         guard presented.utf8.count == APILimits.key32Base64Length,
             let bytes = (try? Base64URL.decode(presented)).flatMap({ $0.count == 32 ? $0 : nil })
-        else { throw APIError.badRequest("the key must be 32 bytes of base64url") }
+        else { throw APIError.badRequest("\(field) must be 32 bytes of base64url") }
+        return bytes
+    }
+
+    /// Whether a presented 32-byte key hashes to `stored` under `hash`; always hashes, so an unknown
+    /// account costs the same as a wrong key.
+    static func proves(_ bytes: [UInt8], stored: String?, hash: ([UInt8]) -> [UInt8]) -> Bool {
         let expected = stored.flatMap { try? Base64URL.decode($0) } ?? [UInt8](repeating: 0, count: 32)
         return ConstantTime.equals(hash(bytes), expected) && stored != nil
+    }
+
+    /// Admits an attempt to prove a key of `username` (a login, a recovery key, a session's password
+    /// check) under the login back-off and the account's successful-login cap, or answers 429.
+    func admit(username: String, address: String, now: UnixMillis, what: String) async throws -> LoginRateLimiter.Attempt {
+        do { return try await rateLimiter.admit(username: username, address: address, now: now) } catch let refusal as LoginRateLimiter.Refusal {
+            switch refusal {
+            case .backOff(let wait): throw Self.tooManyRequests("too many failed \(what)", waitMs: wait)
+            case .tooManySuccesses(let wait): throw Self.tooManyRequests("too many logins to this account", waitMs: wait)
+            }
+        }
+    }
+
+    /// Checks a key of the caller's account (`field`, hashed by `hash` and compared with `stored`) under
+    /// the login back-off, or answers 401 with `wrong`: a stolen session alone proves nothing.
+    func proveKey(
+        of caller: Caller,
+        _ presented: String,
+        field: String,
+        stored: String?,
+        hash: ([UInt8]) -> [UInt8],
+        wrong: String,
+        address: String
+    ) async throws {
+        let bytes = try Self.keyBytes(presented, field)
+        let now = clock()
+        let attempt = try await admit(username: caller.user.username, address: address, now: now, what: "attempts")
+        guard Self.proves(bytes, stored: stored, hash: hash) else {
+            try await rateLimiter.failed(attempt, now: now)
+            throw APIError(.unauthorized, .invalidCredentials, wrong)
+        }
+        try await rateLimiter.succeeded(attempt, now: now)
+    }
+
+    /// Checks the caller's current login key (the password), as `proveKey` does.
+    func proveCurrentPassword(_ caller: Caller, _ key: String, _ state: AccountState, address: String) async throws {
+        let current = Self.credentials(caller.user, state)
+        try await proveKey(
+            of: caller,
+            key,
+            field: "currentLoginKey",
+            stored: current.verifier,
+            hash: Self.loginVerifier,
+            wrong: "the current password is wrong",
+            address: address
+        )
+    }
+
+    /// Stores new credentials proven against `state`'s generation, answering 409 when another change
+    /// committed since or `changedAt` does not move forward (Docs/envelope-v1.md §2.4).
+    func updateCredentials(
+        _ userID: UUID,
+        _ update: CredentialUpdate,
+        state: AccountState,
+        keeping tokenHash: String?,
+        audit: AuditEvent
+    ) async throws {
+        do {
+            try await lifecycle.updateCredentials(
+                userID: userID,
+                update,
+                expecting: state.credentialGeneration,
+                keeping: tokenHash,
+                now: clock(),
+                audit: audit
+            )
+        } catch let refused as CredentialChangeRefused {
+            switch refused {
+            case .changedMeanwhile: throw APIError.conflict("the credentials changed meanwhile; log in again and retry")
+            case .notNewer(let stored):
+                throw APIError.conflict("changedAt (\(update.changedAt)) must be later than the current credentials' (\(stored))")
+            }
+        }
     }
 
     /// Checks new credentials of `user`: signed by the account's own key, a well-formed verifier and bundle.
@@ -58,21 +137,17 @@ extension VaultService {
     }
 
     /// `POST /v1/accounts/password`: the session and the current login key, then new credentials; every
-    /// other session ends.
-    func changePassword(_ caller: Caller, _ r: PasswordChangeRequest) async throws {
-        let store = try lifecycle
-        let state = try await store.accountState(userID: caller.id)
-        let current = Self.credentials(caller.user, state)
-        guard try Self.proves(r.currentLoginKey, stored: current.verifier, hash: Self.loginVerifier) else {
-            throw APIError(.unauthorized, .invalidCredentials, "the current password is wrong")
-        }
+    /// other session ends, and one made with the old credentials while this committed is refused.
+    func changePassword(_ caller: Caller, _ r: PasswordChangeRequest, address: String) async throws {
+        let state = try await lifecycle.accountState(userID: caller.id)
+        try await proveCurrentPassword(caller, r.currentLoginKey, state, address: address)
         try check(r.update, of: caller.user)
         let event = AuditEvent(
             actor: Self.idText(caller.id),
             action: "account.password-changed",
             patientID: caller.user.role == .patient ? caller.id : nil
         )
-        try await store.updateCredentials(userID: caller.id, r.update, ending: .allExcept(tokenHash: caller.tokenHash), now: clock(), audit: event)
+        try await updateCredentials(caller.id, r.update, state: state, keeping: caller.tokenHash, audit: event)
     }
 
     static func loginVerifier(_ key: [UInt8]) -> [UInt8] { PasswordKeys.verifier(for: try! SymmetricKey(bytes: key)) }
@@ -86,21 +161,20 @@ extension VaultService {
     }
 
     /// The account a recovery proof opens, or 401 alike for an unknown name, no recovery bundle or a wrong
-    /// key, counted by the login rate limiter.
+    /// key, admitted and counted by the login rate limiter.
     func provenRecovery(_ p: RecoveryProof, address: String) async throws -> (UserRow, AccountState) {
         try Self.checkUsernameLength(p.username)
         let name = Username.lookupKey(p.username)
+        let bytes = try Self.keyBytes(p.recoveryLoginKey, "recoveryLoginKey")
         let now = clock()
-        if let wait = try await rateLimiter.retryAfter(username: name, address: address, now: now) {
-            throw Self.tooManyRequests("too many failed attempts", waitMs: wait)
-        }
         let user = try await repository.user(username: name)
         let state: AccountState? = if let user { try await lifecycle.accountState(userID: user.id) } else { nil }
-        guard try Self.proves(p.recoveryLoginKey, stored: state?.recoveryVerifier, hash: Self.recoveryVerifier), let user, let state else {
-            try await rateLimiter.recordFailure(username: name, address: address, now: now)
+        let attempt = try await admit(username: name, address: address, now: now, what: "attempts")
+        guard Self.proves(bytes, stored: state?.recoveryVerifier, hash: Self.recoveryVerifier), let user, let state else {
+            try await rateLimiter.failed(attempt, now: now)
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or recovery key")
         }
-        try await rateLimiter.recordSuccess(username: name, address: address, now: now)
+        try await rateLimiter.succeeded(attempt, now: now)
         try Self.requireUsable(user, state, name: name)
         return (user, state)
     }
@@ -127,7 +201,7 @@ extension VaultService {
 
     /// `POST /v1/auth/recovery`: new credentials with the recovery key; every session ends.
     func recover(_ r: RecoveryRequest, address: String) async throws {
-        let (user, _) = try await provenRecovery(r.proof, address: address)
+        let (user, state) = try await provenRecovery(r.proof, address: address)
         try check(r.update, of: user)
         let event = AuditEvent(
             actor: Self.idText(user.id),
@@ -135,7 +209,21 @@ extension VaultService {
             patientID: user.role == .patient ? user.id : nil,
             details: ["address": address]
         )
-        try await lifecycle.updateCredentials(userID: user.id, r.update, ending: .all, now: clock(), audit: event)
+        try await updateCredentials(user.id, r.update, state: state, keeping: nil, audit: event)
+    }
+
+    /// `POST /v1/accounts/recovery`: a new recovery key's bundle and verifier replace the old ones, proven
+    /// by the session and the current login key; the old recovery key stops working at once.
+    func rotateRecovery(_ caller: Caller, _ r: RecoveryRotationRequest, address: String) async throws {
+        try Self.check(r.recovery, for: caller.id)
+        let state = try await lifecycle.accountState(userID: caller.id)
+        try await proveCurrentPassword(caller, r.currentLoginKey, state, address: address)
+        let event = AuditEvent(
+            actor: Self.idText(caller.id),
+            action: "account.recovery-key-replaced",
+            patientID: caller.user.role == .patient ? caller.id : nil
+        )
+        try await lifecycle.replaceRecovery(userID: caller.id, r.recovery, now: clock(), audit: event)
     }
 
     /// `GET /v1/sessions`.
@@ -178,16 +266,32 @@ extension VaultService {
         try await lifecycle.touchSession(tokenHash: caller.tokenHash, now: now)
     }
 
-    /// `POST /v1/accounts/delete`: a patient's records, tresors, shares, sessions and account go; the audit
-    /// log keeps the fact and the counts.
-    func deleteAccount(_ caller: Caller, _ r: DeleteAccountRequest) async throws -> DeleteAccountResponse {
+    /// `POST /v1/accounts/delete`: proven by the current login key or the recovery key besides the session,
+    /// a patient's records, tresors, shares, sessions and account go; the audit log keeps the fact and the counts.
+    func deleteAccount(_ caller: Caller, _ r: DeleteAccountRequest, address: String) async throws -> DeleteAccountResponse {
         try require(caller, role: .patient)
         guard Username.lookupKey(r.confirmUsername) == caller.user.username else {
             throw APIError.badRequest("confirmUsername does not name this account")
         }
+        let store = try lifecycle
+        let state = try await store.accountState(userID: caller.id)
+        switch (r.currentLoginKey, r.recoveryLoginKey) {
+        case (let key?, nil): try await proveCurrentPassword(caller, key, state, address: address)
+        case (nil, let key?):
+            try await proveKey(
+                of: caller,
+                key,
+                field: "recoveryLoginKey",
+                stored: state.recoveryVerifier,
+                hash: Self.recoveryVerifier,
+                wrong: "the recovery key is wrong",
+                address: address
+            )
+        default:
+            throw APIError.badRequest("deleting an account needs currentLoginKey or recoveryLoginKey (one of them): a session alone is not enough")
+        }
         var event = Self.patientEvent(caller, "account.deleted", ["username": caller.user.username])
         let now = clock()
-        let store = try lifecycle
         let shares = try await repository.shares(patientID: caller.id)
         event.details["sharesEnded"] = String(shares.count)
         let d = try await store.deleteAccount(userID: caller.id, now: now, audit: event)

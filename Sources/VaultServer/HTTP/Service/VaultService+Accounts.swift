@@ -83,7 +83,10 @@ extension VaultService {
         }
     }
 
-    /// The KDF parameters of a username; stable fakes for unknown names, so they cannot be enumerated.
+    /// The KDF parameters of a username; stable fakes for unknown names, so they cannot be enumerated. An
+    /// account that changed its password answers with the change's signed parameters; so does a fake,
+    /// for about half of the names (which half is fixed by the server secret), with every field derived
+    /// from the name and the secret: an unknown name answers in the same shape as some account would.
     func loginParameters(username raw: String) async throws -> LoginParametersResponse {
         try Self.checkUsernameLength(raw)
         let name = Username.lookupKey(raw)
@@ -95,30 +98,44 @@ extension VaultService {
             return LoginParametersResponse(kdf: user.registration.kdf, salt: user.registration.salt)
         }
         let secret = try await repository.serverSecret()
-        let fake = try BLAKE2b.hash(Array(("fake-salt:" + name).utf8), key: SecureBytes(copying: secret), outputLength: 16)
-        return LoginParametersResponse(kdf: .moderate, salt: try Salt(bytes: fake))
+        func fake(_ label: String, _ count: Int) throws -> [UInt8] {
+            try BLAKE2b.hash(Array((label + ":" + name).utf8), key: SecureBytes(copying: secret), outputLength: count)
+        }
+        let salt = try Salt(bytes: try fake("fake-salt", 16))
+        guard try fake("fake-changed", 16)[0] & 1 == 1 else { return LoginParametersResponse(kdf: .moderate, salt: salt) }
+        var id = try fake("fake-user", 16)
+        id[6] = id[6] & 0x0f | 0x40  // a version 4 UUID, as `Identity.generate` makes
+        id[8] = id[8] & 0x3f | 0x80
+        let uuid = UUID(uuid: (id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]))
+        let offset = try fake("fake-changed-at", 16).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % (730 * 86_400_000)
+        let parameters = CredentialParameters(
+            userID: uuid,
+            kdf: .moderate,
+            salt: salt,
+            changedAt: Self.fakeChangesFrom + Int64(offset),
+            signature: try Signature(bytes: try fake("fake-signature", 64))
+        )
+        return LoginParametersResponse(kdf: .moderate, salt: salt, credentialParameters: parameters)
     }
+
+    /// The first instant of the fake password changes' two years (2023-01-01T00:00:00Z).
+    static let fakeChangesFrom: UnixMillis = 1_672_531_200_000
 
     func login(_ r: LoginRequest, address: String) async throws -> LoginResponse {
         try Self.checkUsernameLength(r.username)
         let name = Username.lookupKey(r.username)
+        let presented = try Self.keyBytes(r.loginKey, "loginKey")
+        let deviceName = try Self.validDeviceName(r.deviceName)
         let now = clock()
-        if let wait = try await rateLimiter.retryAfter(username: name, address: address, now: now) {
-            throw Self.tooManyRequests("too many failed logins", waitMs: wait)
-        }
-        guard r.loginKey.utf8.count == APILimits.key32Base64Length,
-            let presented = (try? Base64URL.decode(r.loginKey)).flatMap({ $0.count == 32 ? $0 : nil })
-        else {
-            throw APIError.badRequest("loginKey must be 32 bytes of base64url")
-        }
+        // The credentials and their generation in one read: the session opens only if they are still in force.
         let user = try await repository.user(username: name)
         let state = if let user { try await lifecycle.accountState(userID: user.id) } else { AccountState.none }
+        // Admitted and counted before the key is checked: attempts sent together meet the back-off in turn.
+        let attempt = try await admit(username: name, address: address, now: now, what: "logins")
         let credentials = user.map { Self.credentials($0, state) }
-        let expected = credentials.flatMap { try? Base64URL.decode($0.verifier) } ?? [UInt8](repeating: 0, count: 32)
         // Always hash, so an unknown username costs the same as a wrong password.
-        let verifier = PasswordKeys.verifier(for: try SymmetricKey(bytes: presented))
-        guard let user, ConstantTime.equals(verifier, expected) else {
-            try await rateLimiter.recordFailure(username: name, address: address, now: now)
+        guard let user, Self.proves(presented, stored: credentials?.verifier, hash: Self.loginVerifier) else {
+            try await rateLimiter.failed(attempt, now: now)
             // A name that matches no account is whatever the client typed: only its keyed hash goes
             // into the append-only log (enough to see repeated guesses at one name, nothing more).
             var details = ["address": address]
@@ -136,25 +153,31 @@ extension VaultService {
             )
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or password")
         }
-        try await rateLimiter.recordSuccess(username: name, address: address, now: now)
+        try await rateLimiter.succeeded(attempt, now: now)
         try Self.requireUsable(user, state, name: name)
         guard let certificate = user.certificate, let credentials else { throw APIError.internal }
-        let deviceName = try Self.validDeviceName(r.deviceName)
         let token = Base64URL.encode(RandomBytes.bytes(count: 32))
         let expires = now + APILimits.sessionLifetimeMs
-        let session = SessionRow(tokenHash: Self.tokenHash(token), userID: user.id, createdAt: now, expiresAt: expires)
-        try await lifecycle.insertSession(session, deviceName: deviceName)
-        try await repository.appendAudit(
-            [
-                AuditEvent(
-                    actor: Self.idText(user.id),
-                    action: "login",
-                    patientID: user.role == .patient ? user.id : nil,
-                    details: ["address": address]
-                )
-            ],
-            now: now
+        let opening = SessionOpening(
+            session: SessionRow(tokenHash: Self.tokenHash(token), userID: user.id, createdAt: now, expiresAt: expires),
+            deviceName: deviceName,
+            generation: state.credentialGeneration,
+            maxSessions: APILimits.maxSessionsPerAccount,
+            audit: AuditEvent(
+                actor: Self.idText(user.id),
+                action: "login",
+                patientID: user.role == .patient ? user.id : nil,
+                details: ["address": address]
+            ),
+            auditMark: (Self.loginAuditKey(user.id, address: address, deviceName: deviceName), now + APILimits.loginAuditIntervalMs)
         )
+        do { try await lifecycle.openSession(opening, now: now) } catch let refused as SessionRefused {
+            switch refused {
+            case .credentialsChanged: throw APIError(.unauthorized, .invalidCredentials, "the password changed meanwhile; log in again")
+            case .suspended: throw APIError(.forbidden, .forbidden, "account '\(name)' is suspended")
+            case .notActive: throw APIError(.forbidden, .forbidden, "account '\(name)' is not active")
+            }
+        }
         return LoginResponse(
             token: token,
             expiresAt: expires,
@@ -163,6 +186,16 @@ extension VaultService {
             keyBundle: credentials.bundle,
             certificate: certificate
         )
+    }
+
+    /// The `login_throttle` key that marks a login of `userID` from `address` with `deviceName` as audited:
+    /// `l:` and a hash of the three, so neither the address nor the name is kept in clear beside the log.
+    static func loginAuditKey(_ userID: UUID, address: String, deviceName: String?) -> String {
+        var w = CanonicalWriter(domain: "CareVault-login-audit-mark-v1")
+        w.append(userID)
+        w.append(address)
+        w.append(deviceName ?? "")
+        return "l:" + Hex.encode(try! BLAKE2b.hash(w.bytes, outputLength: 16))
     }
 
     /// A device name as given at login, trimmed; at most 64 characters (nil when empty).

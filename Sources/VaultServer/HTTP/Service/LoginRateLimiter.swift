@@ -99,7 +99,9 @@ final class LoginRateLimiter: Sendable {
                     expiresAt: max(row?.expiresAt ?? 0, now + limits.forgetAfterMs)
                 )
             }
-            let success = byKey[s].map { LoginThrottleRow(key: s, failures: $0.failures.saturating(plus: 1), lastFailure: now, expiresAt: $0.expiresAt) }
+            let success = byKey[s].map {
+                LoginThrottleRow(key: s, failures: $0.failures.saturating(plus: 1), lastFailure: now, expiresAt: $0.expiresAt)
+            }
             return (failures + [success ?? LoginThrottleRow(key: s, failures: 1, lastFailure: now, expiresAt: now + limits.successWindowMs)], nil)
         }
         if let refusal { throw refusal }
@@ -110,7 +112,16 @@ final class LoginRateLimiter: Sendable {
     func failed(_ attempt: Attempt, now: UnixMillis) async throws {
         let s = Self.successKey(attempt.username)
         try await repository.updateLoginThrottle(keys: [s], now: now) { rows in
-            (rows.map { LoginThrottleRow(key: $0.key, failures: max(0, $0.failures.saturating(minus: 1)), lastFailure: $0.lastFailure, expiresAt: $0.expiresAt) }, ())
+            (
+                rows.map {
+                    LoginThrottleRow(
+                        key: $0.key,
+                        failures: max(0, $0.failures.saturating(minus: 1)),
+                        lastFailure: $0.lastFailure,
+                        expiresAt: $0.expiresAt
+                    )
+                }, ()
+            )
         }
     }
 
@@ -122,7 +133,12 @@ final class LoginRateLimiter: Sendable {
         let trust = LoginThrottleRow(key: t, failures: 0, lastFailure: 0, expiresAt: now + limits.trustAfterLoginMs)
         try await repository.updateLoginThrottle(keys: [u, a, t], now: now) { rows in
             let released = rows.filter { $0.key != t }.map {
-                LoginThrottleRow(key: $0.key, failures: max(0, $0.failures.saturating(minus: 1)), lastFailure: $0.lastFailure, expiresAt: $0.expiresAt)
+                LoginThrottleRow(
+                    key: $0.key,
+                    failures: max(0, $0.failures.saturating(minus: 1)),
+                    lastFailure: $0.lastFailure,
+                    expiresAt: $0.expiresAt
+                )
             }
             let kept = rows.first { $0.key == t }.map { max($0.expiresAt, trust.expiresAt) } ?? trust.expiresAt
             return (released + [LoginThrottleRow(key: t, failures: 0, lastFailure: 0, expiresAt: kept)], ())

@@ -356,16 +356,21 @@ public struct DeleteAccountRequest: Codable, Sendable {
     }
 }
 
-/// Replaces the account's recovery key (`POST /v1/accounts/recovery`): the session and the current login
-/// key, and the new key's enrollment. The old recovery key stops working at once.
+/// Replaces the account's recovery key (`POST /v1/accounts/recovery`): the session, the current login key,
+/// the current recovery login key when the account has one, and the new key's enrollment. The old recovery
+/// key stops working at once.
 public struct RecoveryRotationRequest: Codable, Sendable {
     /// The current login key, base64url: a session alone cannot replace the recovery key.
     public var currentLoginKey: String
+    /// The current recovery login key, base64url (the one `RecoveryProof` carries): required when the account
+    /// has a recovery key, so that someone who learned the password cannot take the owner's way back away.
+    public var currentRecoveryLoginKey: String?
     /// The new recovery bundle and verifier.
     public var recovery: RecoveryEnrollment
-    /// A rotation proven by `currentLoginKey`.
-    public init(currentLoginKey: String, recovery: RecoveryEnrollment) {
+    /// A rotation proven by `currentLoginKey` and, when the account has one, `currentRecoveryLoginKey`.
+    public init(currentLoginKey: String, currentRecoveryLoginKey: String? = nil, recovery: RecoveryEnrollment) {
         self.currentLoginKey = currentLoginKey
+        self.currentRecoveryLoginKey = currentRecoveryLoginKey
         self.recovery = recovery
     }
 }

@@ -224,10 +224,14 @@ public struct RecoveryKeyCommand: AsyncParsableCommand {
             commandName: "rotate",
             abstract: "Replace your recovery key: the new one is printed once, the old one stops working at once.",
             discussion: """
-                Use it when the recovery key may have been seen by someone else. Asks for your password (a session alone is not enough).
+                Use it when the recovery key may have been seen by someone else. Asks for your password and your current
+                recovery key (env CAREVAULT_RECOVERY_KEY, else a prompt): a session, or the password alone, is not enough,
+                so someone who learned your password cannot take your way back away. --no-current-key is only for an
+                account that has no recovery key yet (registered by an older version).
                 Example: carevault-patient account recovery rotate
                 """
         )
+        @Flag(help: "The account has no recovery key yet: enrol a first one, proven by the password.") var noCurrentKey = false
         @OptionGroup var options: GlobalOptions
         public init() {}
 
@@ -235,7 +239,8 @@ public struct RecoveryKeyCommand: AsyncParsableCommand {
             let manager = try options.accounts()
             let password = try options.password()
             let account = try manager.unlockRemembered() ?? manager.unlock(password: password)
-            let key = try await manager.rotateRecoveryKey(account, password: password)
+            let current = noCurrentKey ? nil : try options.recoveryKey()
+            let key = try await manager.rotateRecoveryKey(account, password: password, currentRecoveryKey: current)
             // Shown once and stored nowhere, like the key `register` printed.
             if options.json {
                 try Output.json(["status": "recovery key replaced", "recoveryKey": key.text])

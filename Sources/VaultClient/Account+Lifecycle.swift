@@ -152,6 +152,17 @@ extension CredentialUpdate {
     /// New password credentials for `identity`: a fresh salt, `kdf`, the key bundle re-wrapped, signed
     /// by the account's signing key (Docs/envelope-v1.md §2.4). `changedAt` is now, or just after `after`
     /// (the newest change this device knows) when the clock is behind it: the server requires it to increase.
+    /// The first instant after `after` (the newest change this device accepted), checked: a change dated at
+    /// the end of time is one no later change can follow.
+    static func after(_ after: UnixMillis?) throws -> UnixMillis {
+        guard let after else { return .min }
+        let (next, overflow) = after.addingReportingOverflow(1)
+        guard !overflow else {
+            throw ClientError.integrity("the account's newest credential change is dated at the end of time; no later change can follow it")
+        }
+        return next
+    }
+
     static func make(identity: Identity, password: String, kdf: KDFParameters, after: UnixMillis? = nil) throws -> CredentialUpdate {
         guard password.count >= 8 else { throw ClientError.invalidRequest("the new password must have at least 8 characters") }
         let salt = Salt.random()
@@ -164,7 +175,7 @@ extension CredentialUpdate {
             salt: salt,
             loginVerifier: Base64URL.encode(keys.loginVerifier),
             keyBundle: bundle,
-            changedAt: max(Date().unixMillis, (after ?? .min) &+ 1),
+            changedAt: max(Date().unixMillis, try Self.after(after)),
             signature: identity.signing.sign([])
         )
         update.signature = identity.signing.sign(update.statementBytes)
@@ -228,14 +239,18 @@ extension AccountManager {
     }
 
     /// Replaces the account's recovery key: a new one is made here and its bundle and verifier sent, proven
-    /// by the session and the current password; the old key stops working at once. Returns the new key,
-    /// to be shown once: it is stored nowhere.
-    public func rotateRecoveryKey(_ account: UnlockedAccount, password: String) async throws -> RecoveryKey {
+    /// by the session, the current password and the current recovery key (nil only for an account that has
+    /// none yet); the old key stops working at once. Returns the new key, to be shown once: it is stored nowhere.
+    public func rotateRecoveryKey(_ account: UnlockedAccount, password: String, currentRecoveryKey: RecoveryKey?) async throws -> RecoveryKey {
         let auth = try account.sessionAuth
         let proven = try Self.currentKeys(account, password: password)
         let key = RecoveryKey.generate()
         let enrollment = RecoveryEnrollment(bundle: .seal(account.identity, recoveryKey: key), verifier: key.verifier)
-        let request = RecoveryRotationRequest(currentLoginKey: Base64URL.encode(proven.loginKey.copyBytes()), recovery: enrollment)
+        let request = RecoveryRotationRequest(
+            currentLoginKey: Base64URL.encode(proven.loginKey.copyBytes()),
+            currentRecoveryLoginKey: currentRecoveryKey?.proof(username: account.profile.username).recoveryLoginKey,
+            recovery: enrollment
+        )
         try await transport.sendIgnoringBody(.POST, Routes.recoveryRotate, body: request, auth: auth)
         return key
     }

@@ -249,8 +249,12 @@ struct AccountLifecycleCLITests {
                 #expect(try await world.tools.run("carevault-admin", ["approve", "--all"], extra: world.common).status == 0)
                 #expect(try await run(["login", "--username", user]).status == 0)
 
-                #expect(try await run(["account", "recovery", "rotate"], password: "a wrong password").status == 77, "\(tool)")
-                let rotate = try await run(["account", "recovery", "rotate", "--json"])
+                let current = ["CAREVAULT_RECOVERY_KEY": first]
+                #expect(try await run(["account", "recovery", "rotate"], password: "a wrong password", extra: current).status == 77, "\(tool)")
+                // The password alone does not replace the recovery key: the current one is needed too.
+                let passwordOnly = try await run(["account", "recovery", "rotate", "--no-current-key"])
+                #expect(passwordOnly.status == 64 && passwordOnly.stderr.contains("currentRecoveryLoginKey is required"), "\(passwordOnly.stderr)")
+                let rotate = try await run(["account", "recovery", "rotate", "--json"], extra: current)
                 #expect(rotate.status == 0, "\(tool): \(rotate.stderr)")
                 let second = try #require((try Self.json(rotate.stdout) as? [String: Any])?["recoveryKey"] as? String)
                 #expect(second != first)

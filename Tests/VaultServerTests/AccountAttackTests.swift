@@ -320,6 +320,13 @@ struct AccountAttackTests {
                 #expect(stale.status == .conflict, "changedAt \(changedAt - now)")
             }
             #expect(try await api.login("alice", password: "password two").status == .ok)
+            // Dated far ahead (a password holder's, or a clock run ahead), it would block every later change and
+            // recovery for good: refused past the server's clock and the allowed drift.
+            let drift = Int64(APILimits.maxForwardDriftMs)
+            for changedAt in [Int64.max, now + drift + 60_000] {
+                let ahead = try await change("password two", try Self.update(alice, password: "password three", changedAt: changedAt))
+                #expect(ahead.status == .badRequest, "changedAt \(changedAt)")
+            }
             #expect(try await change("password two", try Self.update(alice, password: "password three", changedAt: now + 1)).status == .noContent)
         }
     }
@@ -448,7 +455,21 @@ struct AccountAttackTests {
             let (foreign, _) = Self.recovery(for: UUID())
             let misnamed = RecoveryRotationRequest(currentLoginKey: try await Self.loginKey(api, "alice", alice.password), recovery: foreign)
             #expect(try await api.send(.post, Routes.recoveryRotate, json: misnamed, token: alice.token).status == .badRequest)
-            let rotation = RecoveryRotationRequest(currentLoginKey: try await Self.loginKey(api, "alice", alice.password), recovery: enrollment)
+            // The password alone (someone who learned it) cannot take the owner's way back away.
+            let passwordOnly = RecoveryRotationRequest(currentLoginKey: try await Self.loginKey(api, "alice", alice.password), recovery: enrollment)
+            #expect(try await api.send(.post, Routes.recoveryRotate, json: passwordOnly, token: alice.token).status == .badRequest)
+            let wrongKey = RecoveryRotationRequest(
+                currentLoginKey: try await Self.loginKey(api, "alice", alice.password),
+                currentRecoveryLoginKey: Base64URL.encode(RandomBytes.bytes(count: 32)),
+                recovery: enrollment
+            )
+            #expect(try await api.send(.post, Routes.recoveryRotate, json: wrongKey, token: alice.token).status == .unauthorized)
+            #expect(try await bundle(old) == .ok, "nothing was replaced")
+            let rotation = RecoveryRotationRequest(
+                currentLoginKey: try await Self.loginKey(api, "alice", alice.password),
+                currentRecoveryLoginKey: old,
+                recovery: enrollment
+            )
             #expect(try await api.send(.post, Routes.recoveryRotate, json: rotation, token: alice.token).status == .noContent)
             #expect(try await bundle(old) == .unauthorized, "the old key stopped working")
             #expect(try await bundle(new) == .ok)

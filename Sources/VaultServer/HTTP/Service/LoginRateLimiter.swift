@@ -41,6 +41,8 @@ final class LoginRateLimiter: Sendable {
     struct Attempt: Sendable {
         let username: String
         let address: String
+        /// Counted against the successful-login cap (not a recovery proof).
+        var capped = true
     }
 
     let limits: Limits
@@ -54,7 +56,9 @@ final class LoginRateLimiter: Sendable {
     static func usernameKey(_ username: String) -> String { "u:" + username }
     static func addressKey(_ address: String) -> String { "a:" + address }
     static func pairKey(_ username: String, _ address: String) -> String { "t:" + username + "\n" + address }
-    static func successKey(_ username: String) -> String { "s:" + username }
+    /// Successful proofs are counted per account and address: someone who knows the password cannot use up
+    /// the owner's logins from elsewhere.
+    static func successKey(_ username: String, _ address: String) -> String { "s:" + username + "\n" + address }
 
     /// The wait after `count` failures of which `free` cost nothing.
     func delay(afterFailures count: Int64, free: Int) -> Int64 {
@@ -75,8 +79,11 @@ final class LoginRateLimiter: Sendable {
 
     /// Admits an attempt at `username` from `address` and counts it, or throws `Refusal` with the wait,
     /// counting nothing. One atomic step, so attempts racing each other are decided one after another.
-    func admit(username: String, address: String, now: UnixMillis) async throws -> Attempt {
-        let (u, a, t, s) = (Self.usernameKey(username), Self.addressKey(address), Self.pairKey(username, address), Self.successKey(username))
+    /// `capped`: false for a recovery proof, which the successful-login cap never blocks (the owner's way back
+    /// must stay open whatever a password holder does).
+    func admit(username: String, address: String, now: UnixMillis, capped: Bool = true) async throws -> Attempt {
+        let (u, a, t) = (Self.usernameKey(username), Self.addressKey(address), Self.pairKey(username, address))
+        let s = Self.successKey(username, address)
         let limits = self.limits
         let refusal: Refusal? = try await repository.updateLoginThrottle(keys: [u, a, t, s], now: now) { rows in
             let byKey = Dictionary(rows.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
@@ -87,7 +94,7 @@ final class LoginRateLimiter: Sendable {
                     byKey[key].map { $0.lastFailure.saturating(plus: self.delay(afterFailures: $0.failures, free: free)).saturating(minus: now) }
                 }.max() ?? 0
             if wait > 0 { return ([], .backOff(waitMs: wait)) }
-            if let used = byKey[s], used.failures >= limits.successesPerWindow {
+            if capped, let used = byKey[s], used.failures >= limits.successesPerWindow {
                 return ([], .tooManySuccesses(waitMs: max(1, used.expiresAt.saturating(minus: now))))
             }
             let failures = [u, a].map { key in
@@ -102,15 +109,17 @@ final class LoginRateLimiter: Sendable {
             let success = byKey[s].map {
                 LoginThrottleRow(key: s, failures: $0.failures.saturating(plus: 1), lastFailure: now, expiresAt: $0.expiresAt)
             }
+            guard capped else { return (failures, nil) }
             return (failures + [success ?? LoginThrottleRow(key: s, failures: 1, lastFailure: now, expiresAt: now + limits.successWindowMs)], nil)
         }
         if let refusal { throw refusal }
-        return Attempt(username: username, address: address)
+        return Attempt(username: username, address: address, capped: capped)
     }
 
     /// The attempt's key was wrong: it stays counted as a failure, and no longer as a success.
     func failed(_ attempt: Attempt, now: UnixMillis) async throws {
-        let s = Self.successKey(attempt.username)
+        guard attempt.capped else { return }
+        let s = Self.successKey(attempt.username, attempt.address)
         try await repository.updateLoginThrottle(keys: [s], now: now) { rows in
             (
                 rows.map {

@@ -38,8 +38,10 @@ extension VaultService {
 
     /// Admits an attempt to prove a key of `username` (a login, a recovery key, a session's password
     /// check) under the login back-off and the account's successful-login cap, or answers 429.
-    func admit(username: String, address: String, now: UnixMillis, what: String) async throws -> LoginRateLimiter.Attempt {
-        do { return try await rateLimiter.admit(username: username, address: address, now: now) } catch let refusal as LoginRateLimiter.Refusal {
+    func admit(username: String, address: String, now: UnixMillis, what: String, capped: Bool = true) async throws -> LoginRateLimiter.Attempt {
+        do {
+            return try await rateLimiter.admit(username: username, address: address, now: now, capped: capped)
+        } catch let refusal as LoginRateLimiter.Refusal {
             switch refusal {
             case .backOff(let wait): throw Self.tooManyRequests("too many failed \(what)", waitMs: wait)
             case .tooManySuccesses(let wait): throw Self.tooManyRequests("too many logins to this account", waitMs: wait)
@@ -112,6 +114,12 @@ extension VaultService {
     /// Checks new credentials of `user`: signed by the account's own key, a well-formed verifier and bundle.
     func check(_ update: CredentialUpdate, of user: UserRow) throws {
         guard let certificate = user.certificate else { throw APIError.forbidden("the account is not approved") }
+        // Changes only move forward in time: one dated far ahead (signed by whoever holds the password, or by a
+        // device whose clock runs ahead) would block every later change and recovery of the account.
+        let (latest, overflow) = clock().addingReportingOverflow(Int64(APILimits.maxForwardDriftMs))
+        guard overflow || update.changedAt <= latest else {
+            throw APIError.badRequest("changedAt is more than \(APILimits.maxForwardDriftMs / 3_600_000) hours ahead of the server's clock")
+        }
         guard update.userID == user.id, update.isValid(signedBy: certificate.signingKey) else {
             throw APIError(.badRequest, .invalidSignature, "the new credentials are not signed by this account's key")
         }
@@ -169,7 +177,8 @@ extension VaultService {
         let now = clock()
         let user = try await repository.user(username: name)
         let state: AccountState? = if let user { try await lifecycle.accountState(userID: user.id) } else { nil }
-        let attempt = try await admit(username: name, address: address, now: now, what: "attempts")
+        // Not under the successful-login cap: a password holder using it up must not close the owner's way back.
+        let attempt = try await admit(username: name, address: address, now: now, what: "attempts", capped: false)
         guard Self.proves(bytes, stored: state?.recoveryVerifier, hash: Self.recoveryVerifier), let user, let state else {
             try await rateLimiter.failed(attempt, now: now)
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or recovery key")
@@ -218,6 +227,24 @@ extension VaultService {
         try Self.check(r.recovery, for: caller.id)
         let state = try await lifecycle.accountState(userID: caller.id)
         try await proveCurrentPassword(caller, r.currentLoginKey, state, address: address)
+        // The password alone must not replace the recovery key: whoever learned it could otherwise take the
+        // owner's way back away for good (a password change is undone by a recovery; this would not be).
+        if let verifier = state.recoveryVerifier {
+            guard let current = r.currentRecoveryLoginKey else {
+                throw APIError.badRequest(
+                    "currentRecoveryLoginKey is required: the account has a recovery key, and the password alone cannot replace it"
+                )
+            }
+            try await proveKey(
+                of: caller,
+                current,
+                field: "currentRecoveryLoginKey",
+                stored: verifier,
+                hash: Self.recoveryVerifier,
+                wrong: "the current recovery key is wrong",
+                address: address
+            )
+        }
         let event = AuditEvent(
             actor: Self.idText(caller.id),
             action: "account.recovery-key-replaced",

@@ -476,4 +476,22 @@ struct AccountAttackTests {
             #expect(try await Self.audited(api, "account.recovery-key-replaced").count == 1)
         }
     }
+
+    /// Someone who knows the password and logs in until the cap answers 429 does not hold off the owner's
+    /// recovery: recovery-key proofs are not counted against the successful-login cap.
+    @Test(arguments: Backend.allCases)
+    func usingUpTheLoginsDoesNotCloseTheWayBack(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let (_, recoveryKey) = try await Self.patientWithRecovery(api, "alice", password: "alice's password")
+            let key = try await Self.loginKey(api, "alice", "alice's password")
+            var status: HTTPResponse.Status = .ok
+            for _ in 0..<(LoginRateLimiter.Limits().successesPerWindow + 1) where status == .ok {
+                status = try await api.send(.post, Routes.login, json: LoginRequest(username: "alice", loginKey: key, deviceName: "thief")).status
+                api.harness.clock.advance(by: 1)
+            }
+            #expect(status == .tooManyRequests, "the cap was reached")
+            let proof = RecoveryProof(username: "alice", recoveryLoginKey: recoveryKey)
+            #expect(try await api.send(.post, Routes.recoveryBundle, json: proof).status == .ok, "the owner's recovery still answers")
+        }
+    }
 }

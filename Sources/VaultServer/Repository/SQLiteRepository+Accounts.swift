@@ -167,10 +167,10 @@ extension SQLiteRepository: AccountLifecycleRepository {
     static func openSession(_ db: Database, _ o: SessionOpening, now: UnixMillis) throws {
         let id = Self.id(o.session.userID)
         guard let account = try Row.fetchOne(db, sql: "SELECT status, suspended_at, credential_generation FROM users WHERE id = ?", arguments: [id]),
-            account["status"] as String? == AccountStatus.active.rawValue
+            try account.optionalString("status") == AccountStatus.active.rawValue
         else { throw SessionRefused.notActive }
-        guard account["suspended_at"] as Int64? == nil else { throw SessionRefused.suspended }
-        guard account["credential_generation"] as Int64? == o.generation else { throw SessionRefused.credentialsChanged }
+        guard try account.optionalInt64("suspended_at") == nil else { throw SessionRefused.suspended }
+        guard try account.optionalInt64("credential_generation") == o.generation else { throw SessionRefused.credentialsChanged }
         try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ?", arguments: [now])
         // The cap: the newest `maxSessions - 1` stay beside the new one.
         try db.execute(
@@ -289,9 +289,7 @@ extension SQLiteRepository {
                 sql: "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key IN (\(marks)) AND expires_at > ?",
                 arguments: arguments
             )
-            return rows.map {
-                LoginThrottleRow(key: $0["key"], failures: $0["failures"], lastFailure: $0["last_failure"], expiresAt: $0["expires_at"])
-            }
+            return try rows.map(LoginThrottleRow.init(stored:))
         }
     }
 
@@ -309,7 +307,7 @@ extension SQLiteRepository {
                 db,
                 sql: "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key IN (\(marks)) AND expires_at > ? ORDER BY key",
                 arguments: arguments
-            ).map { LoginThrottleRow(key: $0["key"], failures: $0["failures"], lastFailure: $0["last_failure"], expiresAt: $0["expires_at"]) }
+            ).map(LoginThrottleRow.init(stored:))
             let (writes, result) = decide(rows)
             for w in writes {
                 try db.execute(
@@ -323,5 +321,17 @@ extension SQLiteRepository {
             }
             return result
         }
+    }
+}
+
+extension LoginThrottleRow {
+    /// A throttle row read back, each column checked (an edited row fails the request, not the process).
+    init(stored r: some StoredRow) throws {
+        self.init(
+            key: try r.string("key"),
+            failures: try r.int64("failures"),
+            lastFailure: try r.int64("last_failure"),
+            expiresAt: try r.int64("expires_at")
+        )
     }
 }

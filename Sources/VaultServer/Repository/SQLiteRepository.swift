@@ -151,35 +151,46 @@ public final class SQLiteRepository: VaultRepository {
 }
 
 /// SQLite keeps UUIDs as lower-case text, flags as 0 or 1 and bytes as BLOBs.
+/// Every read throws, never traps: a value of another type edited into a column (text where a number is
+/// kept, say) fails the request, not the process. GRDB's subscripts would stop the process.
 extension Row: StoredRow {
+    /// `column`'s value, nil for NULL; a value that does not convert to `T` is an error.
+    func checked<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws -> T? {
+        do { return try decode(T?.self, forColumn: column) } catch {
+            throw StoredNumberOutOfRange(what: column, value: "of another type")
+        }
+    }
+
     func string(_ column: String) throws -> String {
-        guard let value: String = self[column] else { throw RepositoryError.notFound("no \(column)") }
+        guard let value = try checked(column, as: String.self) else { throw RepositoryError.notFound("no \(column)") }
         return value
     }
 
-    func optionalString(_ column: String) throws -> String? { self[column] }
+    func optionalString(_ column: String) throws -> String? { try checked(column) }
 
     func int64(_ column: String) throws -> Int64 {
-        guard let value: Int64 = self[column] else { throw RepositoryError.notFound("no \(column)") }
+        guard let value = try checked(column, as: Int64.self) else { throw RepositoryError.notFound("no \(column)") }
         return value
     }
 
-    func optionalInt64(_ column: String) throws -> Int64? { self[column] }
+    func optionalInt64(_ column: String) throws -> Int64? { try checked(column) }
 
     func uuid(_ column: String) throws -> UUID {
-        guard let text: String = self[column], let id = UUID(uuidString: text) else { throw RepositoryError.notFound("bad uuid in \(column)") }
+        guard let text = try checked(column, as: String.self), let id = UUID(uuidString: text) else {
+            throw RepositoryError.notFound("bad uuid in \(column)")
+        }
         return id
     }
 
-    func optionalUUID(_ column: String) throws -> UUID? { (self[column] as String?).flatMap(UUID.init(uuidString:)) }
+    func optionalUUID(_ column: String) throws -> UUID? { try checked(column, as: String.self).flatMap(UUID.init(uuidString:)) }
 
     func bool(_ column: String) throws -> Bool {
-        guard let value: Bool = self[column] else { throw RepositoryError.notFound("no \(column)") }
+        guard let value = try checked(column, as: Bool.self) else { throw RepositoryError.notFound("no \(column)") }
         return value
     }
 
     func bytes(_ column: String) throws -> [UInt8] {
-        guard let value: Data = self[column] else { throw RepositoryError.notFound("no \(column)") }
+        guard let value = try checked(column, as: Data.self) else { throw RepositoryError.notFound("no \(column)") }
         return Array(value)
     }
 }

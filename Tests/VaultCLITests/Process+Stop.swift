@@ -70,10 +70,17 @@ enum ChildStdio {
 }
 
 extension Process {
+    /// One child is started at a time in this test process: the test runs crashed (SIGSEGV in `memcpy` inside
+    /// Foundation's `Process.run()`) while several threads started children at once. The start is short;
+    /// waiting for the children still runs in parallel.
+    static let spawning = NSLock()
+
     /// `run()`, then holds the child by a pidfd (see `ChildHandles`).
     func runTracked() throws {
-        ChildStdio.claimLowDescriptors()
-        try run()
+        try Self.spawning.withLock {
+            ChildStdio.claimLowDescriptors()
+            try run()
+        }
         ChildHandles.track(self)
     }
 

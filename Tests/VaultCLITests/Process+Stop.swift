@@ -70,9 +70,10 @@ enum ChildStdio {
 }
 
 extension Process {
-    /// One child is started at a time in this test process: the test runs crashed (SIGSEGV in `memcpy` inside
-    /// Foundation's `Process.run()`) while several threads started children at once. The start is short;
-    /// waiting for the children still runs in parallel.
+    /// One child is started at a time in this test process (the start is short; waiting for the children
+    /// still runs in parallel). A precaution only: the SIGSEGV in `memcpy` inside Foundation's `Process.run()`
+    /// that this was added for happened with it too, beside the slow-client suite, which Scripts/test
+    /// therefore runs on its own.
     static let spawning = NSLock()
 
     /// `run()`, then holds the child by a pidfd (see `ChildHandles`).

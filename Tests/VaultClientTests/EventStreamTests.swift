@@ -169,6 +169,25 @@ struct EventStreamTests {
         }
     }
 
+    @Test func anOpenStreamDoesNotHoldUpTheServersStop() async throws {
+        let stopped = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+        let reader = NIOLockedValueBox<Task<Void, any Error>?>(nil)
+        try await ClientWorld.run(.sqlite) { world in
+            let device = try world.device("phone")
+            let (vault, _) = try await world.patient("pat", on: device)
+            let stream = EventStream(transport: device.transport, token: try #require(vault.account.session?.token))
+            let ready = NIOLockedValueBox(false)
+            reader.withLockedValue { r in
+                r = Task { for try await u in stream.updates() where u == .ready(resumed: false) { ready.withLockedValue { $0 = true } } }
+            }
+            try await Self.until { ready.withLockedValue { $0 } }
+            stopped.withLockedValue { $0 = .now }
+        }
+        let took = ContinuousClock.now - (stopped.withLockedValue { $0 } ?? .now)
+        #expect(took < .seconds(5), "the server stopped \(took) after it was asked to, with a stream open")
+        reader.withLockedValue { $0 }?.cancel()
+    }
+
     static func until(_ condition: @Sendable () -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
         while !condition() {

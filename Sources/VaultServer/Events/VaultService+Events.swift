@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
 import VaultAPI
 import VaultCore
 
@@ -76,6 +77,17 @@ struct EventStreamWriter: Sendable {
         let hub = service.events
         defer { hub.unsubscribe(subscription) }
         subscription.markStarted()
+        // The server waits for open requests when it stops: a stream must end then, or it would hold the
+        // stop up for as long as its client stays.
+        try await withGracefulShutdownHandler {
+            try await loop(write)
+        } onGracefulShutdown: { [subscription] in
+            subscription.close()
+        }
+    }
+
+    private func loop(_ write: (ByteBuffer) async throws -> Void) async throws {
+        let hub = service.events
         for await _ in subscription.wakes {
             let step = subscription.take()
             if step.refreshWatch, let watch = try? await service.watchedTresors(caller) { subscription.setWatch(watch) }

@@ -51,7 +51,7 @@ final class StreamTap: Sendable {
     func named(_ name: String) -> [ReadEvent] { events.filter { $0.name == name } }
 
     /// Waits (up to `seconds`) until `condition` holds.
-    func wait(_ what: String, seconds: Double = 10, until condition: @Sendable (StreamTap) -> Bool) async throws {
+    func wait(_ what: String, seconds: Double = 30, until condition: @Sendable (StreamTap) -> Bool) async throws {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1_000))
         while !condition(self) {
             guard ContinuousClock.now < deadline else {

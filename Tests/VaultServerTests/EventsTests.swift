@@ -155,7 +155,7 @@ struct EventsTests {
             try await s.wait("a heartbeat") { $0.raw.contains(": hb\n\n") }
             // The session ends behind the hub's back (as through an instance that could not announce it).
             try await w.api.repository.deleteSession(tokenHash: VaultService.tokenHash(patient.token))
-            try await s.wait("the end", seconds: 5) { $0.hasEnded }
+            try await s.wait("the end", seconds: 15) { $0.hasEnded }
             #expect(s.events.last?.reason == "session-ended")
         }
     }

@@ -105,8 +105,10 @@ final class PostgresEventRelay: Service, Sendable {
         var wait = Duration.milliseconds(250)
         var lost = false
         while !Task.isCancelled {
+            var opened: PostgresConnection?
             do {
                 let conn = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                opened = conn
                 try await conn.listen(on: Self.channel) { notifications in
                     state.withLockedValue { $0.connection = conn }
                     // Whatever was announced while this instance was not listening is covered.
@@ -125,12 +127,13 @@ final class PostgresEventRelay: Service, Sendable {
                         group.cancelAll()
                     }
                 }
-                state.withLockedValue { $0.connection = nil }
-                Task { try? await conn.close() }
             } catch {
-                state.withLockedValue { $0.connection = nil }
                 if !lost { logger.error("lost the event connection to PostgreSQL; reconnecting") }
             }
+            state.withLockedValue { $0.connection = nil }
+            // Closed on every path, also when cancelled (a connection must be closed before it is released);
+            // in a task of its own, since a cancelled close may not complete.
+            if let opened { Task { try? await opened.close() } }
             lost = true
             if (try? await Task.sleep(for: wait)) == nil { return }
             wait = min(wait * 2, .seconds(2))

@@ -54,7 +54,7 @@ struct EventStreamTests {
     static func first(
         _ count: Int,
         of stream: EventStream,
-        seconds: Int = 10,
+        seconds: Int = 30,
         onRetry: @escaping @Sendable (ClientError) -> Void = { _ in }
     )
         async throws -> [LiveUpdate]

@@ -23,6 +23,7 @@ struct EventStreamTests {
 
     /// A server whose `GET /v1/events` answers connection `n` (from 0) with `answer(n)`.
     static func hostile(
+        silence: Duration = .seconds(5),
         _ answer: @escaping @Sendable (Int) -> Response,
         _ body: @escaping @Sendable (EventStream, Seen) async throws -> Void
     ) async throws {
@@ -41,7 +42,7 @@ struct EventStreamTests {
             var policy = EventStream.Policy()
             policy.baseDelay = .milliseconds(20)
             policy.maxDelay = .milliseconds(100)
-            policy.silence = .seconds(1)
+            policy.silence = silence
             try await body(EventStream(transport: transport, token: "t", policy: policy), seen)
         }
     }
@@ -89,7 +90,7 @@ struct EventStreamTests {
             let failures = NIOLockedValueBox<[String]>([])
             let updates = try await Self.first(1, of: stream) { e in failures.withLockedValue { $0.append("\(e)") } }
             #expect(updates == [.ready(resumed: false)])
-            #expect(failures.withLockedValue { $0.first?.contains("limits") } == true)
+            #expect(failures.withLockedValue { $0.contains { $0.contains("limits") } })
             #expect(seen.ids.withLockedValue { $0.first } == .some(nil))
         }
     }
@@ -113,23 +114,24 @@ struct EventStreamTests {
     }
 
     @Test func aServerThatNeverSendsAnythingIsLeftAndTriedAgain() async throws {
+        // The first connection stays silent until the test ends: the reader must give up on it by itself.
+        let released = NIOLockedValueBox(false)
         let answer: @Sendable (Int) -> Response = { n in
             guard n == 0 else { return Self.sse("event: ready\ndata: {}\n\n") }
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/event-stream"],
                 body: ResponseBody { writer in
-                    try? await Task.sleep(for: .seconds(8))
+                    while !released.withLockedValue({ $0 }) { try? await Task.sleep(for: .milliseconds(50)) }
                     try await writer.finish(nil)
                 }
             )
         }
-        try await Self.hostile(answer) { stream, seen in
-            let started = ContinuousClock.now
+        try await Self.hostile(silence: .seconds(1), answer) { stream, seen in
+            defer { released.withLockedValue { $0 = true } }
             let updates = try await Self.first(1, of: stream)
             #expect(updates == [.ready(resumed: false)])
             #expect(seen.count >= 2)
-            #expect(ContinuousClock.now - started < .seconds(8), "given up after the silence limit (1 s), not the server's 8 s")
         }
     }
 

@@ -80,7 +80,7 @@ struct AccountAttackTests {
     }
 
     static func sessionRows(_ api: APIClient, _ user: TestUser) async throws -> [SessionEntry] {
-        try await #require(api.repository as? any AccountLifecycleRepository).sessionEntries(userID: user.id, now: api.harness.clock.millis)
+        try await api.repository.sessionEntries(userID: user.id, now: api.harness.clock.millis)
     }
 
     /// The audit entries of `action`.

@@ -77,7 +77,7 @@ struct CountRow: StoredRowDecodable {
 }
 
 /// The account lifecycle (Docs/design.md §2): password changes, recovery, sessions, suspension, deletion.
-extension PostgresRepository: AccountLifecycleRepository {
+extension PostgresRepository {
     public func accountState(userID: UUID) async throws -> AccountState {
         try await all(AccountState.self, PostgresQuery(unsafeSQL: AccountStateSQL.select + " $1", binds: binds(userID))).first ?? .none
     }

@@ -64,7 +64,7 @@ extension SQLiteRepository {
 }
 
 /// The account lifecycle (Docs/design.md §2): password changes, recovery, sessions, suspension, deletion.
-extension SQLiteRepository: AccountLifecycleRepository {
+extension SQLiteRepository {
     public func accountState(userID: UUID) async throws -> AccountState {
         try await pool.read { db in try Self.one(AccountState.self, db, AccountStateSQL.select + " ?", [Self.id(userID)]) } ?? .none
     }

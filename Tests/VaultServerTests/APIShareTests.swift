@@ -125,6 +125,30 @@ struct ShareAPITests {
         }
     }
 
+    /// The end date is a condition of the access check itself: a share past it lets nobody in even while
+    /// its row still says active (nothing has listed or moved it since).
+    @Test(arguments: Backend.allCases)
+    func shareAtItsEndGivesNoAccessBeforeAnythingExpiresIt(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let patient = try await api.user("pat", role: .patient)
+            let doctor = try await api.user("doc", role: .doctor)
+            let t = Tresor.create(ownerID: patient.id, category: "interventions")
+            _ = try await api.declareTresor(patient, t)
+            let share = try await api.requestShare(patient, doctor, t, expiresAt: api.harness.clock.millis + 60_000)
+            _ = try await api.approveShare(share)
+            api.harness.clock.advance(by: 60_000)
+            let now = api.harness.clock.millis
+            #expect(try await api.repository.share(id: share.shareID)?.state == .active, "nothing has expired it yet")
+            #expect(try await api.repository.activeShares(doctorID: doctor.id, now: now).isEmpty)
+            #expect(try await api.repository.activeShares(doctorID: doctor.id, now: now - 1).map(\.id) == [share.shareID])
+            let r = try await api.pull(doctor.token, owner: patient.id, tresor: t.id)
+            #expect(r.status == .forbidden && api.errorCode(r) == .shareNotActive)
+            let listed = try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: patient.token))
+            #expect(listed.shares.map(\.state) == [.expired], "the listing shows the end, and records it")
+            #expect(try await api.repository.share(id: share.shareID)?.state == .expired)
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func refusalsForSessionRoleAndOwnership(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in

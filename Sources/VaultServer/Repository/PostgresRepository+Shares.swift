@@ -93,6 +93,8 @@ extension PostgresRepository {
     public func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow {
         let g = try RowJSON.encode(grant)
         return try await transaction { conn in
+            // A share whose end date passed is expired before the check, so the refusal names that state.
+            _ = try await self.expireShares(conn, now: now)
             var s = try await self.locked(ShareRow.self, conn, id)
             try ShareTransition.grantUpdate.check(s.state)
             try await conn.query("UPDATE shares SET latest_grant = \(g), updated_at = \(now) WHERE id = \(id)", logger: self.logger)
@@ -110,38 +112,51 @@ extension PostgresRepository {
         }
     }
 
+    public func activeShares(doctorID: UUID, now: UnixMillis) async throws -> [ShareRow] {
+        try await all(
+            ShareRow.self,
+            PostgresQuery(
+                unsafeSQL: "SELECT * FROM shares WHERE doctor_id = $1 AND \(ShareRow.active(at: "$2")) ORDER BY created_at",
+                binds: binds(doctorID, now)
+            )
+        )
+    }
+
     public func expireShares(now: UnixMillis) async throws -> [ShareRow] {
-        try await transaction { conn in
-            // A pending share whose date passed before approval can no longer be approved: close it.
-            let stale = try await self.all(
-                ShareRow.self,
+        try await transaction { conn in try await self.expireShares(conn, now: now) }
+    }
+
+    /// `expireShares` inside the caller's transaction.
+    func expireShares(_ conn: PostgresConnection, now: UnixMillis) async throws -> [ShareRow] {
+        // A pending share whose date passed before approval can no longer be approved: close it.
+        let stale = try await self.all(
+            ShareRow.self,
+            """
+            SELECT * FROM shares WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= \(now) FOR UPDATE SKIP LOCKED
+            """,
+            on: conn
+        )
+        if !stale.isEmpty {
+            try await conn.query(
                 """
-                SELECT * FROM shares WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= \(now) FOR UPDATE SKIP LOCKED
+                UPDATE shares SET state = 'rejected', reason = \(AuditEvent.expiredBeforeApproval), updated_at = \(now)
+                WHERE id = ANY(\(stale.map(\.id)))
                 """,
-                on: conn
+                logger: self.logger
             )
-            if !stale.isEmpty {
-                try await conn.query(
-                    """
-                    UPDATE shares SET state = 'rejected', reason = \(AuditEvent.expiredBeforeApproval), updated_at = \(now)
-                    WHERE id = ANY(\(stale.map(\.id)))
-                    """,
-                    logger: self.logger
-                )
-                try await self.appendAudit(conn, stale.map(AuditEvent.shareExpiredBeforeApproval), now: now)
-            }
-            let due = try await self.all(
-                ShareRow.self,
-                """
-                SELECT * FROM shares WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= \(now) FOR UPDATE SKIP LOCKED
-                """,
-                on: conn
-            )
-            guard !due.isEmpty else { return [] }
-            try await conn.query("UPDATE shares SET state = 'expired', updated_at = \(now) WHERE id = ANY(\(due.map(\.id)))", logger: self.logger)
-            try await self.appendAudit(conn, due.map(AuditEvent.shareExpired), now: now)
-            return due.map { $0.expired(at: now) }
+            try await self.appendAudit(conn, stale.map(AuditEvent.shareExpiredBeforeApproval), now: now)
         }
+        let due = try await self.all(
+            ShareRow.self,
+            """
+            SELECT * FROM shares WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= \(now) FOR UPDATE SKIP LOCKED
+            """,
+            on: conn
+        )
+        guard !due.isEmpty else { return [] }
+        try await conn.query("UPDATE shares SET state = 'expired', updated_at = \(now) WHERE id = ANY(\(due.map(\.id)))", logger: self.logger)
+        try await self.appendAudit(conn, due.map(AuditEvent.shareExpired), now: now)
+        return due.map { $0.expired(at: now) }
     }
 
     public func maxApprovalSequence() async throws -> UInt64 {

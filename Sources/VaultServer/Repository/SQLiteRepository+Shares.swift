@@ -91,7 +91,9 @@ extension SQLiteRepository {
         let move = ShareTransition.grantUpdate
         let sql = "UPDATE shares SET latest_grant = ?, updated_at = ? WHERE id = ? AND state IN (\(Self.sqlList(move.from)))"
         return try await pool.write { db in
-            try Self.transition(ShareRow.self, db, id: id, to: move.to.rawValue, sql, [g, now, Self.id(id)], audit: audit, now: now)
+            // A share whose end date passed is expired before the check, so the refusal names that state.
+            _ = try Self.expireShares(db, now: now)
+            return try Self.transition(ShareRow.self, db, id: id, to: move.to.rawValue, sql, [g, now, Self.id(id)], audit: audit, now: now)
         }
     }
 
@@ -102,38 +104,52 @@ extension SQLiteRepository {
         }
     }
 
-    public func expireShares(now: UnixMillis) async throws -> [ShareRow] {
-        try await pool.write { db in
-            // A pending share whose date passed before approval can no longer be approved: close it.
-            let stale = try Self.all(
+    public func activeShares(doctorID: UUID, now: UnixMillis) async throws -> [ShareRow] {
+        try await pool.read { db in
+            try Self.all(
                 ShareRow.self,
                 db,
-                "SELECT * FROM shares WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?",
-                [now]
+                "SELECT * FROM shares WHERE doctor_id = ? AND \(ShareRow.active(at: "?")) ORDER BY created_at",
+                [Self.id(doctorID), now]
             )
-            for s in stale {
-                try db.execute(
-                    sql: "UPDATE shares SET state = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
-                    arguments: [AuditEvent.expiredBeforeApproval, now, Self.id(s.id)]
-                )
-            }
-            try Self.appendAudit(db, stale.map(AuditEvent.shareExpiredBeforeApproval), now: now)
-            let due = try Self.all(
-                ShareRow.self,
-                db,
-                "SELECT * FROM shares WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= ?",
-                [now]
-            )
-            guard !due.isEmpty else { return [] }
-            for s in due {
-                try db.execute(
-                    sql: "UPDATE shares SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'active'",
-                    arguments: [now, Self.id(s.id)]
-                )
-            }
-            try Self.appendAudit(db, due.map(AuditEvent.shareExpired), now: now)
-            return due.map { $0.expired(at: now) }
         }
+    }
+
+    public func expireShares(now: UnixMillis) async throws -> [ShareRow] {
+        try await pool.write { db in try Self.expireShares(db, now: now) }
+    }
+
+    /// `expireShares` inside the caller's write transaction.
+    static func expireShares(_ db: Database, now: UnixMillis) throws -> [ShareRow] {
+        // A pending share whose date passed before approval can no longer be approved: close it.
+        let stale = try Self.all(
+            ShareRow.self,
+            db,
+            "SELECT * FROM shares WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?",
+            [now]
+        )
+        for s in stale {
+            try db.execute(
+                sql: "UPDATE shares SET state = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                arguments: [AuditEvent.expiredBeforeApproval, now, Self.id(s.id)]
+            )
+        }
+        try Self.appendAudit(db, stale.map(AuditEvent.shareExpiredBeforeApproval), now: now)
+        let due = try Self.all(
+            ShareRow.self,
+            db,
+            "SELECT * FROM shares WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= ?",
+            [now]
+        )
+        guard !due.isEmpty else { return [] }
+        for s in due {
+            try db.execute(
+                sql: "UPDATE shares SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'active'",
+                arguments: [now, Self.id(s.id)]
+            )
+        }
+        try Self.appendAudit(db, due.map(AuditEvent.shareExpired), now: now)
+        return due.map { $0.expired(at: now) }
     }
 
     public func maxApprovalSequence() async throws -> UInt64 {

@@ -91,7 +91,11 @@ public protocol ShareRepository: Sendable {
     func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
     /// Keeps the patient's signed revocation with the share (the first one stays).
     func recordRevocation(id: UUID, revocation: ShareRevocation) async throws
-    /// Moves every active share whose expiry has passed to `expired`, auditing each. Returns them.
+    /// A doctor's shares that let them in at `now`: active and not past their end date, whether or not
+    /// `expireShares` has moved them yet (`ShareRow.active(at:)`). Writes nothing.
+    func activeShares(doctorID: UUID, now: UnixMillis) async throws -> [ShareRow]
+    /// Moves every active share whose expiry has passed to `expired` and every pending one to `rejected`,
+    /// auditing each; returns those it expired. Listings (`shares(…, asOf:)`) and grant updates run it first.
     func expireShares(now: UnixMillis) async throws -> [ShareRow]
     /// The highest approval sequence number stored so far (0 if none).
     func maxApprovalSequence() async throws -> UInt64
@@ -185,6 +189,25 @@ extension AccountRepository {
 }
 
 extension ShareRepository {
+    /// A patient's shares as they stand at `now`: those whose end date passed are moved first (persisted
+    /// and audited by `expireShares`), so a listing never shows a share past its date as open.
+    public func shares(patientID: UUID, asOf now: UnixMillis) async throws -> [ShareRow] {
+        _ = try await expireShares(now: now)
+        return try await shares(patientID: patientID).map { $0.current(at: now) }
+    }
+
+    /// A doctor's shares as they stand at `now` (see `shares(patientID:asOf:)`).
+    public func shares(doctorID: UUID, asOf now: UnixMillis) async throws -> [ShareRow] {
+        _ = try await expireShares(now: now)
+        return try await shares(doctorID: doctorID).map { $0.current(at: now) }
+    }
+
+    /// The shares in `state` at `now` (see `shares(patientID:asOf:)`).
+    public func shares(state: ShareState, asOf now: UnixMillis) async throws -> [ShareRow] {
+        _ = try await expireShares(now: now)
+        return try await shares(state: state).map { $0.current(at: now) }.filter { $0.state == state }
+    }
+
     /// Moves a share from one of `from` to `to` atomically (compare-and-set), setting approval or
     /// reason; throws `.invalidTransition` if its state is not in `from`.
     public func transitionShare(

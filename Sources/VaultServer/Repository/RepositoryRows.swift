@@ -203,12 +203,6 @@ extension ShareRow {
     /// The conflict reported when the schema refuses a second open share.
     static let openShareExists = "a pending or active share of this category with this doctor exists"
 
-    /// The condition on `shares` rows that lets a doctor in at the time bound to `placeholder`: active, and
-    /// its end date (if any) not yet reached, whether or not `expireShares` has moved it yet.
-    static func active(at placeholder: String) -> String {
-        "state = 'active' AND (expires_at IS NULL OR expires_at > \(placeholder))"
-    }
-
     /// This share as `expireShares` leaves it at `now`. A listing reads its rows through this too: on
     /// PostgreSQL a concurrent `expireShares` skips the rows another one is moving, which read as
     /// before until that one commits.

@@ -83,27 +83,6 @@ public final class SQLiteRepository: VaultRepository {
         try Row.fetchOne(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
     }
 
-    /// Moves one row to a new state with a compare-and-set UPDATE; when no row changed, reports whether it is
-    /// missing (`.notFound(what)`) or in another state (`.invalidTransition`), read from `stateColumn`.
-    static func compareAndSet(
-        _ db: Database,
-        _ sql: String,
-        _ arguments: StatementArguments,
-        table: String,
-        stateColumn: String,
-        id: UUID,
-        what: String,
-        to: String
-    ) throws {
-        try db.execute(sql: sql, arguments: arguments)
-        guard db.changesCount == 1 else {
-            guard let current = try String.fetchOne(db, sql: "SELECT \(stateColumn) FROM \(table) WHERE id = ?", arguments: [Self.id(id)]) else {
-                throw RepositoryError.notFound(what)
-            }
-            throw RepositoryError.invalidTransition(from: current, to: to)
-        }
-    }
-
     static func id(_ uuid: UUID) -> String { uuid.storedText }
 
     static func isUniqueViolation(_ error: Error) -> Bool {

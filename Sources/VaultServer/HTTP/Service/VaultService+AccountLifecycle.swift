@@ -284,7 +284,7 @@ extension VaultService {
     /// Records that the caller's session was used (at most once a minute).
     func touch(_ caller: Caller) async throws {
         let now = clock()
-        guard sessionTouches.shouldRecord(caller.tokenHash, now: now, interval: AccountStateSQL.touchIntervalMs) else { return }
+        guard sessionTouches.shouldRecord(caller.tokenHash, now: now, interval: AccountSQL.touchIntervalMs) else { return }
         try await lifecycle.touchSession(tokenHash: caller.tokenHash, now: now)
     }
 

@@ -107,15 +107,21 @@ struct ShareAPITests {
         }
     }
 
+    /// A patient, a doctor and an approved share of the patient's tresor with the doctor that ends in a minute.
+    static func shareEndingInAMinute(_ api: APIClient) async throws -> (TestUser, TestUser, Tresor, ShareInfo) {
+        let patient = try await api.user("pat", role: .patient)
+        let doctor = try await api.user("doc", role: .doctor)
+        let t = Tresor.create(ownerID: patient.id, category: "interventions")
+        _ = try await api.declareTresor(patient, t)
+        let share = try await api.requestShare(patient, doctor, t, expiresAt: api.harness.clock.millis + 60_000)
+        _ = try await api.approveShare(share)
+        return (patient, doctor, t, share)
+    }
+
     @Test(arguments: Backend.allCases)
     func expiredShareEndsAccess(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in
-            let patient = try await api.user("pat", role: .patient)
-            let doctor = try await api.user("doc", role: .doctor)
-            let t = Tresor.create(ownerID: patient.id, category: "interventions")
-            _ = try await api.declareTresor(patient, t)
-            let share = try await api.requestShare(patient, doctor, t, expiresAt: api.harness.clock.millis + 60_000)
-            _ = try await api.approveShare(share)
+            let (patient, doctor, t, share) = try await Self.shareEndingInAMinute(api)
             #expect(try await api.pull(doctor.token, owner: patient.id, tresor: t.id).status == .ok)
             api.harness.clock.advance(by: 61_000)
             #expect(try await api.deliverKeys(patient, doctor, share, t).status != .ok, "no keys to an expired share")
@@ -130,12 +136,7 @@ struct ShareAPITests {
     @Test(arguments: Backend.allCases)
     func shareAtItsEndGivesNoAccessBeforeAnythingExpiresIt(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in
-            let patient = try await api.user("pat", role: .patient)
-            let doctor = try await api.user("doc", role: .doctor)
-            let t = Tresor.create(ownerID: patient.id, category: "interventions")
-            _ = try await api.declareTresor(patient, t)
-            let share = try await api.requestShare(patient, doctor, t, expiresAt: api.harness.clock.millis + 60_000)
-            _ = try await api.approveShare(share)
+            let (patient, doctor, t, share) = try await Self.shareEndingInAMinute(api)
             api.harness.clock.advance(by: 60_000)
             let now = api.harness.clock.millis
             #expect(try await api.repository.share(id: share.shareID)?.state == .active, "nothing has expired it yet")

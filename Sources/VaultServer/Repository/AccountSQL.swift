@@ -47,9 +47,14 @@ extension AccountSQL {
 
 /// The reads of accounts and sessions, and their single-statement writes, written once over either
 /// engine's `SQLConnection`.
-protocol SQLAccountStore: AccountRepository, AccountLifecycleRepository, SQLConnection {}
+protocol SQLAccountStore: AccountRepository, AccountLifecycleRepository, SQLStore {}
 
 extension SQLAccountStore {
+    public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
+        let insert = AccountSQL.insertUser(user, registration: try RowJSON.encode(user.registration))
+        try await execute(insert, audit: [audit], now: user.createdAt, conflict: UserRow.alreadyRegistered)
+    }
+
     public func user(id: UUID) async throws -> UserRow? { try await row(UserRow.self, AccountSQL.user(id)) }
     public func user(username: String) async throws -> UserRow? { try await row(UserRow.self, AccountSQL.user(username: username)) }
     public func users() async throws -> [UserRow] { try await rows(UserRow.self, AccountSQL.users) }

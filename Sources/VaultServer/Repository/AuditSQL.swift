@@ -85,10 +85,10 @@ struct StoredBytes: StoredRowDecodable, Sendable {
     init(stored r: some StoredRow) throws { value = try r.bytes("value") }
 }
 
-/// The reads of the audit log, written once over either engine's `SQLConnection`.
-protocol SQLAuditReads: AuditRepository, SQLConnection {}
+/// The reads of the audit log and the checkpoints' insert, written once over either engine's `SQLStore`.
+protocol SQLAuditStore: AuditRepository, SQLStore {}
 
-extension SQLAuditReads {
+extension SQLAuditStore {
     public func auditEntries(after: UInt64, limit: Int, patientID: UUID?) async throws -> [AuditEntry] {
         try await rows(AuditEntry.self, AuditSQL.entries(after: after, limit: limit, patientID: patientID))
     }
@@ -100,6 +100,11 @@ extension SQLAuditReads {
 
     public func auditLinks(after: UInt64, limit: Int) async throws -> [AuditLink] {
         try await rows(AuditLink.self, AuditSQL.links(after: after, limit: limit))
+    }
+
+    public func insertAuditCheckpoint(_ checkpoint: AuditCheckpoint, storedAt: UnixMillis) async throws {
+        let insert = AuditSQL.insertCheckpoint(checkpoint, storedAt: storedAt)
+        try await execute(insert, audit: [], now: storedAt, conflict: AuditCheckpoint.alreadyStored(checkpoint.sequence))
     }
 
     public func auditCheckpoints() async throws -> [AuditCheckpoint] { try await rows(AuditCheckpoint.self, AuditSQL.checkpoints) }

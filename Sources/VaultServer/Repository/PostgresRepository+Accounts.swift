@@ -6,14 +6,6 @@ import VaultCore
 /// Users and sessions (Docs/design.md §2): the statements are `AccountSQL`'s and the reads and
 /// single-statement writes `SQLAccountStore`'s.
 extension PostgresRepository: SQLAccountStore {
-    public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
-        let registration = try RowJSON.encode(user.registration)
-        try await transaction(conflict: UserRow.alreadyRegistered) { conn in
-            try await PostgresSQL(connection: conn, logger: logger).execute(AccountSQL.insertUser(user, registration: registration))
-            try await appendAudit(conn, [audit], now: user.createdAt)
-        }
-    }
-
     public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
         let cert = try d.certificate.map(RowJSON.encode)
         let appr = try d.approval.map(RowJSON.encode)

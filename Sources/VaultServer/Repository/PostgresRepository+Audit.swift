@@ -4,8 +4,8 @@ import VaultAPI
 import VaultCore
 
 /// The hash-chained audit log and admin request replay protection (Docs/design.md §6): the statements are
-/// `AuditSQL`'s and the reads `SQLAuditReads`'s.
-extension PostgresRepository: SQLAuditReads {
+/// `AuditSQL`'s and the reads `SQLAuditStore`'s.
+extension PostgresRepository: SQLAuditStore {
     public func appendAudit(_ events: [AuditEvent], now: UnixMillis) async throws {
         try await transaction { conn in try await self.appendAudit(conn, events, now: now) }
     }
@@ -22,12 +22,6 @@ extension PostgresRepository: SQLAuditReads {
         let entries = try AuditSQL.entries(for: events, head: head, patientHeads: patientHeads, secret: secret, now: now)
         for e in entries { try await sql.execute(try AuditSQL.insert(e)) }
         try await sql.execute(AuditSQL.moveHead(to: entries.last!))
-    }
-
-    public func insertAuditCheckpoint(_ checkpoint: AuditCheckpoint, storedAt: UnixMillis) async throws {
-        try await transaction(conflict: AuditCheckpoint.alreadyStored(checkpoint.sequence)) { conn in
-            try await PostgresSQL(connection: conn, logger: self.logger).execute(AuditSQL.insertCheckpoint(checkpoint, storedAt: storedAt))
-        }
     }
 
     public func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool {

@@ -4,9 +4,9 @@ import VaultAPI
 import VaultCore
 
 /// Tresors and the share lifecycle (Docs/design.md §3): the statements are `ShareSQL`'s and the reads
-/// `SQLShareReads`'s. Changes lock the row first, then check the state machine, so concurrent server
+/// `SQLShareStore`'s. Changes lock the row first, then check the state machine, so concurrent server
 /// instances agree.
-extension PostgresRepository: SQLShareReads {
+extension PostgresRepository: SQLShareStore {
     public func upsertTresor(_ t: TresorRow, audit: AuditEvent) async throws -> TresorRow {
         let grant = try RowJSON.encode(t.selfGrant)
         return try await transaction(conflict: "tresor was created concurrently; retry") { conn in
@@ -19,14 +19,6 @@ extension PostgresRepository: SQLShareReads {
             }
             try await self.appendAudit(conn, [audit], now: t.updatedAt)
             return t
-        }
-    }
-
-    public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
-        let grant = try RowJSON.encode(s.grant)
-        try await transaction(conflict: ShareRow.openShareExists) { conn in
-            try await PostgresSQL(connection: conn, logger: self.logger).execute(ShareSQL.insertShare(s, grant: grant))
-            try await self.appendAudit(conn, [audit], now: s.createdAt)
         }
     }
 

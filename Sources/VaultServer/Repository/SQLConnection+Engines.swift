@@ -3,6 +3,8 @@ import GRDB
 import Logging
 import NIOCore
 import PostgresNIO
+import VaultAPI
+import VaultCore
 
 /// SQLite through GRDB: the statement's text is compiled once per connection and kept (every text is one of
 /// a fixed set; values are binds). Nothing suspends: the calls run inside a `read` or `write` of the pool.
@@ -72,7 +74,7 @@ struct PostgresSQL: SQLConnection {
 }
 
 /// Outside a transaction, each statement runs on a connection of the pool.
-extension PostgresRepository: SQLConnection {
+extension PostgresRepository: SQLStore {
     var dialect: SchemaDialect { .postgres }
 
     func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> [R] {
@@ -82,11 +84,18 @@ extension PostgresRepository: SQLConnection {
     func execute(_ statement: SQLStatement) async throws {
         try await client.query(statement.postgresQuery, logger: logger)
     }
+
+    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws {
+        try await transaction(conflict: conflict) { conn in
+            try await PostgresSQL(connection: conn, logger: self.logger).execute(statement)
+            try await self.appendAudit(conn, audit, now: now)
+        }
+    }
 }
 
 /// Outside a transaction, a read runs on a reader of the pool (a snapshot of the last commit) and a change
 /// in a write of its own.
-extension SQLiteRepository: SQLConnection {
+extension SQLiteRepository: SQLStore {
     var dialect: SchemaDialect { .sqlite }
 
     func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> [R] {
@@ -95,5 +104,12 @@ extension SQLiteRepository: SQLConnection {
 
     func execute(_ statement: SQLStatement) async throws {
         try await pool.write { db in try db.execute(statement) }
+    }
+
+    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws {
+        try await write(conflict: conflict) { db in
+            try db.execute(statement)
+            try Self.appendAudit(db, audit, now: now)
+        }
     }
 }

@@ -84,6 +84,14 @@ protocol SQLConnection {
     func execute(_ statement: SQLStatement) async throws
 }
 
+/// A repository's own connection: besides single statements, one statement with its audit entries in
+/// one transaction.
+protocol SQLStore: SQLConnection {
+    /// Runs `statement` and appends `audit` in one transaction; a unique constraint it would break throws
+    /// `.conflict(conflict)`.
+    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws
+}
+
 extension SQLConnection {
     /// The first row of `statement`, if any.
     func row<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> R? {

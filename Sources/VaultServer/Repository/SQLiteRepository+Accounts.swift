@@ -6,14 +6,6 @@ import VaultCore
 /// Users and sessions (Docs/design.md §2): the statements are `AccountSQL`'s and the reads and
 /// single-statement writes `SQLAccountStore`'s.
 extension SQLiteRepository: SQLAccountStore {
-    public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
-        let registration = try RowJSON.encode(user.registration)
-        try await write(conflict: UserRow.alreadyRegistered) { db in
-            try db.execute(AccountSQL.insertUser(user, registration: registration))
-            try Self.appendAudit(db, [audit], now: user.createdAt)
-        }
-    }
-
     public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
         let certificate = try d.certificate.map(RowJSON.encode)
         let approval = try d.approval.map(RowJSON.encode)

@@ -4,8 +4,8 @@ import VaultAPI
 import VaultCore
 
 /// The hash-chained audit log and admin request replay protection (Docs/design.md §6): the statements are
-/// `AuditSQL`'s and the reads `SQLAuditReads`'s.
-extension SQLiteRepository: SQLAuditReads {
+/// `AuditSQL`'s and the reads `SQLAuditStore`'s.
+extension SQLiteRepository: SQLAuditStore {
     public func appendAudit(_ events: [AuditEvent], now: UnixMillis) async throws {
         try await pool.write { db in try Self.appendAudit(db, events, now: now) }
     }
@@ -20,12 +20,6 @@ extension SQLiteRepository: SQLAuditReads {
         let entries = try AuditSQL.entries(for: events, head: head, patientHeads: patientHeads, secret: secret, now: now)
         for e in entries { try db.execute(try AuditSQL.insert(e)) }
         try db.execute(AuditSQL.moveHead(to: entries.last!))
-    }
-
-    public func insertAuditCheckpoint(_ checkpoint: AuditCheckpoint, storedAt: UnixMillis) async throws {
-        try await write(conflict: AuditCheckpoint.alreadyStored(checkpoint.sequence)) { db in
-            try db.execute(AuditSQL.insertCheckpoint(checkpoint, storedAt: storedAt))
-        }
     }
 
     public func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool {

@@ -4,8 +4,8 @@ import VaultAPI
 import VaultCore
 
 /// Tresors and the share lifecycle (Docs/design.md §3): the statements are `ShareSQL`'s and the reads
-/// `SQLShareReads`'s; the writes run in one write transaction each, which SQLite's single writer orders.
-extension SQLiteRepository: SQLShareReads {
+/// `SQLShareStore`'s; the writes run in one write transaction each, which SQLite's single writer orders.
+extension SQLiteRepository: SQLShareStore {
     public func upsertTresor(_ t: TresorRow, audit: AuditEvent) async throws -> TresorRow {
         let grant = try RowJSON.encode(t.selfGrant)
         return try await pool.write { db in
@@ -17,14 +17,6 @@ extension SQLiteRepository: SQLShareReads {
             }
             try Self.appendAudit(db, [audit], now: t.updatedAt)
             return t
-        }
-    }
-
-    public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
-        let grant = try RowJSON.encode(s.grant)
-        try await write(conflict: ShareRow.openShareExists) { db in
-            try db.execute(ShareSQL.insertShare(s, grant: grant))
-            try Self.appendAudit(db, [audit], now: s.createdAt)
         }
     }
 

@@ -83,11 +83,11 @@ enum ShareSQL {
     static let userApprovals: SQLStatement = "SELECT approval AS value FROM users WHERE approval IS NOT NULL"
 }
 
-/// The reads of tresors and shares, written once over either engine's `SQLConnection`. A read outside a
-/// transaction sees the last commit.
-protocol SQLShareReads: ShareRepository, SQLConnection {}
+/// The reads of tresors and shares and their single-statement writes, written once over either engine's
+/// `SQLStore`. A read outside a transaction sees the last commit.
+protocol SQLShareStore: ShareRepository, SQLStore {}
 
-extension SQLShareReads {
+extension SQLShareStore {
     public func tresor(id: UUID) async throws -> TresorRow? { try await row(TresorRow.self, ShareSQL.tresor(id)) }
     public func tresors(ownerID: UUID) async throws -> [TresorRow] { try await rows(TresorRow.self, ShareSQL.tresors(ownerID: ownerID)) }
     public func share(id: UUID) async throws -> ShareRow? { try await row(ShareRow.self, ShareSQL.share(id)) }
@@ -97,6 +97,11 @@ extension SQLShareReads {
 
     public func activeShares(doctorID: UUID, now: UnixMillis) async throws -> [ShareRow] {
         try await rows(ShareRow.self, ShareSQL.activeShares(doctorID: doctorID, now: now))
+    }
+
+    public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {
+        let insert = ShareSQL.insertShare(s, grant: try RowJSON.encode(s.grant))
+        try await execute(insert, audit: [audit], now: s.createdAt, conflict: ShareRow.openShareExists)
     }
 
     public func recordRevocation(id: UUID, revocation: ShareRevocation) async throws {

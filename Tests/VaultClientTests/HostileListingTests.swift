@@ -23,8 +23,8 @@ struct HostileListingTests {
         try await ClientWorld.run(backend) { world in
             let s = try await CommitmentTests.story(world, backend)
             // The operator deletes the state commitment and one record head.
-            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
-            try await world.repository.attackerExecutes("DELETE FROM heads WHERE record_id = '\(s.run)'")
+            try await world.repository.databaseOperator.dropCommitments()
+            try await world.repository.databaseOperator.dropRecordHead(s.run)
             let view = try await CommitmentTests.freshDoctor(world, "doc-fresh").view(patient: "pat")
             #expect(view.activities.map(\.id) == ["walk"], "the run is gone, and nothing says so but the missing commitment")
             #expect(view.asOf.isEmpty)
@@ -41,10 +41,8 @@ struct HostileListingTests {
         try await ClientWorld.run(backend) { world in
             let s = try await CommitmentTests.story(world, backend)
             // An older version of walk, and the removed swim brought back.
-            try await world.repository.attackerExecutes("UPDATE heads SET version_id = '\(s.walkV1)' WHERE record_id = '\(s.walk)'")
-            try await world.repository.attackerExecutes(
-                "UPDATE heads SET version_id = '\(s.swimLive)', deleted = false WHERE record_id = '\(s.swim)'"
-            )
+            try await world.repository.databaseOperator.pointRecordHead(s.walk, at: s.walkV1)
+            try await world.repository.databaseOperator.pointRecordHead(s.swim, at: s.swimLive, deleted: false)
             let view = try await CommitmentTests.freshDoctor(world, "doc-fresh").view(patient: "pat")
             #expect(view.completenessMessage != nil && !view.complete)
             #expect(view.activities.isEmpty && view.outcomes.isEmpty, "nothing unverified among the verified records")

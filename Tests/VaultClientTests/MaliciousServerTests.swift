@@ -13,17 +13,13 @@ import VaultTestSupport
 @Suite("Client: a hostile server is caught")
 struct MaliciousServerTests {
     static func allowTampering(_ repo: any VaultRepository, _ backend: Backend) async throws {
-        try await repo.attackerExecutes(
-            backend == .sqlite
-                ? "DROP TRIGGER versions_append_only_u"
-                : "ALTER TABLE versions DISABLE TRIGGER versions_append_only"
-        )
+        try await repo.databaseOperator.dropGuard(of: .versions)
     }
 
     /// Makes a stored head be delivered again at a new sequence number.
     static func redeliver(_ repo: any VaultRepository, owner: UUID, recordID: String, versionID: String) async throws {
         let next = try await repo.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100_000).map(\.sequence).max()! + 1
-        try await repo.attackerExecutes("UPDATE heads SET version_id = '\(versionID)', sequence = \(next) WHERE record_id = '\(recordID)'")
+        try await repo.databaseOperator.pointRecordHead(recordID, at: versionID, sequence: next)
     }
 
     /// Two synced devices of one patient with one activity.

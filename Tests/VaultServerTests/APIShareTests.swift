@@ -107,20 +107,45 @@ struct ShareAPITests {
         }
     }
 
+    /// A patient, a doctor and an approved share of the patient's tresor with the doctor that ends in a minute.
+    static func shareEndingInAMinute(_ api: APIClient) async throws -> (TestUser, TestUser, Tresor, ShareInfo) {
+        let patient = try await api.user("pat", role: .patient)
+        let doctor = try await api.user("doc", role: .doctor)
+        let t = Tresor.create(ownerID: patient.id, category: "interventions")
+        _ = try await api.declareTresor(patient, t)
+        let share = try await api.requestShare(patient, doctor, t, expiresAt: api.harness.clock.millis + 60_000)
+        _ = try await api.approveShare(share)
+        return (patient, doctor, t, share)
+    }
+
     @Test(arguments: Backend.allCases)
     func expiredShareEndsAccess(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in
-            let patient = try await api.user("pat", role: .patient)
-            let doctor = try await api.user("doc", role: .doctor)
-            let t = Tresor.create(ownerID: patient.id, category: "interventions")
-            _ = try await api.declareTresor(patient, t)
-            let share = try await api.requestShare(patient, doctor, t, expiresAt: api.harness.clock.millis + 60_000)
-            _ = try await api.approveShare(share)
+            let (patient, doctor, t, share) = try await Self.shareEndingInAMinute(api)
             #expect(try await api.pull(doctor.token, owner: patient.id, tresor: t.id).status == .ok)
             api.harness.clock.advance(by: 61_000)
             #expect(try await api.deliverKeys(patient, doctor, share, t).status != .ok, "no keys to an expired share")
             let r = try await api.pull(doctor.token, owner: patient.id, tresor: t.id)
             #expect(r.status == .forbidden && api.errorCode(r) == .shareNotActive)
+            #expect(try await api.repository.share(id: share.shareID)?.state == .expired)
+        }
+    }
+
+    /// The end date is a condition of the access check itself: a share past it lets nobody in even while
+    /// its row still says active (nothing has listed or moved it since).
+    @Test(arguments: Backend.allCases)
+    func shareAtItsEndGivesNoAccessBeforeAnythingExpiresIt(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let (patient, doctor, t, share) = try await Self.shareEndingInAMinute(api)
+            api.harness.clock.advance(by: 60_000)
+            let now = api.harness.clock.millis
+            #expect(try await api.repository.share(id: share.shareID)?.state == .active, "nothing has expired it yet")
+            #expect(try await api.repository.activeShares(doctorID: doctor.id, now: now).isEmpty)
+            #expect(try await api.repository.activeShares(doctorID: doctor.id, now: now - 1).map(\.id) == [share.shareID])
+            let r = try await api.pull(doctor.token, owner: patient.id, tresor: t.id)
+            #expect(r.status == .forbidden && api.errorCode(r) == .shareNotActive)
+            let listed = try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: patient.token))
+            #expect(listed.shares.map(\.state) == [.expired], "the listing shows the end, and records it")
             #expect(try await api.repository.share(id: share.shareID)?.state == .expired)
         }
     }

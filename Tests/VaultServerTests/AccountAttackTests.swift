@@ -80,7 +80,7 @@ struct AccountAttackTests {
     }
 
     static func sessionRows(_ api: APIClient, _ user: TestUser) async throws -> [SessionEntry] {
-        try await #require(api.repository as? any AccountLifecycleRepository).sessionEntries(userID: user.id, now: api.harness.clock.millis)
+        try await api.repository.sessionEntries(userID: user.id, now: api.harness.clock.millis)
     }
 
     /// The audit entries of `action`.
@@ -286,15 +286,15 @@ struct AccountAttackTests {
             let doctor = try await api.user("drbob", role: .doctor)
             #expect(try await api.send(.get, Routes.tresors, token: alice.token).status == .ok)
             // A credential change whose sessions were not ended (the generation moved, the rows stayed).
-            try await api.repository.attackerExecutes("UPDATE users SET credential_generation = credential_generation + 1 WHERE username = 'alice'")
+            try await api.repository.databaseOperator.raiseCredentialGeneration(of: "alice")
             let stale = try await api.send(.get, Routes.tresors, token: alice.token)
             #expect(stale.status == .unauthorized && api.errorCode(stale) == .unauthorized)
             #expect(try await Self.sessionRows(api, alice).isEmpty, "not listed either")
             // A suspension whose sessions were not ended.
             #expect(try await api.send(.get, Routes.doctorPatients, token: doctor.token).status == .ok)
-            try await api.repository.attackerExecutes("UPDATE users SET suspended_at = 1, suspend_reason = 'x' WHERE username = 'drbob'")
+            try await api.repository.databaseOperator.setSuspended("drbob", true)
             #expect(try await api.send(.get, Routes.doctorPatients, token: doctor.token).status == .forbidden)
-            try await api.repository.attackerExecutes("UPDATE users SET suspended_at = NULL, suspend_reason = NULL WHERE username = 'drbob'")
+            try await api.repository.databaseOperator.setSuspended("drbob", false)
             #expect(try await api.send(.get, Routes.doctorPatients, token: doctor.token).status == .ok, "reinstated")
         }
     }

@@ -42,10 +42,8 @@ struct PostgresStoreLockTests {
                 try await conn.query("SELECT 1 FROM owner_sequences WHERE owner_id = \(owner) FOR UPDATE", logger: pg.logger)
                 let push = Task { try await repo.storeVersions(ownerID: owner, [late]) }
                 try await Self.untilSomeoneWaits(pg)
-                // The deletion's own statements after its lock (AccountStateSQL.deleteAccount), the account included.
-                for sql in AccountStateSQL.deleteAccount {
-                    try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds(owner)), logger: pg.logger)
-                }
+                // The deletion's own statements after its lock (AccountSQL.deleteAccount), the account included.
+                for statement in AccountSQL.deleteAccount(owner) { try await conn.query(statement.postgresQuery, logger: pg.logger) }
                 return push
             }
             await #expect(throws: RepositoryError.notFound("account")) { _ = try await push.value }

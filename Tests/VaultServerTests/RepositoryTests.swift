@@ -267,17 +267,13 @@ struct RepositoryTests {
             // The log refuses ordinary edits...
             await #expect(throws: (any Error).self) { try await repo.attackerExecutes("UPDATE audit_log SET actor = 'x' WHERE sequence = 2") }
             // ...and someone who disables that still cannot edit without verification noticing.
-            let disable =
-                backend == .sqlite
-                ? "DROP TRIGGER audit_append_only_u; DROP TRIGGER audit_append_only_d"
-                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
-            try await repo.attackerExecutes(disable)
-            try await repo.attackerExecutes(#"UPDATE audit_log SET details = '{"n":"9"}' WHERE sequence = 3"#)
+            try await repo.databaseOperator.dropGuard(of: .auditLog)
+            try await repo.databaseOperator.editAuditDetails(sequence: 3, ["n": "9"])
             let edited = try await repo.verifyAudit()
             #expect(!edited.ok && edited.brokenAt == 3)
-            try await repo.attackerExecutes(#"UPDATE audit_log SET details = '{"n":"2"}' WHERE sequence = 3"#)
+            try await repo.databaseOperator.editAuditDetails(sequence: 3, ["n": "2"])
             #expect(try await repo.verifyAudit().ok)
-            try await repo.attackerExecutes("DELETE FROM audit_log WHERE sequence = 2")
+            try await repo.databaseOperator.deleteAuditEntry(sequence: 2)
             let deleted = try await repo.verifyAudit()
             #expect(!deleted.ok && deleted.brokenAt == 2)
         }
@@ -287,12 +283,8 @@ struct RepositoryTests {
     func deletingTheNewestAuditRowIsCaughtByTheHead(backend: Backend) async throws {
         try await TestDatabase.with(backend) { repo in
             try await repo.appendAudit([Fixtures.audit, Fixtures.audit, Fixtures.audit], now: 1)
-            try await repo.attackerExecutes(
-                backend == .sqlite
-                    ? "DROP TRIGGER audit_append_only_d"
-                    : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
-            )
-            try await repo.attackerExecutes("DELETE FROM audit_log WHERE sequence = 3")
+            try await repo.databaseOperator.dropGuard(of: .auditLog)
+            try await repo.databaseOperator.deleteAuditEntry(sequence: 3)
             let result = try await repo.verifyAudit()
             #expect(!result.ok && result.brokenAt == 3)
         }

@@ -51,7 +51,7 @@ import VaultTestSupport
             for edited in [UInt64.max - 1, UInt64.max, Self.limit] {
                 var approval = try #require(try await api.repository.user(id: reg.userID)?.approval)
                 approval.sequence = edited
-                try await api.repository.attackerExecutes("UPDATE users SET approval = '\(try RowJSON.encode(approval))' WHERE approval IS NOT NULL")
+                try await api.repository.databaseOperator.setUserApprovals(approval)
                 #expect(try await api.repository.maxApprovalSequence() == edited)
                 let (pending, _) = try await api.adminSend(.get, Routes.adminPending)
                 #expect(pending.status == .conflict, "highest stored \(edited): no next number is offered")
@@ -68,15 +68,15 @@ import VaultTestSupport
             let tresor = Tresor.create(ownerID: patient.id, category: "interventions")
             #expect(try await api.declareTresor(patient, tresor).status == .ok)
             #expect(try await api.push(patient, [try api.envelope(patient, tresor, record: "rest", payload: "{}")]).0.status == .ok)
-            try await api.repository.attackerExecutes("UPDATE owner_sequences SET last_sequence = \(Int64.max)")
+            try await api.repository.databaseOperator.setChangeSequences(to: .max)
             let (push, _) = try await api.push(patient, [try api.envelope(patient, tresor, record: "walk", payload: "{}")])
             #expect(push.status == .internalServerError, "the change sequence cannot go past its column")
-            try await api.repository.attackerExecutes("UPDATE owner_sequences SET last_sequence = -5")
+            try await api.repository.databaseOperator.setChangeSequences(to: -5)
             #expect(try await api.push(patient, [try api.envelope(patient, tresor, record: "walk", payload: "{}")]).0.status == .internalServerError)
             // The audit head at the end of its column: an audited action fails, the process lives.
-            try await api.repository.attackerExecutes("UPDATE audit_head SET sequence = \(Int64.max)")
+            try await api.repository.databaseOperator.setAuditHead(sequence: .max)
             #expect(try await api.register("hugo", role: .patient).2.status == .internalServerError)
-            try await api.repository.attackerExecutes("UPDATE audit_head SET sequence = -1")
+            try await api.repository.databaseOperator.setAuditHead(sequence: -1)
             #expect(try await api.register("ivan", role: .patient).2.status == .internalServerError)
             #expect(try await api.send(.get, Routes.health).status == .ok)
         }
@@ -89,9 +89,7 @@ import VaultTestSupport
             #expect(try await api.wrongLogin("kira").status == .unauthorized)
             // Every throttle row at one edge, then the other: each login is answered, in words.
             for edge in [Int64.max, Int64.min] {
-                try await api.repository.attackerExecutes(
-                    "UPDATE login_throttle SET failures = \(edge), last_failure = \(edge), expires_at = \(edge)"
-                )
+                try await api.repository.databaseOperator.setLoginThrottle(to: edge)
                 let login = try await api.login("kira", password: "correct horse")
                 #expect([.ok, .tooManyRequests].contains(login.status), "edge \(edge): \(login.status)")
                 #expect([.unauthorized, .tooManyRequests].contains(try await api.wrongLogin("kira").status))

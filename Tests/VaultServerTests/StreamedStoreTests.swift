@@ -172,7 +172,7 @@ struct StreamedStoreTests {
             let tresor = world.tresorRow.id
             let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
             #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
-            let lifecycle = try #require(repo as? any AccountLifecycleRepository)
+            let lifecycle: any AccountLifecycleRepository = repo
             #expect(try await lifecycle.deleteAccount(userID: owner, now: 1, audit: Fixtures.audit).versions == 1)
             // Twice (two requests at once): the second finds no account and audits nothing.
             let head = try await repo.auditHead()

@@ -126,7 +126,7 @@ public struct DeletedAccount: Sendable, Equatable {
     public var shares: Int
 }
 
-/// The account lifecycle's storage; both backends implement it in their `+Accounts` files.
+/// The account lifecycle's storage, one area of `VaultRepository`; both backends implement it in their `+Accounts` files.
 public protocol AccountLifecycleRepository: Sendable {
     /// The account's lifecycle state (`.none` for an account without any).
     func accountState(userID: UUID) async throws -> AccountState
@@ -209,43 +209,99 @@ extension SessionEntry: StoredRowDecodable {
     }
 }
 
-/// The query that reads `AccountState` from both backends (a left join: the credentials row may be absent).
-enum AccountStateSQL {
-    static let select = """
-        SELECT c.credential_update, c.recovery_bundle, c.recovery_verifier, u.suspended_at, u.suspend_reason, u.credential_generation
-        FROM users u LEFT JOIN account_credentials c ON c.user_id = u.id WHERE u.id =
+/// The statements of accounts, sessions and the account lifecycle (Docs/design.md §2), written once for
+/// both engines.
+enum AccountSQL {
+    /// An account's `AccountState` (a left join: the credentials row may be absent).
+    static func state(_ userID: UUID) -> SQLStatement {
         """
-    /// An account's (`$1`) sessions that are usable at `$2`: not expired, made under the current credentials.
-    static let liveSessions = """
+        SELECT c.credential_update, c.recovery_bundle, c.recovery_verifier, u.suspended_at, u.suspend_reason, u.credential_generation
+        FROM users u LEFT JOIN account_credentials c ON c.user_id = u.id WHERE u.id = \(userID)
+        """
+    }
+
+    /// An account's sessions that are usable at `now`: not expired, made under the current credentials.
+    static func liveSessions(_ userID: UUID, now: UnixMillis) -> SQLStatement {
+        """
         SELECT s.token_hash, s.device_name, s.created_at, s.last_used_at, s.expires_at FROM sessions s JOIN users u ON u.id = s.user_id
-        WHERE s.user_id = $1 AND s.expires_at > $2 AND s.credential_generation = u.credential_generation
+        WHERE s.user_id = \(userID) AND s.expires_at > \(now) AND s.credential_generation = u.credential_generation
         ORDER BY s.created_at DESC, s.token_hash
         """
+    }
+
     /// A session and its account's generation and suspension (`SessionCheck`), by token hash.
-    static let sessionCheck = """
+    static func sessionCheck(_ tokenHash: String) -> SQLStatement {
+        """
         SELECT s.token_hash, s.user_id, s.created_at, s.expires_at, s.credential_generation AS session_generation,
                u.credential_generation AS account_generation, u.suspended_at
-        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash =
+        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = \(tokenHash)
         """
+    }
+
     /// Sessions' last use is written at most this often, so reads do not each cost a write.
     static let touchIntervalMs: Int64 = 60_000
 
-    /// Deletes one owner (`$1`), children before parents. The `account_deletions` row opens the versions'
+    static func touch(_ tokenHash: String, now: UnixMillis) -> SQLStatement {
+        """
+        UPDATE sessions SET last_used_at = \(now)
+        WHERE token_hash = \(tokenHash) AND (last_used_at IS NULL OR last_used_at <= \(now - touchIntervalMs))
+        """
+    }
+
+    /// Deletes the sessions `selection` names, returning one row per session deleted.
+    static func deleteSessions(_ userID: UUID, _ selection: SessionSelection) -> SQLStatement {
+        let which: SQLStatement =
+            switch selection {
+            case .all: ""
+            case .allExcept(let keep): " AND token_hash <> \(keep)"
+            case .id(let id): " AND substr(token_hash, 1, 16) = \(id)"
+            }
+        return "DELETE FROM sessions WHERE user_id = \(userID)\(which) RETURNING token_hash AS value"
+    }
+
+    /// The account's credentials row, made when it does not exist yet (`setColumn` then fills it).
+    static func ensureCredentials(_ userID: UUID, now: UnixMillis) -> SQLStatement {
+        "INSERT INTO account_credentials (user_id, updated_at) VALUES (\(userID), \(now)) ON CONFLICT (user_id) DO NOTHING"
+    }
+
+    /// One column of the credentials row; `column` is one of the code's fixed names.
+    static func setCredential(_ userID: UUID, column: String, _ value: String?, now: UnixMillis) -> SQLStatement {
+        "UPDATE account_credentials SET \(sql: column) = \(value), updated_at = \(now) WHERE user_id = \(userID)"
+    }
+
+    /// Deletes one owner, children before parents. The `account_deletions` row opens the versions'
     /// append-only guard for this owner only, and is gone again before the transaction commits. A rule for
     /// every path that deletes a `users` row: lock (on PostgreSQL, first insert) the owner's
     /// `owner_sequences` row and delete it in the same transaction; that lock is what orders a push
     /// before or after the deletion, and a push that finds the row gone stores nothing.
-    static let deleteAccount = [
-        "INSERT INTO account_deletions (owner_id) VALUES ($1)",
-        "DELETE FROM heads WHERE owner_id = $1",
-        "DELETE FROM versions WHERE owner_id = $1",
-        "DELETE FROM account_deletions WHERE owner_id = $1",
-        "DELETE FROM owner_sequences WHERE owner_id = $1",
-        "DELETE FROM shares WHERE patient_id = $1",
-        "DELETE FROM tresor_commitments WHERE owner_id = $1",
-        "DELETE FROM tresors WHERE owner_id = $1",
-        "DELETE FROM sessions WHERE user_id = $1",
-        "DELETE FROM account_credentials WHERE user_id = $1",
-        "DELETE FROM users WHERE id = $1",
-    ]
+    static func deleteAccount(_ owner: UUID) -> [SQLStatement] {
+        [
+            "INSERT INTO account_deletions (owner_id) VALUES (\(owner))",
+            "DELETE FROM heads WHERE owner_id = \(owner)",
+            "DELETE FROM versions WHERE owner_id = \(owner)",
+            "DELETE FROM account_deletions WHERE owner_id = \(owner)",
+            "DELETE FROM owner_sequences WHERE owner_id = \(owner)",
+            "DELETE FROM shares WHERE patient_id = \(owner)",
+            "DELETE FROM tresor_commitments WHERE owner_id = \(owner)",
+            "DELETE FROM tresors WHERE owner_id = \(owner)",
+            "DELETE FROM sessions WHERE user_id = \(owner)",
+            "DELETE FROM account_credentials WHERE user_id = \(owner)",
+            "DELETE FROM users WHERE id = \(owner)",
+        ]
+    }
+
+    /// What an account deletion removes, counted before.
+    static func deletedCounts(_ owner: UUID) -> SQLStatement {
+        """
+        SELECT (SELECT count(*) FROM versions WHERE owner_id = \(owner)) AS versions,
+               (SELECT count(*) FROM tresors WHERE owner_id = \(owner)) AS tresors,
+               (SELECT count(*) FROM shares WHERE patient_id = \(owner)) AS shares
+        """
+    }
+}
+
+extension DeletedAccount: StoredRowDecodable {
+    init(stored r: some StoredRow) throws {
+        self.init(versions: Int(try r.int64("versions")), tresors: Int(try r.int64("tresors")), shares: Int(try r.int64("shares")))
+    }
 }

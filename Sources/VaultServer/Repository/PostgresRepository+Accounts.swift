@@ -3,97 +3,32 @@ import PostgresNIO
 import VaultAPI
 import VaultCore
 
-/// Users and sessions (Docs/design.md §2).
-extension PostgresRepository {
-    public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
-        let registration = try RowJSON.encode(user.registration)
-        try await transaction(conflict: UserRow.alreadyRegistered) { conn in
-            try await conn.query(
-                """
-                INSERT INTO users (id, username, role, status, registration, created_at, updated_at)
-                VALUES (\(user.id), \(user.username), \(user.role.rawValue), \(user.status.rawValue), \(registration), \(user.createdAt),
-                        \(user.updatedAt))
-                """,
-                logger: logger
-            )
-            try await appendAudit(conn, [audit], now: user.createdAt)
-        }
-    }
-
-    public func user(id: UUID) async throws -> UserRow? {
-        try await all(UserRow.self, "SELECT * FROM users WHERE id = \(id)").first
-    }
-
-    public func user(username: String) async throws -> UserRow? {
-        try await all(UserRow.self, "SELECT * FROM users WHERE username = \(username)").first
-    }
-
-    public func users() async throws -> [UserRow] {
-        try await all(UserRow.self, "SELECT * FROM users ORDER BY created_at, username")
-    }
-
+/// Users and sessions (Docs/design.md §2): the statements are `AccountSQL`'s and the reads and
+/// single-statement writes `SQLAccountStore`'s.
+extension PostgresRepository: SQLAccountStore {
     public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
         let cert = try d.certificate.map(RowJSON.encode)
         let appr = try d.approval.map(RowJSON.encode)
         return try await transaction { conn in
             let user = try await self.locked(UserRow.self, conn, id)
             try d.check(user)
-            try await conn.query(
-                """
-                UPDATE users SET status = \(d.status.rawValue), certificate = \(cert), approval = \(appr), reject_reason = \(d.reason),
-                       updated_at = \(now)
-                WHERE id = \(id)
-                """,
-                logger: logger
+            try await PostgresSQL(connection: conn, logger: self.logger).execute(
+                AccountSQL.decide(id, d, certificate: cert, approval: appr, now: now)
             )
             try await self.appendAudit(conn, [audit], now: now)
             return d.applied(to: user, at: now)
         }
     }
 
-    public func insertSession(_ s: SessionRow) async throws {
-        try await client.query("DELETE FROM sessions WHERE expires_at <= \(s.createdAt)", logger: logger)
-        try await client.query(
-            """
-            INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (\(s.tokenHash), \(s.userID), \(s.createdAt), \(s.expiresAt))
-            """,
-            logger: logger
-        )
-    }
-
-    public func session(tokenHash: String) async throws -> SessionRow? {
-        try await all(SessionRow.self, "SELECT token_hash, user_id, created_at, expires_at FROM sessions WHERE token_hash = \(tokenHash)").first
-    }
-
-    public func deleteSession(tokenHash: String) async throws {
-        try await client.query("DELETE FROM sessions WHERE token_hash = \(tokenHash)", logger: logger)
-    }
-}
-
-/// A count, as `SELECT count(*) AS n` answers it.
-struct CountRow: StoredRowDecodable {
-    var n: Int64
-    init(stored r: some StoredRow) throws { n = try r.int64("n") }
 }
 
 /// The account lifecycle (Docs/design.md §2): password changes, recovery, sessions, suspension, deletion.
-extension PostgresRepository: AccountLifecycleRepository {
-    public func accountState(userID: UUID) async throws -> AccountState {
-        try await all(AccountState.self, PostgresQuery(unsafeSQL: AccountStateSQL.select + " $1", binds: binds(userID))).first ?? .none
-    }
-
+extension PostgresRepository {
     /// Writes columns of the account's credentials row, creating the row when needed.
     func upsertCredentials(_ conn: PostgresConnection, userID: UUID, columns: [(String, String?)], now: UnixMillis) async throws {
-        try await conn.query(
-            "INSERT INTO account_credentials (user_id, updated_at) VALUES (\(userID), \(now)) ON CONFLICT (user_id) DO NOTHING",
-            logger: logger
-        )
-        for (column, value) in columns {
-            try await conn.query(
-                "UPDATE account_credentials SET \(unescaped: column) = \(value), updated_at = \(now) WHERE user_id = \(userID)",
-                logger: logger
-            )
-        }
+        let sql = PostgresSQL(connection: conn, logger: logger)
+        try await sql.execute(AccountSQL.ensureCredentials(userID, now: now))
+        for (column, value) in columns { try await sql.execute(AccountSQL.setCredential(userID, column: column, value, now: now)) }
     }
 
     public func setRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis) async throws {
@@ -236,38 +171,12 @@ extension PostgresRepository: AccountLifecycleRepository {
         try await appendAudit(conn, [audit], now: now)
     }
 
-    public func sessionCheck(tokenHash: String) async throws -> SessionCheck? {
-        try await all(SessionCheck.self, PostgresQuery(unsafeSQL: AccountStateSQL.sessionCheck + " $1", binds: binds(tokenHash))).first
-    }
-
-    public func sessionEntries(userID: UUID, now: UnixMillis) async throws -> [SessionEntry] {
-        try await all(SessionEntry.self, PostgresQuery(unsafeSQL: AccountStateSQL.liveSessions, binds: binds(userID, now)))
-    }
-
     public func deleteSessions(userID: UUID, _ selection: SessionSelection) async throws -> Int {
         try await transaction { conn in try await self.deleteSessions(conn, userID: userID, selection) }
     }
 
     func deleteSessions(_ conn: PostgresConnection, userID: UUID, _ selection: SessionSelection) async throws -> Int {
-        let (condition, value): (String, String?) =
-            switch selection {
-            case .all: ("", nil)
-            case .allExcept(let keep): (" AND token_hash <> $2", keep)
-            case .id(let id): (" AND substr(token_hash, 1, 16) = $2", id)
-            }
-        let sql = "WITH d AS (DELETE FROM sessions WHERE user_id = $1\(condition) RETURNING 1) SELECT count(*) AS n FROM d"
-        let query = PostgresQuery(unsafeSQL: sql, binds: value.map { binds(userID, $0) } ?? binds(userID))
-        return Int(try await all(CountRow.self, query, on: conn).first?.n ?? 0)
-    }
-
-    public func touchSession(tokenHash: String, now: UnixMillis) async throws {
-        let before = now - AccountStateSQL.touchIntervalMs
-        try await client.query(
-            """
-            UPDATE sessions SET last_used_at = \(now) WHERE token_hash = \(tokenHash) AND (last_used_at IS NULL OR last_used_at <= \(before))
-            """,
-            logger: logger
-        )
+        try await PostgresSQL(connection: conn, logger: logger).rows(StoredText.self, AccountSQL.deleteSessions(userID, selection)).count
     }
 
     public func setSuspension(userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
@@ -276,16 +185,11 @@ extension PostgresRepository: AccountLifecycleRepository {
 
     /// A suspension's (or reinstatement's) statements in the caller's transaction (`setSuspension`).
     func setSuspension(_ conn: PostgresConnection, userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
-        let at: Int64? = reason == nil ? nil : now
-        let found = try await all(
-            CountRow.self,
-            """
-            WITH u AS (UPDATE users SET suspended_at = \(at), suspend_reason = \(reason), updated_at = \(now) WHERE id = \(userID) RETURNING 1)
-            SELECT count(*) AS n FROM u
-            """,
-            on: conn
+        let found = try await PostgresSQL(connection: conn, logger: logger).rows(
+            StoredText.self,
+            AccountSQL.suspend(userID, reason: reason, now: now)
         )
-        guard found.first?.n == 1 else { throw RepositoryError.notFound("user") }
+        guard found.count == 1 else { throw RepositoryError.notFound("user") }
         if reason != nil { _ = try await deleteSessions(conn, userID: userID, .all) }
         try await appendAudit(conn, [audit], now: now)
     }
@@ -304,17 +208,10 @@ extension PostgresRepository: AccountLifecycleRepository {
                 logger: logger
             )
             try await conn.query("SELECT 1 FROM owner_sequences WHERE owner_id = \(userID) FOR UPDATE", logger: logger)
-            func count(_ sql: String) async throws -> Int {
-                Int(try await self.all(CountRow.self, PostgresQuery(unsafeSQL: sql, binds: binds(userID)), on: conn).first?.n ?? 0)
-            }
-            let deleted = DeletedAccount(
-                versions: try await count("SELECT count(*) AS n FROM versions WHERE owner_id = $1"),
-                tresors: try await count("SELECT count(*) AS n FROM tresors WHERE owner_id = $1"),
-                shares: try await count("SELECT count(*) AS n FROM shares WHERE patient_id = $1")
-            )
-            for sql in AccountStateSQL.deleteAccount {
-                try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds(userID)), logger: self.logger)
-            }
+            let sql = PostgresSQL(connection: conn, logger: self.logger)
+            let deleted =
+                try await sql.row(DeletedAccount.self, AccountSQL.deletedCounts(userID)) ?? DeletedAccount(versions: 0, tresors: 0, shares: 0)
+            for statement in AccountSQL.deleteAccount(userID) { try await sql.execute(statement) }
             try await self.appendAudit(conn, [audit], now: now)
             return deleted
         }

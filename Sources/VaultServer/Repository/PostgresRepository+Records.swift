@@ -4,7 +4,7 @@ import PostgresNIO
 import VaultCore
 
 /// Append-only versions, last-writer-wins heads and per-owner change sequences (Docs/design.md §5).
-extension PostgresRepository {
+extension PostgresRepository: SQLRecordReads {
     /// A stored head and the record it belongs to.
     private struct HeadRecord: StoredRowDecodable {
         var recordID: String
@@ -176,92 +176,34 @@ extension PostgresRepository {
         }
     }
 
-    public func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow] {
-        try await all(ChangeRow.self, Self.changeQuery("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit))
-    }
-
     public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int, maxBytes: Int) async throws -> StoredPage {
         // REPEATABLE READ: one snapshot for every query, so the sizes, the changes and the commitments agree.
         try await transaction { conn in
             try await conn.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: self.logger)
             // `length()` of a stored bytea reads its size without fetching (or decompressing) its bytes.
-            let sizes = try await self.all(
-                EnvelopeSize.self,
-                Self.changeQuery("length(v.envelope)::bigint AS size", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit),
-                on: conn
-            ).map(\.size)
+            let sql = PostgresSQL(connection: conn, logger: self.logger)
+            let sizes = try await sql.rows(
+                StoredNumber.self,
+                RecordSQL.changes("length(v.envelope)::bigint AS value", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
+            ).map { Int($0.value ?? 0) }
             let fit = StoredPage.fitting(sizes, maxBytes: maxBytes)
-            let changes = try await self.all(
+            let changes = try await sql.rows(
                 ChangeRow.self,
-                Self.changeQuery("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: fit),
-                on: conn
+                RecordSQL.changes("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: fit)
             )
             guard sizes.count < limit, fit == sizes.count else { return StoredPage(changes: changes, done: false, commitments: []) }
-            let commitments =
-                if let tresorID {
-                    try await self.all(
-                        CommitmentRow.self,
-                        "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)",
-                        on: conn
-                    )
-                } else {
-                    try await self.all(
-                        CommitmentRow.self,
-                        "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = \(ownerID) ORDER BY tresor_id",
-                        on: conn
-                    )
-                }
+            let commitments = try await sql.rows(CommitmentRow.self, RecordSQL.commitments(ownerID: ownerID, tresorID: tresorID))
             return StoredPage(changes: changes, done: true, commitments: commitments)
         }
-    }
-
-    /// `select` of the heads after `since` (of `tresorID` when given), in sequence order, at most `limit`.
-    static func changeQuery(_ select: String, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) -> PostgresQuery {
-        let after = Int64(bitPattern: since)
-        if let tresorID {
-            return """
-                SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id AND v.owner_id = h.owner_id
-                WHERE h.owner_id = \(ownerID) AND h.tresor_id = \(tresorID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-                """
-        }
-        return """
-            SELECT \(unescaped: select) FROM heads h JOIN versions v ON v.version_id = h.version_id AND v.owner_id = h.owner_id
-            WHERE h.owner_id = \(ownerID) AND h.sequence > \(after) ORDER BY h.sequence LIMIT \(limit)
-            """
     }
 
     /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
     /// replaces it, inside the caller's transaction; throws `.conflict` at the first stale one.
     func replaceCommitments(_ conn: PostgresConnection, owner: UUID, _ commitments: [CommitmentRow], now: UnixMillis) async throws {
+        let sql = PostgresSQL(connection: conn, logger: logger)
         for c in commitments {
-            var stored: Int64?
-            for try await s in try await conn.query(
-                "SELECT sequence FROM tresor_commitments WHERE tresor_id = \(c.tresorID)",
-                logger: logger
-            ).decode(Int64.self) { stored = s }
-            if let stored, UInt64(bitPattern: stored) &+ 1 != c.sequence { throw CommitmentRow.stale(c, stored: UInt64(bitPattern: stored)) }
-            try await conn.query(
-                """
-                INSERT INTO tresor_commitments (tresor_id, owner_id, sequence, statement, updated_at)
-                VALUES (\(c.tresorID), \(owner), \(Int64(bitPattern: c.sequence)), \(ByteBuffer(bytes: c.json)), \(now))
-                ON CONFLICT (tresor_id) DO UPDATE SET sequence = excluded.sequence, statement = excluded.statement, updated_at = excluded.updated_at
-                """,
-                logger: logger
-            )
+            try RecordSQL.check(c, stored: try await sql.row(StoredNumber.self, RecordSQL.commitmentSequence(c.tresorID))?.value)
+            try await sql.execute(RecordSQL.putCommitment(c, owner: owner, now: now))
         }
     }
-
-    public func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis? {
-        for try await v in try await client.query(
-            "SELECT MAX(changed_at) FROM heads WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)",
-            logger: logger
-        ).decode(Int64?.self) { return v }
-        return nil
-    }
-}
-
-/// The stored size of one envelope, to bound a page in bytes before reading it.
-struct EnvelopeSize: StoredRowDecodable {
-    var size: Int
-    init(stored r: some StoredRow) throws { size = Int(try r.int64("size")) }
 }

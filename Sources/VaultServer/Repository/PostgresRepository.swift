@@ -158,44 +158,6 @@ public final class PostgresRepository: VaultRepository {
         return out
     }
 
-    /// Appends audit events inside the caller's transaction, chained onto the recorded head.
-    func appendAudit(_ conn: PostgresConnection, _ events: [AuditEvent], now: UnixMillis) async throws {
-        guard !events.isEmpty else { return }
-        // The head row's lock orders concurrent appenders; after waiting, READ COMMITTED re-reads the row.
-        guard let head = try await all(AuditHeadRow.self, "SELECT sequence, hash FROM audit_head WHERE id = 1 FOR UPDATE", on: conn).first else {
-            throw RepositoryError.notFound("audit head")
-        }
-        var patientHeads: [UUID: String] = [:]
-        for p in AuditBuilder.patients(events) {
-            let sql: PostgresQuery = "SELECT hash FROM audit_log WHERE patient_id = \(p) ORDER BY sequence DESC LIMIT 1"
-            for try await hash in try await conn.query(sql, logger: logger).decode(String.self) { patientHeads[p] = hash }
-        }
-        var secret: [UInt8]?
-        let read: PostgresQuery = "SELECT value FROM meta WHERE key = 'server_secret'"
-        for try await value in try await conn.query(read, logger: logger).decode(ByteBuffer.self) { secret = Array(value.readableBytesView) }
-        guard let secret else { throw RepositoryError.notFound("server secret (database not migrated)") }
-        let entries = try AuditBuilder.entries(
-            for: events,
-            after: (head.sequence, head.hash),
-            patientHeads: patientHeads,
-            serverSecret: secret,
-            now: now
-        )
-        for e in entries {
-            let details = try RowJSON.encode(e.details)
-            let (format, digest) = (Int64(e.entryFormat), AuditChain.digest(of: e))
-            try await conn.query(
-                """
-                INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link)
-                VALUES (\(Int64(e.sequence)), \(e.at), \(e.actor), \(e.action), \(e.patientID), \(details), \(e.previousHash), \(e.hash),
-                \(format), \(digest), \(e.patientLink))
-                """,
-                logger: logger
-            )
-        }
-        let last = entries.last!
-        try await conn.query("UPDATE audit_head SET sequence = \(Int64(last.sequence)), hash = \(last.hash) WHERE id = 1", logger: logger)
-    }
 }
 
 /// PostgreSQL has native UUID, BOOLEAN and BYTEA columns; a missing column is a programming error.

@@ -203,6 +203,23 @@ extension ShareRow {
     /// The conflict reported when the schema refuses a second open share.
     static let openShareExists = "a pending or active share of this category with this doctor exists"
 
+    /// This share as `expireShares` leaves it at `now`. A listing reads its rows through this too: on
+    /// PostgreSQL a concurrent `expireShares` skips the rows another one is moving, which read as
+    /// before until that one commits.
+    func current(at now: UnixMillis) -> ShareRow {
+        guard let end = expiresAt, end <= now else { return self }
+        switch state {
+        case .active: return expired(at: now)
+        case .pending:
+            var s = self
+            s.state = .rejected
+            s.reason = AuditEvent.expiredBeforeApproval
+            s.updatedAt = now
+            return s
+        default: return self
+        }
+    }
+
     /// This share as `expireShares` reports it after moving it.
     func expired(at now: UnixMillis) -> ShareRow {
         var s = self

@@ -267,7 +267,7 @@ extension AuditEntry: StoredRowDecodable {
 }
 
 /// The `audit_head` row: where the next appended entry chains on.
-struct AuditHeadRow: StoredRowDecodable {
+struct AuditHeadRow: StoredRowDecodable, Sendable {
     var sequence: UInt64
     var hash: String
 

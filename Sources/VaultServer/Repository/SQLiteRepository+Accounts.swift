@@ -3,84 +3,29 @@ import GRDB
 import VaultAPI
 import VaultCore
 
-/// Users and sessions (Docs/design.md §2).
-extension SQLiteRepository {
-    public func insertUser(_ user: UserRow, audit: AuditEvent) async throws {
-        let registration = try RowJSON.encode(user.registration)
-        try await write(conflict: UserRow.alreadyRegistered) { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO users (id, username, role, status, registration, certificate, approval, reject_reason, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
-                    """,
-                arguments: [
-                    Self.id(user.id), user.username, user.role.rawValue, user.status.rawValue, registration,
-                    user.createdAt, user.updatedAt,
-                ]
-            )
-            try Self.appendAudit(db, [audit], now: user.createdAt)
-        }
-    }
-
-    public func user(id: UUID) async throws -> UserRow? {
-        try await pool.read { db in try Self.one(UserRow.self, db, "SELECT * FROM users WHERE id = ?", [Self.id(id)]) }
-    }
-
-    public func user(username: String) async throws -> UserRow? {
-        try await pool.read { db in try Self.one(UserRow.self, db, "SELECT * FROM users WHERE username = ?", [username]) }
-    }
-
-    public func users() async throws -> [UserRow] {
-        try await pool.read { db in try Self.all(UserRow.self, db, "SELECT * FROM users ORDER BY created_at, username") }
-    }
-
+/// Users and sessions (Docs/design.md §2): the statements are `AccountSQL`'s and the reads and
+/// single-statement writes `SQLAccountStore`'s.
+extension SQLiteRepository: SQLAccountStore {
     public func decideUser(id: UUID, _ d: UserDecision, now: UnixMillis, audit: AuditEvent) async throws -> UserRow {
-        let cert = try d.certificate.map(RowJSON.encode)
-        let appr = try d.approval.map(RowJSON.encode)
-        let sql = "UPDATE users SET status = ?, certificate = ?, approval = ?, reject_reason = ?, updated_at = ? WHERE id = ? AND status = ?"
-        let arguments: StatementArguments = [d.status.rawValue, cert, appr, d.reason, now, Self.id(id), UserDecision.from.rawValue]
+        let certificate = try d.certificate.map(RowJSON.encode)
+        let approval = try d.approval.map(RowJSON.encode)
         return try await pool.write { db in
-            try Self.transition(UserRow.self, db, id: id, to: d.status.rawValue, sql, arguments, audit: audit, now: now)
+            guard let user = try db.row(UserRow.self, AccountSQL.user(id)) else { throw RepositoryError.notFound(UserRow.noun) }
+            try d.check(user)
+            try db.execute(AccountSQL.decide(id, d, certificate: certificate, approval: approval, now: now))
+            try Self.appendAudit(db, [audit], now: now)
+            return d.applied(to: user, at: now)
         }
     }
 
-    public func insertSession(_ s: SessionRow) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ?", arguments: [s.createdAt])
-            try db.execute(
-                sql: "INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-                arguments: [s.tokenHash, Self.id(s.userID), s.createdAt, s.expiresAt]
-            )
-        }
-    }
-
-    public func session(tokenHash: String) async throws -> SessionRow? {
-        try await pool.read { db in try Self.one(SessionRow.self, db, "SELECT * FROM sessions WHERE token_hash = ?", [tokenHash]) }
-    }
-
-    public func deleteSession(tokenHash: String) async throws {
-        try await pool.write { db in try db.execute(sql: "DELETE FROM sessions WHERE token_hash = ?", arguments: [tokenHash]) }
-    }
 }
 
 /// The account lifecycle (Docs/design.md §2): password changes, recovery, sessions, suspension, deletion.
-extension SQLiteRepository: AccountLifecycleRepository {
-    public func accountState(userID: UUID) async throws -> AccountState {
-        try await pool.read { db in try Self.one(AccountState.self, db, AccountStateSQL.select + " ?", [Self.id(userID)]) } ?? .none
-    }
-
+extension SQLiteRepository {
     /// Writes one column of the account's credentials row, creating the row when needed.
     static func upsertCredentials(_ db: Database, userID: UUID, columns: [(String, String?)], now: UnixMillis) throws {
-        try db.execute(
-            sql: "INSERT INTO account_credentials (user_id, updated_at) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING",
-            arguments: [Self.id(userID), now]
-        )
-        for (column, value) in columns {
-            try db.execute(
-                sql: "UPDATE account_credentials SET \(column) = ?, updated_at = ? WHERE user_id = ?",
-                arguments: [value, now, Self.id(userID)]
-            )
-        }
+        try db.execute(AccountSQL.ensureCredentials(userID, now: now))
+        for (column, value) in columns { try db.execute(AccountSQL.setCredential(userID, column: column, value, now: now)) }
     }
 
     public func setRecovery(userID: UUID, _ enrollment: RecoveryEnrollment, now: UnixMillis) async throws {
@@ -203,43 +148,12 @@ extension SQLiteRepository: AccountLifecycleRepository {
         try appendAudit(db, [audit], now: now)
     }
 
-    public func sessionCheck(tokenHash: String) async throws -> SessionCheck? {
-        try await pool.read { db in try Self.one(SessionCheck.self, db, AccountStateSQL.sessionCheck + " ?", [tokenHash]) }
-    }
-
-    public func sessionEntries(userID: UUID, now: UnixMillis) async throws -> [SessionEntry] {
-        try await pool.read { db in
-            try Self.all(
-                SessionEntry.self,
-                db,
-                AccountStateSQL.liveSessions.replacingOccurrences(of: "$1", with: "?").replacingOccurrences(of: "$2", with: "?"),
-                [Self.id(userID), now]
-            )
-        }
-    }
-
     public func deleteSessions(userID: UUID, _ selection: SessionSelection) async throws -> Int {
         try await pool.write { db in try Self.deleteSessions(db, userID: userID, selection) }
     }
 
     static func deleteSessions(_ db: Database, userID: UUID, _ selection: SessionSelection) throws -> Int {
-        switch selection {
-        case .all: try db.execute(sql: "DELETE FROM sessions WHERE user_id = ?", arguments: [Self.id(userID)])
-        case .allExcept(let keep):
-            try db.execute(sql: "DELETE FROM sessions WHERE user_id = ? AND token_hash <> ?", arguments: [Self.id(userID), keep])
-        case .id(let id):
-            try db.execute(sql: "DELETE FROM sessions WHERE user_id = ? AND substr(token_hash, 1, 16) = ?", arguments: [Self.id(userID), id])
-        }
-        return db.changesCount
-    }
-
-    public func touchSession(tokenHash: String, now: UnixMillis) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE sessions SET last_used_at = ? WHERE token_hash = ? AND (last_used_at IS NULL OR last_used_at <= ?)",
-                arguments: [now, tokenHash, now - AccountStateSQL.touchIntervalMs]
-            )
-        }
+        try db.rows(StoredText.self, AccountSQL.deleteSessions(userID, selection)).count
     }
 
     public func setSuspension(userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) async throws {
@@ -248,11 +162,9 @@ extension SQLiteRepository: AccountLifecycleRepository {
 
     /// A suspension's (or reinstatement's) statements in the caller's write transaction (`setSuspension`).
     static func setSuspension(_ db: Database, userID: UUID, reason: String?, now: UnixMillis, audit: AuditEvent) throws {
-        try db.execute(
-            sql: "UPDATE users SET suspended_at = ?, suspend_reason = ?, updated_at = ? WHERE id = ?",
-            arguments: [reason == nil ? nil : now, reason, now, Self.id(userID)]
-        )
-        guard db.changesCount == 1 else { throw RepositoryError.notFound("user") }
+        guard try db.rows(StoredText.self, AccountSQL.suspend(userID, reason: reason, now: now)).count == 1 else {
+            throw RepositoryError.notFound("user")
+        }
         if reason != nil { _ = try Self.deleteSessions(db, userID: userID, .all) }
         try Self.appendAudit(db, [audit], now: now)
     }
@@ -264,13 +176,8 @@ extension SQLiteRepository: AccountLifecycleRepository {
             guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE id = ?)", arguments: [owner]) == true else {
                 throw RepositoryError.notFound("account")
             }
-            func count(_ sql: String) throws -> Int { try Int.fetchOne(db, sql: sql, arguments: [owner]) ?? 0 }
-            let deleted = DeletedAccount(
-                versions: try count("SELECT count(*) AS n FROM versions WHERE owner_id = ?"),
-                tresors: try count("SELECT count(*) AS n FROM tresors WHERE owner_id = ?"),
-                shares: try count("SELECT count(*) AS n FROM shares WHERE patient_id = ?")
-            )
-            for sql in AccountStateSQL.deleteAccount { try db.execute(sql: sql.replacingOccurrences(of: "$1", with: "?"), arguments: [owner]) }
+            let deleted = try db.row(DeletedAccount.self, AccountSQL.deletedCounts(userID)) ?? DeletedAccount(versions: 0, tresors: 0, shares: 0)
+            for statement in AccountSQL.deleteAccount(userID) { try db.execute(statement) }
             try Self.appendAudit(db, [audit], now: now)
             return deleted
         }

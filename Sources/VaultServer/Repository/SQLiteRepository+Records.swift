@@ -4,7 +4,7 @@ import VaultCore
 import VaultSQLite
 
 /// Append-only versions, last-writer-wins heads and per-owner change sequences (Docs/design.md §5).
-extension SQLiteRepository {
+extension SQLiteRepository: SQLRecordReads {
     public func storeVersions(ownerID: UUID, _ versions: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
         let owner = Self.id(ownerID)
         let now = Date().unixMillis
@@ -15,7 +15,7 @@ extension SQLiteRepository {
                 throw RepositoryError.notFound("account")
             }
             // First, so a stale commitment refuses the push before anything of it is written (the throw rolls back).
-            try Self.replaceCommitments(db, owner: owner, commitments, now: now)
+            try Self.replaceCommitments(db, owner: ownerID, commitments, now: now)
             var last = try Int64.fetchOne(db, sql: "SELECT last_sequence FROM owner_sequences WHERE owner_id = ?", arguments: [owner]) ?? 0
             let start = last
             let insertVersion = try SQLiteStep(
@@ -119,33 +119,15 @@ extension SQLiteRepository {
         }
     }
 
-    public func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow] {
-        try await pool.read { db in try Self.changes(db, ownerID: ownerID, tresorID: tresorID, since: since, limit: limit) }
-    }
-
     static func changes(_ db: Database, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) throws -> [ChangeRow] {
-        let (sql, args) = changeQuery("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
-        return try Row.fetchAll(try db.cachedStatement(sql: sql), arguments: args).map { try ChangeRow(stored: $0) }
+        try db.rows(ChangeRow.self, RecordSQL.changes("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit))
     }
 
     /// The sizes of the envelopes of the next `limit` changes. `length()` of a blob reads its size from
     /// the record header, not its bytes, so sizing a page costs little.
     static func sizes(_ db: Database, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) throws -> [Int] {
-        let (sql, args) = changeQuery("length(v.envelope)", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
-        return try Int.fetchAll(try db.cachedStatement(sql: sql), arguments: args)
-    }
-
-    /// `select` of the heads after `since` (of `tresorID` when given), in sequence order, at most `limit`.
-    static func changeQuery(_ select: String, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) -> (String, StatementArguments) {
-        let sql = """
-            SELECT \(select) FROM heads h JOIN versions v ON v.version_id = h.version_id AND v.owner_id = h.owner_id
-            WHERE h.owner_id = ? \(tresorID == nil ? "" : "AND h.tresor_id = ?") AND h.sequence > ? ORDER BY h.sequence LIMIT ?
-            """
-        var args: [(any DatabaseValueConvertible)?] = [Self.id(ownerID)]
-        if let tresorID { args.append(Self.id(tresorID)) }
-        args.append(Int64(bitPattern: since))
-        args.append(limit)
-        return (sql, StatementArguments(args))
+        let sizes = RecordSQL.changes("length(v.envelope) AS value", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit)
+        return try db.rows(StoredNumber.self, sizes).map { Int($0.value ?? 0) }
     }
 
     public func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int, maxBytes: Int) async throws -> StoredPage {
@@ -155,45 +137,20 @@ extension SQLiteRepository {
             let fit = StoredPage.fitting(sizes, maxBytes: maxBytes)
             let changes = try Self.changes(db, ownerID: ownerID, tresorID: tresorID, since: since, limit: fit)
             guard sizes.count < limit, fit == sizes.count else { return StoredPage(changes: changes, done: false, commitments: []) }
-            var sql = "SELECT tresor_id, sequence, statement FROM tresor_commitments WHERE owner_id = ?"
-            var args: [any DatabaseValueConvertible] = [Self.id(ownerID)]
-            if let tresorID {
-                sql += " AND tresor_id = ?"
-                args.append(Self.id(tresorID))
-            }
             return StoredPage(
                 changes: changes,
                 done: true,
-                commitments: try Self.all(CommitmentRow.self, db, sql + " ORDER BY tresor_id", StatementArguments(args))
+                commitments: try db.rows(CommitmentRow.self, RecordSQL.commitments(ownerID: ownerID, tresorID: tresorID))
             )
         }
     }
 
     /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
     /// replaces it, inside the caller's transaction; throws `.conflict` at the first stale one.
-    static func replaceCommitments(_ db: Database, owner: String, _ commitments: [CommitmentRow], now: UnixMillis) throws {
+    static func replaceCommitments(_ db: Database, owner: UUID, _ commitments: [CommitmentRow], now: UnixMillis) throws {
         for c in commitments {
-            let tresor = id(c.tresorID)
-            let stored = try Int64.fetchOne(db, sql: "SELECT sequence FROM tresor_commitments WHERE tresor_id = ?", arguments: [tresor])
-            if let stored, UInt64(bitPattern: stored) &+ 1 != c.sequence { throw CommitmentRow.stale(c, stored: UInt64(bitPattern: stored)) }
-            try db.execute(
-                sql: """
-                    INSERT INTO tresor_commitments (tresor_id, owner_id, sequence, statement, updated_at) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (tresor_id) DO UPDATE SET sequence = excluded.sequence, statement = excluded.statement,
-                        updated_at = excluded.updated_at
-                    """,
-                arguments: [tresor, owner, Int64(bitPattern: c.sequence), Data(c.json), now]
-            )
-        }
-    }
-
-    public func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis? {
-        try await pool.read { db in
-            try Int64.fetchOne(
-                db,
-                sql: "SELECT MAX(changed_at) FROM heads WHERE owner_id = ? AND tresor_id = ?",
-                arguments: [Self.id(ownerID), Self.id(tresorID)]
-            )
+            try RecordSQL.check(c, stored: try db.row(StoredNumber.self, RecordSQL.commitmentSequence(c.tresorID))?.value)
+            try db.execute(RecordSQL.putCommitment(c, owner: owner, now: now))
         }
     }
 }

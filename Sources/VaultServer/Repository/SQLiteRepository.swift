@@ -83,64 +83,6 @@ public final class SQLiteRepository: VaultRepository {
         try Row.fetchOne(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
     }
 
-    /// Appends audit events inside the caller's write transaction, chained onto the recorded head.
-    static func appendAudit(_ db: Database, _ events: [AuditEvent], now: UnixMillis) throws {
-        guard !events.isEmpty else { return }
-        guard let head = try one(AuditHeadRow.self, db, "SELECT sequence, hash FROM audit_head WHERE id = 1") else {
-            throw RepositoryError.notFound("audit head")
-        }
-        var patientHeads: [UUID: String] = [:]
-        for p in AuditBuilder.patients(events) {
-            let sql = "SELECT hash FROM audit_log WHERE patient_id = ? ORDER BY sequence DESC LIMIT 1"
-            patientHeads[p] = try String.fetchOne(db, sql: sql, arguments: [Self.id(p)])
-        }
-        guard let secret = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") else {
-            throw RepositoryError.notFound("server secret (database not migrated)")
-        }
-        let entries = try AuditBuilder.entries(
-            for: events,
-            after: (head.sequence, head.hash),
-            patientHeads: patientHeads,
-            serverSecret: Array(secret),
-            now: now
-        )
-        let insert = try db.cachedStatement(
-            sql: """
-                INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        )
-        for e in entries {
-            try insert.execute(arguments: [
-                Int64(e.sequence), e.at, e.actor, e.action, e.patientID.map(Self.id), try RowJSON.encode(e.details),
-                e.previousHash, e.hash, Int64(e.entryFormat), AuditChain.digest(of: e), e.patientLink,
-            ])
-        }
-        let last = entries.last!
-        try db.execute(sql: "UPDATE audit_head SET sequence = ?, hash = ? WHERE id = 1", arguments: [Int64(last.sequence), last.hash])
-    }
-
-    /// Moves one row to a new state with a compare-and-set UPDATE; when no row changed, reports whether it is
-    /// missing (`.notFound(what)`) or in another state (`.invalidTransition`), read from `stateColumn`.
-    static func compareAndSet(
-        _ db: Database,
-        _ sql: String,
-        _ arguments: StatementArguments,
-        table: String,
-        stateColumn: String,
-        id: UUID,
-        what: String,
-        to: String
-    ) throws {
-        try db.execute(sql: sql, arguments: arguments)
-        guard db.changesCount == 1 else {
-            guard let current = try String.fetchOne(db, sql: "SELECT \(stateColumn) FROM \(table) WHERE id = ?", arguments: [Self.id(id)]) else {
-                throw RepositoryError.notFound(what)
-            }
-            throw RepositoryError.invalidTransition(from: current, to: to)
-        }
-    }
-
     static func id(_ uuid: UUID) -> String { uuid.storedText }
 
     static func isUniqueViolation(_ error: Error) -> Bool {

@@ -14,10 +14,17 @@ public enum RepositoryError: Error, Equatable, Sendable {
     case unavailable(String)
 }
 
-/// Storage behind the server: one protocol, two implementations (SQLite through GRDB, PostgreSQL through
-/// postgres-nio) passing one shared test suite. Every method that changes state takes the audit events
-/// that describe the change and writes them in the same transaction.
-public protocol VaultRepository: Sendable {
+/// Storage behind the server: small protocols, one per area, composed into one (`VaultRepository`) that
+/// two implementations provide (SQLite through GRDB, PostgreSQL through postgres-nio), passing one shared
+/// test suite. Every method that changes state takes the audit events that describe the change and writes
+/// them in the same transaction.
+public protocol VaultRepository:
+    StoreRepository, AccountRepository, AccountLifecycleRepository, LoginThrottleRepository, ShareRepository, RecordRepository,
+    AuditRepository
+{}
+
+/// The database itself: its schema, its secret, whether it answers.
+public protocol StoreRepository: Sendable {
     /// A short name for logs and `/health` ("sqlite", "postgres").
     var backendName: String { get }
 
@@ -29,9 +36,10 @@ public protocol VaultRepository: Sendable {
 
     /// Checks the database answers.
     func ping() async throws
+}
 
-    // MARK: Users and sessions
-
+/// Users, their registration decisions, and sessions.
+public protocol AccountRepository: Sendable {
     /// Inserts a pending user. A username or id already taken throws `.conflict`.
     func insertUser(_ user: UserRow, audit: AuditEvent) async throws
     func user(id: UUID) async throws -> UserRow?
@@ -43,9 +51,25 @@ public protocol VaultRepository: Sendable {
     func insertSession(_ session: SessionRow) async throws
     func session(tokenHash: String) async throws -> SessionRow?
     func deleteSession(tokenHash: String) async throws
+}
 
-    // MARK: Tresors and shares
+/// The login back-off (Docs/design.md §2).
+public protocol LoginThrottleRepository: Sendable {
+    /// The rows of `keys` that have not expired at `now` (Docs/design.md §2).
+    func loginThrottle(keys: [String], now: UnixMillis) async throws -> [LoginThrottleRow]
+    /// Reads the live rows of `keys` and writes the rows `decide` returns for them (each replacing the row of
+    /// its key), in one atomic step: from the read to the write no other update reads or writes those keys,
+    /// so attempts racing on one key are decided one after another (Docs/design.md §2). Expired rows are
+    /// deleted. Returns `decide`'s result.
+    func updateLoginThrottle<T: Sendable>(
+        keys: [String],
+        now: UnixMillis,
+        _ decide: @Sendable ([LoginThrottleRow]) -> (writes: [LoginThrottleRow], result: T)
+    ) async throws -> T
+}
 
+/// Tresors and the share lifecycle (Docs/design.md §3).
+public protocol ShareRepository: Sendable {
     /// Creates a tresor or moves it to a newer epoch with a new self-grant. A lower epoch than the
     /// stored one throws `.conflict`.
     func upsertTresor(_ tresor: TresorRow, audit: AuditEvent) async throws -> TresorRow
@@ -67,13 +91,21 @@ public protocol VaultRepository: Sendable {
     func updateShareGrant(id: UUID, grant: Grant, now: UnixMillis, audit: AuditEvent) async throws -> ShareRow
     /// Keeps the patient's signed revocation with the share (the first one stays).
     func recordRevocation(id: UUID, revocation: ShareRevocation) async throws
-    /// Moves every active share whose expiry has passed to `expired`, auditing each. Returns them.
+    /// A doctor's shares that let them in at `now`: active and not past their end date, whether or not
+    /// `expireShares` has moved them yet (`ShareRow.active(at:)`). Writes nothing.
+    func activeShares(doctorID: UUID, now: UnixMillis) async throws -> [ShareRow]
+    /// Moves every active share whose expiry has passed to `expired` and every pending one to `rejected`,
+    /// auditing each; returns those it expired. Listings (`shares(…, asOf:)`) and grant updates run it first.
     func expireShares(now: UnixMillis) async throws -> [ShareRow]
     /// The highest approval sequence number stored so far (0 if none).
     func maxApprovalSequence() async throws -> UInt64
+}
 
-    // MARK: Records
-
+/// Record versions, their heads and the owners' change sequences (Docs/design.md §5).
+public protocol RecordRepository: Sendable {
+    /// `storeVersions`, and in the same transaction each tresor's newest state commitment replaced by
+    /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is
+    /// stored); otherwise nothing is stored and this throws `.conflict` naming the stale commitment.
     /// Stores versions of one owner's records in one transaction: append-only and idempotent by
     /// version id, updating each record's head by last-writer-wins and giving every new head the next
     /// number of the owner's change sequence. Writers of one owner are serialised so that a reader's
@@ -81,10 +113,6 @@ public protocol VaultRepository: Sendable {
     /// lives in another tresor is refused (`.misplaced`, nothing of it stored): a record never moves.
     /// Throws `.notFound("account")`, storing nothing, when the owner has no account (deleted since the
     /// push was authenticated): the check and the store share the owner's lock.
-    func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome]
-    /// `storeVersions`, and in the same transaction each tresor's newest state commitment replaced by
-    /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is
-    /// stored); otherwise nothing is stored and this throws `.conflict` naming the stale commitment.
     /// The versions arrive chunk by chunk (a push's store begins while its later envelopes are still
     /// being checked); a stream that fails rolls the transaction back. Outcomes are in stream order.
     func storeVersions(ownerID: UUID, _ versions: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome]
@@ -100,9 +128,11 @@ public protocol VaultRepository: Sendable {
     func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow]
     /// The latest change time per tresor of an owner, for "My Patients".
     func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis?
+}
 
-    // MARK: Audit log
-
+/// The hash-chained audit log and its signed checkpoints (Docs/design.md §6), and the admin requests'
+/// replay guard.
+public protocol AuditRepository: Sendable {
     /// Appends events outside any other change (logins, reads).
     func appendAudit(_ events: [AuditEvent], now: UnixMillis) async throws
     /// Entries after `after`, at most `limit`; only those about `patientID` when given.
@@ -116,24 +146,8 @@ public protocol VaultRepository: Sendable {
     /// Every stored checkpoint, by ascending sequence.
     func auditCheckpoints() async throws -> [AuditCheckpoint]
 
-    // MARK: Admin request replay protection
-
     /// Records an admin request signature; false if it was seen before. Forgets those older than `purgeBefore`.
     func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool
-
-    // MARK: Login throttle
-
-    /// The rows of `keys` that have not expired at `now` (Docs/design.md §2).
-    func loginThrottle(keys: [String], now: UnixMillis) async throws -> [LoginThrottleRow]
-    /// Reads the live rows of `keys` and writes the rows `decide` returns for them (each replacing the row of
-    /// its key), in one atomic step: from the read to the write no other update reads or writes those keys,
-    /// so attempts racing on one key are decided one after another (Docs/design.md §2). Expired rows are
-    /// deleted. Returns `decide`'s result.
-    func updateLoginThrottle<T: Sendable>(
-        keys: [String],
-        now: UnixMillis,
-        _ decide: @Sendable ([LoginThrottleRow]) -> (writes: [LoginThrottleRow], result: T)
-    ) async throws -> T
 }
 
 /// One row of the login back-off table: failures under a key, or a trusted pair (no failures).
@@ -145,7 +159,7 @@ public struct LoginThrottleRow: Sendable, Equatable {
     public var expiresAt: UnixMillis
 }
 
-extension VaultRepository {
+extension RecordRepository {
     /// Versions without commitments, as older clients push them.
     public func storeVersions(ownerID: UUID, _ versions: [VersionRow]) async throws -> [StoreOutcome] {
         try await storeVersions(ownerID: ownerID, versions, commitments: [])
@@ -155,7 +169,9 @@ extension VaultRepository {
     public func storeVersions(ownerID: UUID, _ versions: [VersionRow], commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
         try await storeVersions(ownerID: ownerID, VersionChunks(versions), commitments: commitments)
     }
+}
 
+extension AccountRepository {
     /// Sets a pending user's status with its certificate and approval (or rejection reason); throws
     /// `.invalidTransition` unless the user is pending.
     public func decideUser(
@@ -169,6 +185,27 @@ extension VaultRepository {
     ) async throws -> UserRow {
         let decision = UserDecision(status: status, certificate: certificate, approval: approval, reason: reason)
         return try await decideUser(id: id, decision, now: now, audit: audit)
+    }
+}
+
+extension ShareRepository {
+    /// A patient's shares as they stand at `now`: those whose end date passed are moved first (persisted
+    /// and audited by `expireShares`), so a listing never shows a share past its date as open.
+    public func shares(patientID: UUID, asOf now: UnixMillis) async throws -> [ShareRow] {
+        _ = try await expireShares(now: now)
+        return try await shares(patientID: patientID).map { $0.current(at: now) }
+    }
+
+    /// A doctor's shares as they stand at `now` (see `shares(patientID:asOf:)`).
+    public func shares(doctorID: UUID, asOf now: UnixMillis) async throws -> [ShareRow] {
+        _ = try await expireShares(now: now)
+        return try await shares(doctorID: doctorID).map { $0.current(at: now) }
+    }
+
+    /// The shares in `state` at `now` (see `shares(patientID:asOf:)`).
+    public func shares(state: ShareState, asOf now: UnixMillis) async throws -> [ShareRow] {
+        _ = try await expireShares(now: now)
+        return try await shares(state: state).map { $0.current(at: now) }.filter { $0.state == state }
     }
 
     /// Moves a share from one of `from` to `to` atomically (compare-and-set), setting approval or
@@ -184,7 +221,9 @@ extension VaultRepository {
     ) async throws -> ShareRow {
         try await transitionShare(id: id, ShareTransition(from: from, to: to, approval: approval, reason: reason), now: now, audit: audit)
     }
+}
 
+extension AuditRepository {
     /// Walks the whole audit log and checks the chain: consecutive sequence numbers, each previous hash
     /// equal to the hash before it, each hash recomputed from the entry, and the last entry equal to the
     /// separately recorded head (so a deleted newest row is caught too).

@@ -6,13 +6,8 @@ import VaultCrypto
 
 /// The account lifecycle (Docs/design.md §2): password change, recovery, sessions, deletion, suspension.
 extension VaultService {
-    /// The repository's lifecycle storage (both backends provide it).
-    var lifecycle: any AccountLifecycleRepository {
-        get throws {
-            guard let r = repository as? any AccountLifecycleRepository else { throw APIError.internal }
-            return r
-        }
-    }
+    /// The repository's lifecycle storage, one of the areas every repository provides.
+    var lifecycle: any AccountLifecycleRepository { repository }
 
     /// The password credentials in force: the newest change, else the registration's.
     static func credentials(_ user: UserRow, _ state: AccountState) -> (verifier: String, bundle: KeyBundle) {
@@ -292,7 +287,7 @@ extension VaultService {
     /// Records that the caller's session was used (at most once a minute).
     func touch(_ caller: Caller) async throws {
         let now = clock()
-        guard sessionTouches.shouldRecord(caller.tokenHash, now: now, interval: AccountStateSQL.touchIntervalMs) else { return }
+        guard sessionTouches.shouldRecord(caller.tokenHash, now: now, interval: AccountSQL.touchIntervalMs) else { return }
         try await lifecycle.touchSession(tokenHash: caller.tokenHash, now: now)
     }
 
@@ -303,8 +298,7 @@ extension VaultService {
         guard Username.lookupKey(r.confirmUsername) == caller.user.username else {
             throw APIError.badRequest("confirmUsername does not name this account")
         }
-        let store = try lifecycle
-        let state = try await store.accountState(userID: caller.id)
+        let state = try await repository.accountState(userID: caller.id)
         switch (r.currentLoginKey, r.recoveryLoginKey) {
         case (let key?, nil): try await proveCurrentPassword(caller, key, state, address: address)
         case (nil, let key?):
@@ -324,7 +318,7 @@ extension VaultService {
         let now = clock()
         let shares = try await repository.shares(patientID: caller.id)
         event.details["sharesEnded"] = String(shares.count)
-        let d = try await store.deleteAccount(userID: caller.id, now: now, audit: event)
+        let d = try await repository.deleteAccount(userID: caller.id, now: now, audit: event)
         announceAccount(caller.id)
         return DeleteAccountResponse(versions: d.versions, tresors: d.tresors, shares: d.shares)
     }

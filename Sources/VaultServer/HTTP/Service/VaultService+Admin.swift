@@ -13,11 +13,10 @@ extension VaultService {
     }
 
     func pending() async throws -> PendingResponse {
-        _ = try await repository.expireShares(now: clock())
         let registrations = try await repository.users().filter { $0.status == .pending }
             .map { PendingRegistration(request: $0.registration, receivedAt: $0.createdAt) }
         var shares: [PendingShare] = []
-        for s in try await repository.shares(state: .pending) {
+        for s in try await repository.shares(state: .pending, asOf: clock()) {
             guard let p = try await repository.user(id: s.patientID)?.certificate,
                 let d = try await repository.user(id: s.doctorID)?.certificate
             else { continue }

@@ -195,18 +195,17 @@ extension VaultService {
         try require(caller, role: .doctor)
         guard let tresor else { throw APIError.badRequest("a doctor pulls one tresor: add ?tresor=ID") }
         let now = clock()
-        _ = try await repository.expireShares(now: now)
-        let mine = try await repository.shares(doctorID: caller.id).filter { $0.patientID == owner && $0.tresorID == tresor }
-        // The expiry is checked here too, not only through the state: a concurrent read that skipped the row
-        // another request is expiring still sees `active` until that request commits.
-        guard mine.contains(where: { $0.state == .active && ($0.expiresAt ?? .max) > now }) else {
+        // Only a share active at `now` lets the doctor in, whether or not its end has been recorded yet.
+        let open = try await repository.activeShares(doctorID: caller.id, now: now).first { $0.patientID == owner && $0.tresorID == tresor }
+        guard let share = open else {
+            let mine = try await repository.shares(doctorID: caller.id, asOf: now).filter { $0.patientID == owner && $0.tresorID == tresor }
             if let s = mine.last {
                 throw APIError(.forbidden, .shareNotActive, "the share of \(s.category) is \(s.state.rawValue); access is not permitted")
             }
             throw APIError.forbidden("no share of this patient's data with you")
         }
         let page = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped, maxBytes: maxBytes)
-        let category = mine.first?.category ?? "?"
+        let category = share.category
         try await repository.appendAudit(
             [
                 AuditEvent(

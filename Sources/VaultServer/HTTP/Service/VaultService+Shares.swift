@@ -70,14 +70,13 @@ extension VaultService {
     }
 
     func shares(_ caller: Caller) async throws -> ShareList {
-        _ = try await repository.expireShares(now: clock())
         // A doctor sees active shares, and ended ones that carry the patient's revocation (so the doctor's
         // client learns the end from the patient, not from the server). Shares made before keys waited for
         // approval carry keys in their request: a doctor never sees those before approval.
         let rows =
             caller.user.role == .patient
-            ? try await repository.shares(patientID: caller.id)
-            : try await repository.shares(doctorID: caller.id).filter { $0.state == .active || $0.revocation != nil }
+            ? try await repository.shares(patientID: caller.id, asOf: clock())
+            : try await repository.shares(doctorID: caller.id, asOf: clock()).filter { $0.state == .active || $0.revocation != nil }
         var out: [ShareInfo] = []
         for r in rows { out.append(try await shareInfo(r)) }
         return ShareList(shares: out)
@@ -116,7 +115,6 @@ extension VaultService {
     }
 
     func updateShareGrant(_ caller: Caller, _ id: UUID, _ r: UpdateShareGrantRequest) async throws -> ShareInfo {
-        _ = try await repository.expireShares(now: clock())
         let s = try await ownedShare(caller, id)
         let g = r.grant
         guard g.patientID == s.patientID, g.memberID == s.doctorID, g.tresorID == s.tresorID, g.category == s.category else {
@@ -140,8 +138,7 @@ extension VaultService {
 
     func patients(_ caller: Caller) async throws -> PatientList {
         try require(caller, role: .doctor)
-        _ = try await repository.expireShares(now: clock())
-        let active = try await repository.shares(doctorID: caller.id).filter { $0.state == .active }
+        let active = try await repository.shares(doctorID: caller.id, asOf: clock()).filter { $0.state == .active }
         var byPatient: [UUID: PatientSummary] = [:]
         for s in active {
             let last = try await repository.lastChange(ownerID: s.patientID, tresorID: s.tresorID) ?? s.updatedAt

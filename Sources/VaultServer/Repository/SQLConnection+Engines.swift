@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+import Logging
+import NIOCore
+import PostgresNIO
+import VaultAPI
+import VaultCore
+
+/// SQLite through GRDB: the statement's text is compiled once per connection and kept (every text is one of
+/// a fixed set; values are binds). Nothing suspends: the calls run inside a `read` or `write` of the pool.
+extension Database: SQLConnection {
+    var dialect: SchemaDialect { .sqlite }
+
+    func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) throws -> [R] {
+        try Row.fetchAll(cachedStatement(sql: statement.text(for: .sqlite)), arguments: statement.sqliteArguments).map { try R(stored: $0) }
+    }
+
+    func row<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) throws -> R? {
+        try Row.fetchOne(cachedStatement(sql: statement.text(for: .sqlite)), arguments: statement.sqliteArguments).map { try R(stored: $0) }
+    }
+
+    func execute(_ statement: SQLStatement) throws {
+        try cachedStatement(sql: statement.text(for: .sqlite)).execute(arguments: statement.sqliteArguments)
+    }
+}
+
+extension SQLStatement {
+    /// The binds as SQLite stores them: UUIDs as lower-case text, bytes as BLOBs.
+    var sqliteArguments: StatementArguments {
+        StatementArguments(
+            values.map { v -> (any DatabaseValueConvertible)? in
+                switch v {
+                case let .text(s): s
+                case let .int(i): i
+                case let .uuid(u): u?.storedText
+                case let .bytes(b): b.map { Data($0) }
+                case let .bool(b): b
+                }
+            }
+        )
+    }
+
+    /// The statement as postgres-nio sends it.
+    var postgresQuery: PostgresQuery {
+        var b = PostgresBindings()
+        for v in values {
+            switch v {
+            case let .text(s): if let s { b.append(s) } else { b.appendNull() }
+            case let .int(i): if let i { b.append(i) } else { b.appendNull() }
+            case let .uuid(u): if let u { b.append(u) } else { b.appendNull() }
+            case let .bytes(x): if let x { b.append(ByteBuffer(bytes: x)) } else { b.appendNull() }
+            case let .bool(f): if let f { b.append(f) } else { b.appendNull() }
+            }
+        }
+        return PostgresQuery(unsafeSQL: text(for: .postgres), binds: b)
+    }
+}
+
+/// One postgres-nio connection, inside a transaction of `PostgresRepository.transaction`.
+struct PostgresSQL: SQLConnection {
+    let connection: PostgresConnection
+    let logger: Logger
+    var dialect: SchemaDialect { .postgres }
+
+    func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> [R] {
+        var out: [R] = []
+        for try await row in try await connection.query(statement.postgresQuery, logger: logger) { out.append(try R(stored: row.makeRandomAccess())) }
+        return out
+    }
+
+    func execute(_ statement: SQLStatement) async throws {
+        try await connection.query(statement.postgresQuery, logger: logger)
+    }
+}
+
+/// Outside a transaction, each statement runs on a connection of the pool.
+extension PostgresRepository: SQLStore {
+    var dialect: SchemaDialect { .postgres }
+
+    func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> [R] {
+        try await all(R.self, statement.postgresQuery)
+    }
+
+    func execute(_ statement: SQLStatement) async throws {
+        try await client.query(statement.postgresQuery, logger: logger)
+    }
+
+    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws {
+        try await transaction(conflict: conflict) { conn in
+            try await PostgresSQL(connection: conn, logger: self.logger).execute(statement)
+            try await self.appendAudit(conn, audit, now: now)
+        }
+    }
+}
+
+/// Outside a transaction, a read runs on a reader of the pool (a snapshot of the last commit) and a change
+/// in a write of its own.
+extension SQLiteRepository: SQLStore {
+    var dialect: SchemaDialect { .sqlite }
+
+    func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> [R] {
+        try await pool.read { db in try db.rows(R.self, statement) }
+    }
+
+    func execute(_ statement: SQLStatement) async throws {
+        try await pool.write { db in try db.execute(statement) }
+    }
+
+    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws {
+        try await write(conflict: conflict) { db in
+            try db.execute(statement)
+            try Self.appendAudit(db, audit, now: now)
+        }
+    }
+}

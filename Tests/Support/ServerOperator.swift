@@ -1,0 +1,132 @@
+import Foundation
+import VaultAPI
+import VaultCore
+import VaultServer
+
+/// Whoever controls the server's database, editing it by meaning rather than by column (tests only): the
+/// hostile tests say what the operator does ("drop a record head", "roll back the commitments"), and the
+/// schema's names live here once, on either backend. Each edit runs outside the repository's rules.
+public struct ServerOperator: Sendable {
+    public let repository: any VaultRepository
+
+    public init(_ repository: any VaultRepository) { self.repository = repository }
+
+    var backend: Backend { repository is SQLiteRepository ? .sqlite : .postgres }
+
+    /// A table whose rows the schema keeps append-only.
+    public enum GuardedTable: Sendable {
+        case versions, auditLog, auditCheckpoints
+    }
+
+    /// Turns off the append-only guard of `table` (updates and deletes), as an operator with the schema's
+    /// owner rights can.
+    public func dropGuard(of table: GuardedTable) async throws {
+        let sql: String =
+            switch (table, backend) {
+            case (.versions, .sqlite): "DROP TRIGGER IF EXISTS versions_append_only_u; DROP TRIGGER IF EXISTS versions_append_only_d"
+            case (.versions, .postgres): "ALTER TABLE versions DISABLE TRIGGER versions_append_only"
+            case (.auditLog, .sqlite): "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d"
+            case (.auditLog, .postgres): "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
+            case (.auditCheckpoints, .sqlite):
+                "DROP TRIGGER IF EXISTS audit_checkpoints_append_only_u; DROP TRIGGER IF EXISTS audit_checkpoints_append_only_d"
+            case (.auditCheckpoints, .postgres): "ALTER TABLE audit_checkpoints DISABLE TRIGGER audit_checkpoints_append_only"
+            }
+        try await repository.attackerExecutes(sql)
+    }
+
+    // MARK: Records
+
+    /// Removes the head of `recordID`: the record stops being delivered.
+    public func dropRecordHead(_ recordID: String) async throws {
+        try await repository.attackerExecutes("DELETE FROM heads WHERE record_id = \(Self.text(recordID))")
+    }
+
+    /// Points the head of `recordID` at `versionID` (an older one, say), optionally as live or deleted.
+    public func pointRecordHead(_ recordID: String, at versionID: String, deleted: Bool? = nil, sequence: UInt64? = nil) async throws {
+        var set = ["version_id = \(Self.text(versionID))"]
+        if let deleted { set.append("deleted = \(deleted)") }
+        if let sequence { set.append("sequence = \(sequence)") }
+        try await repository.attackerExecutes("UPDATE heads SET \(set.joined(separator: ", ")) WHERE record_id = \(Self.text(recordID))")
+    }
+
+    /// Forgets every tresor's state commitment, as if none had been pushed.
+    public func dropCommitments() async throws {
+        try await repository.attackerExecutes("DELETE FROM tresor_commitments")
+    }
+
+    /// Sets every owner's change sequence to `value` (a stored counter edited out of range).
+    public func setChangeSequences(to value: Int64) async throws {
+        try await repository.attackerExecutes("UPDATE owner_sequences SET last_sequence = \(value)")
+    }
+
+    // MARK: Audit log
+
+    /// Replaces the details of the audit entry at `sequence` (its guard dropped first).
+    public func editAuditDetails(sequence: UInt64, _ details: [String: String]) async throws {
+        let json = String(decoding: try JSONEncoder.sorted.encode(details), as: UTF8.self)
+        try await repository.attackerExecutes("UPDATE audit_log SET details = \(Self.text(json)) WHERE sequence = \(sequence)")
+    }
+
+    /// Deletes the audit entry at `sequence` (its guard dropped first).
+    public func deleteAuditEntry(sequence: UInt64) async throws {
+        try await repository.attackerExecutes("DELETE FROM audit_log WHERE sequence = \(sequence)")
+    }
+
+    /// Sets the recorded head of the audit chain to `sequence`.
+    public func setAuditHead(sequence: Int64) async throws {
+        try await repository.attackerExecutes("UPDATE audit_head SET sequence = \(sequence)")
+    }
+
+    // MARK: Accounts
+
+    /// Replaces every stored user approval by `approval`.
+    public func setUserApprovals(_ approval: Approval) async throws {
+        let json = String(decoding: try JSONEncoder.sorted.encode(approval), as: UTF8.self)
+        try await repository.attackerExecutes("UPDATE users SET approval = \(Self.text(json)) WHERE approval IS NOT NULL")
+    }
+
+    /// Raises the credential generation of `username` without ending their sessions.
+    public func raiseCredentialGeneration(of username: String) async throws {
+        try await repository.attackerExecutes(
+            "UPDATE users SET credential_generation = credential_generation + 1 WHERE username = \(Self.text(username))"
+        )
+    }
+
+    /// Suspends `username` (or reinstates them, `suspended` false) without ending their sessions.
+    public func setSuspended(_ username: String, _ suspended: Bool) async throws {
+        let set = suspended ? "suspended_at = 1, suspend_reason = 'x'" : "suspended_at = NULL, suspend_reason = NULL"
+        try await repository.attackerExecutes("UPDATE users SET \(set) WHERE username = \(Self.text(username))")
+    }
+
+    /// Sets every login back-off row's counts and times to `value`.
+    public func setLoginThrottle(to value: Int64) async throws {
+        try await repository.attackerExecutes("UPDATE login_throttle SET failures = \(value), last_failure = \(value), expires_at = \(value)")
+    }
+
+    // MARK: Shares
+
+    /// Sets the state of the share `id`, and forgets its revocation and reason when `clearingEnd`.
+    public func setShareState(_ id: UUID, _ state: ShareState, clearingEnd: Bool = true) async throws {
+        let clear = clearingEnd ? ", revocation_json = NULL, reason = NULL" : ""
+        try await repository.attackerExecutes(
+            "UPDATE shares SET state = '\(state.rawValue)'\(clear) WHERE id = \(Self.text(id.uuidString.lowercased()))"
+        )
+    }
+
+    /// An SQL string literal (quotes doubled).
+    static func text(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "''") + "'" }
+}
+
+extension JSONEncoder {
+    /// Sorted keys without escaped slashes, as the server stores signed statements.
+    static var sorted: JSONEncoder {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }
+}
+
+extension VaultRepository {
+    /// This database as its hostile operator edits it (tests only).
+    public var databaseOperator: ServerOperator { ServerOperator(self) }
+}

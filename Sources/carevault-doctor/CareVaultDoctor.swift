@@ -14,7 +14,7 @@ struct CareVaultDoctor: AsyncParsableCommand {
         discussion: """
             Data is verified (patient certificate, admin approval, patient-signed grant) and decrypted on this device only.
 
-            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 78 upgrade the tool, 1 other.
 
             Example:
               carevault-doctor register --username drbob

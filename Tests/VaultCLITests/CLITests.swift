@@ -337,5 +337,9 @@ extension CLITests {
         // A forged signature keeps its own wording and hint.
         let forged = ToolRunner.describe(ClientError.integrity("the share does not verify"))
         #expect(forged.0 == "integrity check failed: the share does not verify" && forged.2 == .integrity)
+        // A server that serves only newer tools (Docs/design.md §8): its message, the hint to upgrade, exit 78.
+        let old = ToolRunner.describe(ClientError.upgradeRequired("this server serves clients from 0.11.0 on: upgrade the CareVault tools"))
+        #expect(old.0 == "this server serves clients from 0.11.0 on: upgrade the CareVault tools" && old.2 == .upgradeRequired)
+        #expect(old.1?.contains("upgrade the CareVault tools") == true && ExitStatus.upgradeRequired.rawValue == 78)
     }
 }

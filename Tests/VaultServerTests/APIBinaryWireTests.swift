@@ -21,7 +21,7 @@ extension APIClient {
         var query = "?since=\(since)"
         if let limit { query += "&limit=\(limit)" }
         if let maxBytes { query += "&maxBytes=\(maxBytes)" }
-        let headers: HTTPFields = [.authorization: "Bearer \(token)", .accept: RecordMediaType.page]
+        let headers: HTTPFields = [.authorization: "Bearer \(token)", .careVaultClient: CareVaultVersion.release, .accept: RecordMediaType.page]
         return try await client.execute(uri: Routes.records + query, method: .get, headers: headers, body: nil)
     }
 

@@ -58,7 +58,7 @@ struct APIClient: Sendable {
         rawBody: [UInt8]? = nil,
         contentType: String? = "application/json"
     ) async throws -> TestResponse {
-        var headers: HTTPFields = [:]
+        var headers: HTTPFields = [.careVaultClient: CareVaultVersion.release]
         if let contentType { headers[.contentType] = contentType }
         if let token { headers[.authorization] = "Bearer \(token)" }
         let body = try rawBody ?? json.map { Array(try Self.encoder.encode($0)) }
@@ -91,7 +91,7 @@ struct APIClient: Sendable {
                 deploymentID: deployment,
                 adminKey: key ?? admin
             )
-        var headers: HTTPFields = [.contentType: "application/json"]
+        var headers: HTTPFields = [.contentType: "application/json", .careVaultClient: CareVaultVersion.release]
         headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!] = signed.timestamp
         headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!] = signed.nonce
         headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!] = signed.signature
@@ -287,4 +287,9 @@ struct APIClient: Sendable {
         if let limit { q.append("limit=\(limit)") }
         return try await send(.get, Routes.records + "?" + q.joined(separator: "&"), token: token)
     }
+}
+
+extension HTTPField.Name {
+    /// The header in which every client names its release (Docs/design.md §8); the tests speak as the current one.
+    static let careVaultClient = HTTPField.Name(CareVaultVersion.clientHeader)!
 }

@@ -71,7 +71,7 @@ struct HostileInputTests {
     @Test func adminTimestampAtTheEdgesOfInt64DoesNotCrash() async throws {
         try await APIHarness.run(.sqlite) { api in
             for ts in [Int64.min + 1, Int64.min, Int64.max, -9_223_372_036_854_775_000] {
-                var headers: HTTPFields = [.contentType: "application/json"]
+                var headers: HTTPFields = [.contentType: "application/json", .careVaultClient: CareVaultVersion.release]
                 headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!] = String(ts)
                 headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!] = Base64URL.encode(RandomBytes.bytes(count: 16))
                 headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!] = Base64URL.encode(RandomBytes.bytes(count: 64))

@@ -19,7 +19,9 @@ extension PatientVault {
     }
 
     /// The members of a tresor declared before ledgers existed, from the shares this patient signed and
-    /// the admin approved (active: keys were sealed in the request) or that still wait (pending).
+    /// the admin approved (active: keys were sealed in the request) or that still wait (pending). Kept
+    /// while a tresor's newest self-grant may be of version 1: its approved requests cannot be re-signed
+    /// without a new approval, so they stay readable (Docs/design.md §8).
     func legacyLedger(category: String, tresorID: UUID) async throws -> TresorLedger {
         var ledger = TresorLedger(version: 0)
         for share in try await shares() where share.tresorID == tresorID && (share.state == .active || share.state == .pending) {

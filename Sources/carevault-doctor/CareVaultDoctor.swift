@@ -69,11 +69,11 @@ func asOfText(_ asOf: [String: UnixMillis]) -> String {
 }
 
 struct Range: ParsableArguments {
-    @Option(help: "From this day (YYYY-MM-DD; default 30 days ago).") var from: String?
-    @Option(help: "Up to this day, inclusive (YYYY-MM-DD; default today).") var to: String?
+    @Option(help: ArgumentHelp("From this day (YYYY-MM-DD, today, yesterday; default 30 days ago).", valueName: "day")) var from: Day?
+    @Option(help: ArgumentHelp("Up to this day, inclusive (YYYY-MM-DD, today, yesterday; default today).", valueName: "day")) var to: Day?
 
     func resolve() throws -> (Date, Date) {
-        let range = try CareInput.range(from: from, to: to ?? "today")
+        let range = try CareInput.range(from: from, to: to ?? .today)
         let end = range.to ?? Date()
         let start = range.from ?? end.addingTimeInterval(-30 * 86_400)
         guard start < end else { throw CLIError.usage("--from is after --to") }

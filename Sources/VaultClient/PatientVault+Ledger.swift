@@ -129,12 +129,7 @@ extension PatientVault {
                 expiresAt: member.expiresAt
             )
         } catch { throw ClientError.from(error) }
-        let _: ShareInfo = try await transport.send(
-            .PUT,
-            Routes.shareGrant(share.shareID.uuidString),
-            body: UpdateShareGrantRequest(grant: grant),
-            auth: try auth
-        )
+        _ = try await transport.send(ShareEndpoints.updateGrant(share.shareID.uuidString), UpdateShareGrantRequest(grant: grant), auth: try auth)
     }
 
     /// Starts a new epoch of `category` without syncing: records `ending` in the ledger, declares the new

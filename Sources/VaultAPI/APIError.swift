@@ -17,6 +17,8 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case clockSkew = "clock_skew"
     case rateLimited = "rate_limited"
     case unavailable = "unavailable"
+    /// The client is older than the server serves (426): only upgrading the client helps (Docs/design.md §8).
+    case upgradeRequired = "upgrade_required"
     case internalError = "internal"
 }
 

@@ -1,9 +1,9 @@
 import Foundation
 import VaultCore
 
-/// The media types of the binary record bodies (Docs/envelope-v1.md §7.2, §7.3). A push says which body it
-/// sends with `Content-Type`; a pull says which page it wants with `Accept`. JSON stays the answer to a
-/// client that names neither, so older clients and generic tools keep working; every other route is JSON.
+/// The media types of the binary record bodies (Docs/envelope-v1.md §7.2, §7.3). A push sends a batch
+/// (`Content-Type`) and a pull asks for a page (`Accept`); the records route takes no other (415, 406).
+/// Every other route is JSON.
 public enum RecordMediaType {
     /// A push batch, `"CVF" 0x01 …` (§7.2).
     public static let batch = "application/vnd.carevault.batch"

@@ -4,19 +4,6 @@ import VaultCrypto
 
 // MARK: Records
 
-/// A batch of envelopes to store.
-public struct PushRequest: Codable, Sendable {
-    public var envelopes: [Envelope]
-    /// The patient's commitment to each changed tresor's state after this batch (Docs/envelope-v1.md §3.4),
-    /// each at the stored sequence + 1; the server refuses the whole push (409) when one is stale. Absent
-    /// from older clients, whose pushes are still accepted.
-    public var commitments: [StateCommitment]?
-    public init(envelopes: [Envelope], commitments: [StateCommitment]? = nil) {
-        self.envelopes = envelopes
-        self.commitments = commitments
-    }
-}
-
 /// What happened to one pushed envelope.
 public struct PushResult: Codable, Sendable, Equatable {
     public enum Status: String, Codable, Sendable {
@@ -47,32 +34,4 @@ public struct PushResult: Codable, Sendable, Equatable {
 public struct PushResponse: Codable, Sendable {
     public var results: [PushResult]
     public init(results: [PushResult]) { self.results = results }
-}
-
-/// One change: a record's head at a point of the owner's change sequence.
-public struct Change: Codable, Sendable {
-    public var sequence: UInt64
-    public var envelope: Envelope
-    public init(sequence: UInt64, envelope: Envelope) {
-        self.sequence = sequence
-        self.envelope = envelope
-    }
-}
-
-/// A page of changes after a cursor.
-public struct PullResponse: Codable, Sendable {
-    public var changes: [Change]
-    /// Pass this as `since` to get the next page.
-    public var nextCursor: UInt64
-    /// True when there is nothing after `nextCursor` yet.
-    public var done: Bool
-    /// On the final page (`done`), the newest state commitment of each tresor the pull covers, read in
-    /// the same snapshot as the page (Docs/envelope-v1.md §3.4).
-    public var commitments: [StateCommitment]?
-    public init(changes: [Change], nextCursor: UInt64, done: Bool, commitments: [StateCommitment]? = nil) {
-        self.changes = changes
-        self.nextCursor = nextCursor
-        self.done = done
-        self.commitments = commitments
-    }
 }

@@ -17,11 +17,11 @@ public struct UpdateShareGrantRequest: Codable, Sendable {
     public init(grant: Grant) { self.grant = grant }
 }
 
-/// The body of a revocation: the patient's signed statement that the share is over (optional on the
-/// wire for older clients; every current client sends it).
+/// The body of a revocation: the patient's signed statement that the share is over (Docs/envelope-v1.md
+/// §3.3), required.
 public struct RevokeShareRequest: Codable, Sendable {
-    public var revocation: ShareRevocation?
-    public init(revocation: ShareRevocation?) { self.revocation = revocation }
+    public var revocation: ShareRevocation
+    public init(revocation: ShareRevocation) { self.revocation = revocation }
 }
 
 /// One share, as its patient, its doctor or the admin sees it.

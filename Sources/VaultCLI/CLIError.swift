@@ -13,6 +13,8 @@ public enum ExitStatus: Int32, Sendable {
     case unreachable = 69
     case temporary = 75
     case notPermitted = 77
+    /// The server serves only newer versions of the tools (Docs/design.md §8).
+    case upgradeRequired = 78
 }
 
 /// An error a tool reports itself, with its exit status and an optional hint.
@@ -118,6 +120,8 @@ public enum ToolRunner {
             return (m, m.contains("not logged in") ? "run 'register' or 'login' first" : nil, .other)
         case let .server(_, m):
             return (m, nil, .other)
+        case let .upgradeRequired(m):
+            return (m, "upgrade the CareVault tools to the release the server names, then run the command again", .upgradeRequired)
         }
     }
 }

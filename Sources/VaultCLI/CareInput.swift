@@ -3,36 +3,11 @@ import VaultCore
 
 /// Parsing of what people type: dates, values and schedules.
 public enum CareInput {
-    /// `YYYY-MM-DD`, `today`, `yesterday` or `tomorrow`, as local midnight in `timeZone`.
-    public static func day(_ text: String, timeZone: TimeZone = .current, now: Date = Date()) throws -> Date {
-        var cal = Calendar(identifier: .gregorian)
-        cal.timeZone = timeZone
-        switch text.lowercased() {
-        case "today": return cal.startOfDay(for: now)
-        case "yesterday": return cal.date(byAdding: .day, value: -1, to: cal.startOfDay(for: now))!
-        case "tomorrow": return cal.date(byAdding: .day, value: 1, to: cal.startOfDay(for: now))!
-        default: break
-        }
-        // Exactly three groups of digits: splitting on '-' alone would read "-0001-01-01" as year 1.
-        let groups = text.split(separator: "-", omittingEmptySubsequences: false)
-        let parts = groups.compactMap { g in g.allSatisfy(\.isASCII) && g.allSatisfy(\.isNumber) && (1...4).contains(g.count) ? Int(g) : nil }
-        guard groups.count == 3, parts.count == 3, parts[0] >= 1,
-            let d = cal.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])),
-            cal.component(.day, from: d) == parts[2], cal.component(.month, from: d) == parts[1]
-        else {
-            throw CLIError.usage(
-                "'\(Output.printable(text))' is not a date",
-                hint: "use YYYY-MM-DD with a year from 0001 to 9999, today, yesterday or tomorrow"
-            )
-        }
-        return d
-    }
-
     /// The days from `from` to `to` inclusive as a half-open range of local midnights, either end open
     /// when not given; `--from` after `--to` is a usage error.
-    public static func range(from: String?, to: String?, timeZone: TimeZone = .current) throws -> (from: Date?, to: Date?) {
-        let start = try from.map { try day($0, timeZone: timeZone) }
-        let end = try to.map { try day($0, timeZone: timeZone).addingTimeInterval(86_400) }
+    public static func range(from: Day?, to: Day?, timeZone: TimeZone = .current) throws -> (from: Date?, to: Date?) {
+        let start = from.map { $0.start(in: timeZone) }
+        let end = to.map { $0.start(in: timeZone).addingTimeInterval(86_400) }
         if let start, let end, start >= end { throw CLIError.usage("--from is after --to") }
         return (start, end)
     }

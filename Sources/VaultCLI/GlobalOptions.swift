@@ -37,7 +37,7 @@ public struct GlobalOptions: ParsableArguments, Sendable {
             valueName: "seconds"
         )
     )
-    public var timeout: String?
+    public var timeout: RequestTimeout?
 
     @Option(
         name: .customLong("ca-cert"),
@@ -47,7 +47,8 @@ public struct GlobalOptions: ParsableArguments, Sendable {
 
     public init() {}
 
-    /// Checks --timeout at parse time, so a bad value is a usage error even before any request.
+    /// Checks CAREVAULT_TIMEOUT at parse time (the parser checks --timeout), so a bad value is a usage
+    /// error even before any request.
     public func validate() throws {
         do { _ = try requestTimeout() } catch let e as CLIError { throw ValidationError(e.message) }
     }
@@ -88,12 +89,15 @@ public struct GlobalOptions: ParsableArguments, Sendable {
 
     /// The time budget of one request: --timeout, then CAREVAULT_TIMEOUT, then 30 s.
     public func requestTimeout() throws -> Duration {
-        let (text, source) = timeout.map { ($0, "--timeout") } ?? env["CAREVAULT_TIMEOUT"].map { ($0, "CAREVAULT_TIMEOUT") } ?? ("", "")
-        if source.isEmpty { return Transport.defaultTimeout }
-        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds >= 0.1, seconds <= 86_400 else {
-            throw CLIError.usage("\(source) must be a number of seconds from 0.1 to 86400, got '\(text)'", hint: "for example --timeout 60")
+        if let timeout { return timeout.duration }
+        guard let text = env["CAREVAULT_TIMEOUT"] else { return Transport.defaultTimeout }
+        guard let parsed = RequestTimeout(argument: text) else {
+            throw CLIError.usage(
+                "CAREVAULT_TIMEOUT must be a number of seconds from 0.1 to 86400, got '\(Output.printable(text))'",
+                hint: "for example CAREVAULT_TIMEOUT=60"
+            )
         }
-        return .milliseconds(Int64((seconds * 1_000).rounded()))
+        return parsed.duration
     }
 
     public func accounts() throws -> AccountManager { AccountManager(configuration: try configuration(), transport: try transport()) }

@@ -217,7 +217,7 @@ extension AccountManager {
             after: account.profile.credentialParameters?.changedAt
         )
         let request = PasswordChangeRequest(currentLoginKey: Base64URL.encode(proven.loginKey.copyBytes()), update: update)
-        try await transport.sendIgnoringBody(.POST, Routes.passwordChange, body: request, auth: auth)
+        _ = try await transport.send(AccountEndpoints.passwordChange, request, auth: auth)
         var profile = account.profile
         profile.keyBundle = update.keyBundle
         profile.credentialParameters = update.parameters
@@ -251,7 +251,7 @@ extension AccountManager {
             currentRecoveryLoginKey: currentRecoveryKey?.proof(username: account.profile.username).recoveryLoginKey,
             recovery: enrollment
         )
-        try await transport.sendIgnoringBody(.POST, Routes.recoveryRotate, body: request, auth: auth)
+        _ = try await transport.send(AccountEndpoints.recoveryRotate, request, auth: auth)
         return key
     }
 
@@ -260,7 +260,7 @@ extension AccountManager {
     public func recover(username raw: String, recoveryKey: RecoveryKey, newPassword: String) async throws -> UnlockedAccount {
         let username = Username.lookupKey(raw)
         let proof = recoveryKey.proof(username: username)
-        let answer: RecoveryBundleResponse = try await transport.send(.POST, Routes.recoveryBundle, body: proof)
+        let answer = try await transport.send(AccountEndpoints.recoveryBundle, proof)
         do {
             try answer.certificate.verify(adminKey: configuration.adminKey, userID: answer.userID, username: username, role: answer.role)
         } catch { throw ClientError.integrity("the account certificate does not verify under the pinned admin key: \(error)") }
@@ -269,7 +269,7 @@ extension AccountManager {
         let known = try? configuration.home.store(server: configuration.server, username: username).loadProfile()
         let after = known?.userID == answer.userID ? known?.credentialParameters?.changedAt : nil
         let update = try CredentialUpdate.make(identity: identity, password: newPassword, kdf: configuration.kdf, after: after)
-        try await transport.sendIgnoringBody(.POST, Routes.recover, body: RecoveryRequest(proof: proof, update: update))
+        _ = try await transport.send(AccountEndpoints.recover, RecoveryRequest(proof: proof, update: update))
         // The parameters and salt just chosen, not whatever the server offers next (a fresh device has no
         // profile to compare them with).
         return try await login(username: username, password: newPassword, expecting: (update.kdf, update.salt))
@@ -277,17 +277,17 @@ extension AccountManager {
 
     /// The account's sessions.
     public func sessions(_ account: UnlockedAccount) async throws -> [SessionInfo] {
-        let list: SessionList = try await transport.send(.GET, Routes.sessions, auth: try account.sessionAuth)
+        let list = try await transport.send(AccountEndpoints.sessions, auth: try account.sessionAuth)
         return list.sessions
     }
 
     /// Ends one session (by the id `sessions` shows) or, with nil, every session but this one; returns how many.
     public func revokeSessions(_ account: UnlockedAccount, id: String?) async throws -> Int {
-        let path = id.map { Routes.sessionRevoke($0.lowercased()) } ?? Routes.sessionsRevokeOthers
+        let endpoint = id.map { AccountEndpoints.revokeSession($0.lowercased()) } ?? AccountEndpoints.revokeOtherSessions
         guard id.map({ $0.count == 16 && $0.allSatisfy(\.isHexDigit) }) ?? true else {
             throw ClientError.invalidRequest("a session id is 16 hex digits, as 'sessions' lists them")
         }
-        let answer: RevokedSessions = try await transport.send(.POST, path, auth: try account.sessionAuth)
+        let answer = try await transport.send(endpoint, auth: try account.sessionAuth)
         return answer.revoked
     }
 
@@ -307,7 +307,7 @@ extension AccountManager {
                 recoveryLoginKey: key.proof(username: account.profile.username).recoveryLoginKey
             )
         }
-        let answer: DeleteAccountResponse = try await transport.send(.POST, Routes.deleteAccount, body: body, auth: auth)
+        let answer = try await transport.send(AccountEndpoints.deleteAccount, body, auth: auth)
         Self.erase(account.store)
         return answer
     }

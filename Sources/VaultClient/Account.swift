@@ -96,7 +96,7 @@ public struct AccountManager: Sendable {
         let recoveryKey = RecoveryKey.generate()
         let recovery = RecoveryEnrollment(bundle: .seal(identity, recoveryKey: recoveryKey), verifier: recoveryKey.verifier)
         let submission = RegistrationSubmission(request: request, recovery: recovery)
-        let response: RegisterResponse = try await transport.send(.POST, Routes.register, body: submission)
+        let response = try await transport.send(AccountEndpoints.register, submission)
         let store = configuration.home.store(server: configuration.server, username: username)
         try store.save(
             Profile(
@@ -134,10 +134,9 @@ public struct AccountManager: Sendable {
         let username = Username.lookupKey(raw)
         let store = configuration.home.store(server: configuration.server, username: username)
         let existing = try store.loadProfile()
-        let offered: OfferedParameters = try await transport.send(
-            .POST,
-            Routes.loginParameters,
-            body: LoginParametersRequest(username: username)
+        let offered = try await transport.send(
+            AccountEndpoints.loginParameters.answer(as: OfferedParameters.self),
+            LoginParametersRequest(username: username)
         )
         let (kdf, salt) = try offered.check(against: existing, username: username, folder: store.folder.path, expecting: expected)
         let (keys, response) = try await proveLogin(username: username, password: password, kdf: kdf, salt: salt, deviceName: deviceName)
@@ -195,7 +194,7 @@ public struct AccountManager: Sendable {
             }
             let request = LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()), deviceName: deviceName)
             do {
-                return (keys, try await transport.send(.POST, Routes.login, body: request))
+                return (keys, try await transport.send(AccountEndpoints.login, request))
             } catch ClientError.notPermitted(code: .invalidCredentials?, _) where index + 1 < forms.count {
                 continue
             }
@@ -297,7 +296,7 @@ public struct AccountManager: Sendable {
     public func logout() async throws {
         let store = try currentStore()
         if let session = try store.loadSession() {
-            try? await transport.sendIgnoringBody(.POST, Routes.logout, auth: .session(session.token))
+            _ = try? await transport.send(AccountEndpoints.logout, auth: .session(session.token))
         }
         store.forgetSecrets()
     }

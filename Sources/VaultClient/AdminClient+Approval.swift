@@ -61,9 +61,8 @@ extension AdminClient {
         try await ledger?.admit(cert)
         let approval = Approval.registration(cert, issuedAt: now, sequence: sequence, adminKey: key)
         return try await transport.send(
-            .POST,
-            Routes.adminApproveRegistration(r.request.userID.uuidString),
-            body: ApproveRegistrationRequest(certificate: cert, approval: approval),
+            AdminEndpoints.approveRegistration(r.request.userID.uuidString),
+            ApproveRegistrationRequest(certificate: cert, approval: approval),
             auth: auth
         )
     }
@@ -91,12 +90,7 @@ extension AdminClient {
         let now = Date().unixMillis
         try await decisions?.admit(s.share.grant, shareID: s.share.shareID, decision: .approved, at: now)
         let approval = Approval.share(id: s.share.shareID, grant: s.share.grant, issuedAt: now, sequence: sequence, adminKey: key)
-        return try await transport.send(
-            .POST,
-            Routes.adminApproveShare(s.share.shareID.uuidString),
-            body: ApproveShareRequest(approval: approval),
-            auth: auth
-        )
+        return try await transport.send(AdminEndpoints.approveShare(s.share.shareID.uuidString), ApproveShareRequest(approval: approval), auth: auth)
     }
 
     /// Refuses a sequence outside 1...`APILimits.maxApprovalSequence` (offered by a server whose database

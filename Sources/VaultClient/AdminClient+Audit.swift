@@ -33,7 +33,7 @@ extension AdminClient {
 
     /// The signed checkpoints the server holds, as it lists them.
     public func auditCheckpoints() async throws -> [AuditCheckpoint] {
-        let list: AuditCheckpointList = try await transport.send(.GET, Routes.adminAuditCheckpoints, auth: auth)
+        let list = try await transport.send(AdminEndpoints.auditCheckpoints, auth: auth)
         return list.checkpoints
     }
 
@@ -94,7 +94,7 @@ extension AdminClient {
         guard let head = entries.last else { throw ClientError.invalidRequest("the audit log is empty: there is nothing to checkpoint") }
         if let newest = report.newestCheckpoint, newest.sequence == head.sequence { return newest }
         let checkpoint = AuditCheckpoint.sign(sequence: head.sequence, headHash: head.hash, signedAt: now, adminKey: key)
-        let stored: AuditCheckpoint = try await transport.send(.POST, Routes.adminAuditCheckpoints, body: checkpoint, auth: auth)
+        let stored = try await transport.send(AdminEndpoints.signCheckpoint, checkpoint, auth: auth)
         guard stored == checkpoint else { throw ClientError.integrity("the server answered with another checkpoint than the one sent") }
         try store?.remember(checkpoint)
         return checkpoint

@@ -15,12 +15,12 @@ extension AdminClient {
     /// Suspends an account (Docs/design.md §2): it cannot log in or read, its sessions end, its data stays.
     public func suspend(username: String, reason: String) async throws -> SuspensionResponse {
         let user = try await user(named: username)
-        return try await transport.send(.POST, Routes.adminSuspend(user.userID.uuidString), body: SuspendRequest(reason: reason), auth: auth)
+        return try await transport.send(AdminEndpoints.suspend(user.userID.uuidString), SuspendRequest(reason: reason), auth: auth)
     }
 
     /// Lifts a suspension.
     public func reinstate(username: String) async throws -> SuspensionResponse {
         let user = try await user(named: username)
-        return try await transport.send(.POST, Routes.adminReinstate(user.userID.uuidString), body: [String: String](), auth: auth)
+        return try await transport.send(AdminEndpoints.reinstate(user.userID.uuidString), EmptyObject(), auth: auth)
     }
 }

@@ -62,7 +62,7 @@ public struct AdminClient: Sendable {
     /// The id the server publishes at `GET /v1/deployment`, checked for its form (16 bytes, base64url).
     public func deploymentID() async throws -> String {
         if let known = deployment.value.withLock({ $0 }) { return known }
-        let answer: DeploymentResponse = try await transport.send(.GET, Routes.deployment, auth: .none)
+        let answer = try await transport.send(AdminEndpoints.deployment)
         guard answer.deploymentID.count == 22, (try? Base64URL.decode(answer.deploymentID))?.count == 16 else {
             throw ClientError.integrity("the server's deployment id is not 16 bytes of base64url")
         }
@@ -72,7 +72,7 @@ public struct AdminClient: Sendable {
 
     /// Registrations and shares waiting for a decision, and the next free approval sequence number.
     public func pending() async throws -> PendingResponse {
-        try await transport.send(.GET, Routes.adminPending, auth: auth)
+        try await transport.send(AdminEndpoints.pending, auth: auth)
     }
 
     /// Rejects the pending registration (by user id or username) or share (by id) that `id` names, with
@@ -86,26 +86,26 @@ public struct AdminClient: Sendable {
         let body = RejectRequest(reason: reason)
         switch item {
         case let .registration(r):
-            let _: UserSummary = try await transport.send(.POST, Routes.adminRejectRegistration(r.request.userID.uuidString), body: body, auth: auth)
+            _ = try await transport.send(AdminEndpoints.rejectRegistration(r.request.userID.uuidString), body, auth: auth)
         case let .share(s):
             try await decisions?.admit(s.share.grant, shareID: s.share.shareID, decision: .rejected, at: Date().unixMillis)
-            let _: ShareInfo = try await transport.send(.POST, Routes.adminRejectShare(s.share.shareID.uuidString), body: body, auth: auth)
+            _ = try await transport.send(AdminEndpoints.rejectShare(s.share.shareID.uuidString), body, auth: auth)
         }
     }
 
     /// Every account, whatever its state.
     public func users() async throws -> UserList {
-        try await transport.send(.GET, Routes.adminUsers, auth: auth)
+        try await transport.send(AdminEndpoints.users, auth: auth)
     }
 
     /// Up to `limit` audit entries after entry `after`.
     public func auditLog(after: UInt64 = 0, limit: Int = 200) async throws -> AuditPage {
-        try await transport.send(.GET, Routes.adminAudit + "?after=\(after)&limit=\(limit)", auth: auth)
+        try await transport.send(AdminEndpoints.audit.query("after=\(after)&limit=\(limit)"), auth: auth)
     }
 
     /// The server's check of the whole hash chain of the audit log.
     public func verifyAudit() async throws -> AuditVerification {
-        try await transport.send(.GET, Routes.adminAuditVerify, auth: auth)
+        try await transport.send(AdminEndpoints.auditVerify, auth: auth)
     }
 }
 

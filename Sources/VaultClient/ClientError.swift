@@ -25,6 +25,8 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
     case localState(String)
     /// Anything else the server said.
     case server(code: APIErrorCode?, String)
+    /// The server serves only newer clients (426 `upgrade_required`, Docs/design.md §8): upgrade this tool.
+    case upgradeRequired(String)
 
     /// The message the CLIs print.
     public var description: String {
@@ -38,6 +40,7 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .invalidRequest(m): return m
         case let .localState(m): return m
         case let .server(_, m): return "server error: \(m)"
+        case let .upgradeRequired(m): return "upgrade required: \(m)"
         }
     }
 

@@ -285,20 +285,6 @@ struct PlannedCommitment: Sendable {
     var state: HeadSet
 }
 
-/// The commitments of a final pull page, read from the page's bytes on their own (the page's changes are
-/// parsed elsewhere, each on its own).
-struct PageCommitments: Decodable {
-    var commitments: [StateCommitment]?
-
-    /// The commitments of the page `bytes`; none when the server sent none. Unreadable ones are an
-    /// integrity failure.
-    static func parse(_ bytes: [UInt8]) throws -> [StateCommitment] {
-        do { return try Transport.decoder.decode(PageCommitments.self, from: Data(bytes)).commitments ?? [] } catch {
-            throw ClientError.integrity("the server's state commitments are not readable: \(ClientError.plainWords(error))")
-        }
-    }
-}
-
 /// The one rule both readers (a patient's device, a doctor's cache) apply to a tresor's newest commitment
 /// once a pull is done (Docs/envelope-v1.md §3.4), after checking its signature and tresor.
 enum CommitmentJudge {

@@ -28,7 +28,7 @@ extension PatientVault {
         var key: String?
         var cursor = after
         while true {
-            let page: AuditPage = try await transport.send(.GET, Routes.accessLog + "?after=\(cursor)&limit=500", auth: try auth)
+            let page = try await transport.send(AccessLogEndpoints.entries.query("after=\(cursor)&limit=500"), auth: try auth)
             entries += page.entries
             key = key ?? page.patientKey
             try ClientError.requireProgress(from: cursor, to: page.nextCursor, empty: page.entries.isEmpty)
@@ -66,7 +66,7 @@ extension PatientVault {
     /// with the chain rehashed. Costs O(entries in the whole log) in links downloaded.
     public func verifiedAccessLog() async throws -> VerifiedAccessLog {
         let (entries, served) = try await accessLogPages(after: 0)
-        let list: AuditCheckpointList = try await transport.send(.GET, Routes.accessLogCheckpoints, auth: try auth)
+        let list = try await transport.send(AccessLogEndpoints.checkpoints, auth: try auth)
         let store = checkpointStore
         do {
             var check = try AuditChainCheck(checkpoints: list.checkpoints, adminKey: adminKey, remembered: try store.newest())
@@ -77,8 +77,8 @@ extension PatientVault {
             var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom)
             var cursor: UInt64 = 0
             while true {
-                let path = Routes.accessLogChain + "?after=\(cursor)&limit=\(APILimits.defaultLinkLimit)"
-                let page: AuditLinkPage = try await transport.send(.GET, path, auth: try auth)
+                let chain = AccessLogEndpoints.chain.query("after=\(cursor)&limit=\(APILimits.defaultLinkLimit)")
+                let page = try await transport.send(chain, auth: try auth)
                 for link in page.links {
                     try check.append(sequence: link.sequence, previousHash: link.previousHash, hash: link.hash)
                     try links.append(link)

@@ -19,7 +19,9 @@ extension PatientVault {
     }
 
     /// The members of a tresor declared before ledgers existed, from the shares this patient signed and
-    /// the admin approved (active: keys were sealed in the request) or that still wait (pending).
+    /// the admin approved (active: keys were sealed in the request) or that still wait (pending). Kept
+    /// while a tresor's newest self-grant may be of version 1: its approved requests cannot be re-signed
+    /// without a new approval, so they stay readable (Docs/design.md §8).
     func legacyLedger(category: String, tresorID: UUID) async throws -> TresorLedger {
         var ledger = TresorLedger(version: 0)
         for share in try await shares() where share.tresorID == tresorID && (share.state == .active || share.state == .pending) {
@@ -127,12 +129,7 @@ extension PatientVault {
                 expiresAt: member.expiresAt
             )
         } catch { throw ClientError.from(error) }
-        let _: ShareInfo = try await transport.send(
-            .PUT,
-            Routes.shareGrant(share.shareID.uuidString),
-            body: UpdateShareGrantRequest(grant: grant),
-            auth: try auth
-        )
+        _ = try await transport.send(ShareEndpoints.updateGrant(share.shareID.uuidString), UpdateShareGrantRequest(grant: grant), auth: try auth)
     }
 
     /// Starts a new epoch of `category` without syncing: records `ending` in the ledger, declares the new

@@ -140,19 +140,6 @@ struct PulledPage: Decodable, Sendable {
     var nextCursor: UInt64
     var done: Bool
 
-    /// Parses a page that must follow `cursor`. A body that is not such a page (not JSON, wrong shape,
-    /// changes out of order) is one integrity failure: nothing of it can be trusted to be applied.
-    static func parse(_ bytes: [UInt8], after cursor: UInt64) throws -> PulledPage {
-        let page: PulledPage
-        do { page = try Transport.decoder.decode(PulledPage.self, from: Data(bytes)) } catch {
-            throw ClientError.integrity("the server's page of changes is not a page of changes")
-        }
-        guard page.changes.allSatisfy({ $0.sequence > cursor }), page.nextCursor >= cursor,
-            zip(page.changes, page.changes.dropFirst()).allSatisfy({ $0.sequence < $1.sequence })
-        else { throw ClientError.integrity("the server sent changes out of order") }
-        return page
-    }
-
     /// Fetches again the changes at the quarantined `sequences` (all at or below `cursor`), a page at a
     /// time from the lowest one still open: `fetch(since)` returns the page after `since`. Returns the
     /// changes found at those sequences, and the sequences that hold no change any more (the record has

@@ -3,8 +3,8 @@ import NIOHTTP1
 import VaultAPI
 import VaultCore
 
-/// The binary record bodies (Docs/envelope-v1.md §7.2, §7.3): a push sends a batch, a pull asks for a
-/// page. Every other request is JSON both ways.
+/// The binary record bodies (Docs/envelope-v1.md §7.2, §7.3), the only ones the records route takes: a
+/// push sends a batch, a pull asks for a page. Every other request is JSON both ways.
 extension Transport {
     /// What a request's body is and which answer it asks for.
     struct Media: Sendable {
@@ -24,15 +24,15 @@ extension Transport {
         return try Self.decode(answer, .POST, Routes.records)
     }
 
-    /// One page of `GET /v1/records` with `query` that must follow `cursor`, asked for in binary (§7.3),
-    /// with the commitments of a final page. A server from before the binary page answers JSON, which is
-    /// read as before; a page that is neither, or whose framing fails, is one integrity failure.
+    /// One page of `GET /v1/records` with `query` that must follow `cursor`, in binary (§7.3), with the
+    /// commitments of a final page. An answer that is not a page, or whose framing fails, is one
+    /// integrity failure that applies nothing.
     func pullPage(query: String, after cursor: UInt64, auth: Auth) async throws -> (page: PulledPage, commitments: [StateCommitment]) {
-        let media = Media(body: RecordMediaType.json, accept: "\(RecordMediaType.page), \(RecordMediaType.json);q=0.5")
+        let media = Media(body: RecordMediaType.json, accept: RecordMediaType.page)
         let answer = try await sendRaw(.GET, Routes.records + query, payload: [], auth: auth, media: media)
         guard RecordMediaType.names(answer.contentType, RecordMediaType.page) else {
-            try Self.requireJSON(answer, .GET, Routes.records)
-            return (try PulledPage.parse(answer.body, after: cursor), try PageCommitments.parse(answer.body))
+            let got = answer.contentType.map { "'\(ClientError.printable($0, limit: 60))'" } ?? "no content type"
+            throw ClientError.unreadableAnswer("expected a page of changes from GET \(Routes.records); got \(got)")
         }
         let frame: PullPageFrame
         do { frame = try PullPageFrame(bytes: answer.body, after: cursor) } catch {

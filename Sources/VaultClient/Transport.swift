@@ -67,9 +67,6 @@ public final class Transport: Sendable {
     var connectTimeout: Duration { min(.seconds(5), timeout) }
     var readTimeout: Duration { maxAttempts > 1 ? timeout / 2 : timeout }
 
-    /// Kept for callers that want to mark the end of use; the shared pool needs no shutdown.
-    public func shutdown() async {}
-
     /// Authentication for one request.
     public enum Auth: Sendable {
         case none
@@ -92,25 +89,6 @@ public final class Transport: Sendable {
     /// Sends a request whose answer has no body worth decoding.
     public func sendIgnoringBody(_ method: HTTPMethod, _ path: String, body: (any Encodable & Sendable)? = nil, auth: Auth = .none) async throws {
         _ = try await sendRaw(method, path, body: body, auth: auth)
-    }
-
-    /// Sends a body that is already JSON (e.g. envelopes as they are stored) and decodes the answer.
-    public func send<Response: Decodable>(
-        _ method: HTTPMethod,
-        _ path: String,
-        json payload: [UInt8],
-        auth: Auth = .none,
-        as: Response.Type = Response.self
-    ) async throws -> Response {
-        try Self.decode(try await sendRaw(method, path, payload: payload, auth: auth), method, path)
-    }
-
-    /// The JSON body of a 2xx answer as bytes, for pages the caller parses entry by entry (pull pages, so
-    /// one bad envelope is kept aside instead of failing the page). A non-JSON answer is unreadable.
-    public func sendForJSONBytes(_ method: HTTPMethod, _ path: String, auth: Auth = .none) async throws -> [UInt8] {
-        let answer = try await sendRaw(method, path, body: nil, auth: auth)
-        try Self.requireJSON(answer, method, path)
-        return answer.body
     }
 
     /// One answer as it came off the wire, body already bounded by the route's limit.
@@ -203,6 +181,7 @@ public final class Transport: Sendable {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
         request.headers.add(name: "Accept", value: media.accept)
+        request.headers.add(name: CareVaultVersion.clientHeader, value: CareVaultVersion.release)
         if !payload.isEmpty || method == .POST || method == .PUT {
             request.headers.add(name: "Content-Type", value: media.body)
             request.body = .bytes(ByteBuffer(bytes: payload))
@@ -335,6 +314,8 @@ public final class Transport: Sendable {
         let message = detail.map { ClientError.printable($0.message) } ?? (status >= 500 ? "the server failed (HTTP \(status))" : "HTTP \(status)")
         let code = detail?.code
         switch (status, code) {
+        case (426, _), (_, .upgradeRequired?):
+            return .upgradeRequired(detail.map { ClientError.printable($0.message) } ?? "the server serves only newer clients (HTTP 426)")
         case (_, .pendingApproval?), (_, .accountRejected?), (_, .shareNotActive?), (_, .invalidCredentials?), (401, _), (403, _):
             return .notPermitted(code: code, message)
         case (429, _), (500..<600, _):

@@ -120,6 +120,8 @@ public func buildRouter(
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: LoginFailureMiddleware(metrics: metrics))
     router.add(middleware: LogRequestsMiddleware(.debug))
+    // Before every route group: an older client is told to upgrade, whatever it asked (Docs/design.md §8).
+    router.add(middleware: ClientVersionMiddleware())
     let open = router.group()
     let session = router.group().add(middleware: SessionAuthenticator(service: service))
     let admin = router.group().add(middleware: AdminSignatureAuthenticator(service: service))

@@ -16,7 +16,7 @@ struct CareVaultAdmin: AsyncParsableCommand {
         discussion: """
             The private key comes from --admin-secret FILE (env CAREVAULT_ADMIN_SECRET).
 
-            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 78 upgrade the tool, 1 other.
 
             Example:
               carevault-admin keygen --out /secure/admin

@@ -30,6 +30,7 @@ final class RawHTTPClient: Sendable {
         request.method = method
         let records = path.hasPrefix(Routes.records)
         request.headers.add(name: "Accept", value: records && method == .GET ? RecordMediaType.page : RecordMediaType.json)
+        request.headers.add(name: CareVaultVersion.clientHeader, value: CareVaultVersion.release)
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if let body {
             request.headers.add(name: "Content-Type", value: records ? RecordMediaType.batch : RecordMediaType.json)

@@ -14,7 +14,7 @@ struct CareVaultDoctor: AsyncParsableCommand {
         discussion: """
             Data is verified (patient certificate, admin approval, patient-signed grant) and decrypted on this device only.
 
-            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 78 upgrade the tool, 1 other.
 
             Example:
               carevault-doctor register --username drbob
@@ -69,11 +69,11 @@ func asOfText(_ asOf: [String: UnixMillis]) -> String {
 }
 
 struct Range: ParsableArguments {
-    @Option(help: "From this day (YYYY-MM-DD; default 30 days ago).") var from: String?
-    @Option(help: "Up to this day, inclusive (YYYY-MM-DD; default today).") var to: String?
+    @Option(help: ArgumentHelp("From this day (YYYY-MM-DD, today, yesterday; default 30 days ago).", valueName: "day")) var from: Day?
+    @Option(help: ArgumentHelp("Up to this day, inclusive (YYYY-MM-DD, today, yesterday; default today).", valueName: "day")) var to: Day?
 
     func resolve() throws -> (Date, Date) {
-        let range = try CareInput.range(from: from, to: to ?? "today")
+        let range = try CareInput.range(from: from, to: to ?? .today)
         let end = range.to ?? Date()
         let start = range.from ?? end.addingTimeInterval(-30 * 86_400)
         guard start < end else { throw CLIError.usage("--from is after --to") }

@@ -13,8 +13,8 @@ struct ActivityCommand: AsyncParsableCommand {
 
     struct ScheduleOptions: ParsableArguments {
         @Option(help: "When: daily@08:00,20:00 · weekly:mon,thu@09:00 · every:3d@08:00 · every:6h · allday (join with ';').") var schedule: String?
-        @Option(help: "First day (YYYY-MM-DD; default today).") var start: String?
-        @Option(help: "Last day, inclusive (YYYY-MM-DD).") var end: String?
+        @Option(help: ArgumentHelp("First day (YYYY-MM-DD, today, tomorrow; default today).", valueName: "day")) var start: Day?
+        @Option(help: ArgumentHelp("Last day, inclusive (YYYY-MM-DD).", valueName: "day")) var end: Day?
         @Option(help: "Time zone of the schedule (default this machine's, e.g. Europe/Berlin).") var timezone: String?
         @Option(help: "A target value, e.g. '10000 steps' (repeatable).") var target: [String] = []
 
@@ -22,9 +22,9 @@ struct ActivityCommand: AsyncParsableCommand {
             guard let tz = timezone.map({ TimeZone(identifier: $0) }) ?? TimeZone.current else {
                 throw CLIError.usage("unknown time zone '\(Output.printable(timezone!))'", hint: "use an IANA name such as Europe/Berlin")
             }
-            let first = try CareInput.day(start ?? "today", timeZone: tz)
+            let first = (start ?? .today).start(in: tz)
             var last: Date?
-            if let end { last = try CareInput.day(end, timeZone: tz).addingTimeInterval(86_400 - 1) }
+            if let end { last = end.start(in: tz).addingTimeInterval(86_400 - 1) }
             if let last, last < first { throw CLIError.usage("--end is before --start") }
             let now = Date(unixMillis: Date().unixMillis)
             return try CareInput.schedule(
@@ -179,7 +179,7 @@ struct OutcomeCommand: AsyncParsableCommand {
                 """
         )
         @Option(help: "The activity's id.") var activity: String
-        @Option(help: "The day (YYYY-MM-DD, today, yesterday).") var date: String?
+        @Option(help: ArgumentHelp("The day (YYYY-MM-DD, today, yesterday).", valueName: "day")) var date: Day?
         @Option(help: "The occurrence index (overrides --date).") var occurrence: Int?
         @Option(help: "The value: a number, yes/no, or text.") var value: String
         @Option(help: "Units, e.g. steps or mg.") var units: String?
@@ -205,7 +205,7 @@ struct OutcomeCommand: AsyncParsableCommand {
                 index = occurrence
             } else {
                 let tz = TimeZone(identifier: a.schedule.elements.first?.timeZoneIdentifier ?? "") ?? .current
-                let day = try CareInput.day(date ?? "today", timeZone: tz)
+                let day = (date ?? .today).start(in: tz)
                 guard let event = try a.schedule.events(from: day, to: day.addingTimeInterval(86_400)).first else {
                     throw CLIError.usage(
                         "'\(Output.printable(activity))' is not scheduled on \(Output.date(day, time: false))",
@@ -231,8 +231,8 @@ struct OutcomeCommand: AsyncParsableCommand {
             discussion: "Example: carevault-patient outcome list --activity walk --from 2026-11-01"
         )
         @Option(help: "Only this activity.") var activity: String?
-        @Option(help: "From this day (YYYY-MM-DD).") var from: String?
-        @Option(help: "Up to this day, inclusive.") var to: String?
+        @Option(help: ArgumentHelp("From this day (YYYY-MM-DD).", valueName: "day")) var from: Day?
+        @Option(help: ArgumentHelp("Up to this day, inclusive.", valueName: "day")) var to: Day?
         @OptionGroup var options: GlobalOptions
         func run() async throws {
             let range = try CareInput.range(from: from, to: to)

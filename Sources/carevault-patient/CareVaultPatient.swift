@@ -15,7 +15,7 @@ struct CareVaultPatient: AsyncParsableCommand {
         discussion: """
             Everything is encrypted on this device before it leaves it. Commands that change data sync at the end unless --offline is given.
 
-            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 1 other.
+            Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 78 upgrade the tool, 1 other.
 
             Example:
               carevault-patient register --username alice

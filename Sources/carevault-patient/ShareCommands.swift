@@ -18,11 +18,11 @@ struct ShareCommand: AsyncParsableCommand {
         )
         @Option(help: "The doctor's username.") var doctor: String
         @Option(help: "The category to share.") var category: String
-        @Option(help: "Last day of the share (YYYY-MM-DD).") var expires: String?
+        @Option(help: ArgumentHelp("Last day of the share (YYYY-MM-DD).", valueName: "day")) var expires: Day?
         @OptionGroup var options: GlobalOptions
         func run() async throws {
             let vault = try openVault(options)
-            let until = try expires.map { try CareInput.day($0).addingTimeInterval(86_400) }
+            let until = expires.map { $0.start().addingTimeInterval(86_400) }
             _ = try await vault.sync()
             let share = try await vault.grant(doctor: doctor, category: category, expiresAt: until)
             if options.json {

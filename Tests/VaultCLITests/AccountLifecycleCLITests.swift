@@ -59,6 +59,7 @@ struct AccountLifecycleCLITests {
             var ask = URLRequest(url: try #require(URL(string: world.server.url + Routes.loginParameters)))
             ask.httpMethod = "POST"
             ask.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            ask.setValue(CareVaultVersion.release, forHTTPHeaderField: CareVaultVersion.clientHeader)
             ask.httpBody = Data(#"{"username":"alice"}"#.utf8)
             let (body, _) = try await URLSession.shared.data(for: ask)
             let offered = try #require(try Self.json(String(decoding: body, as: UTF8.self)) as? [String: Any])

@@ -148,9 +148,12 @@ struct CLIInputTests {
         let add = ["activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions"]
         try SharedWorld.expectOK(try await w.patient(add + ["--start", "yesterday"]))
         let cases: [(String, Tools.Result, String)] = [
-            ("negative year", try await w.patient(add + ["--id", "b", "--start=-0001-01-01"]), "is not a date"),
-            ("year 0", try await w.patient(add + ["--id", "b", "--start", "0000-01-01"]), "is not a date"),
-            ("extra part", try await w.patient(add + ["--id", "b", "--start", "2026-01-01-1"]), "is not a date"),
+            ("negative year", try await w.patient(add + ["--id", "b", "--start=-0001-01-01"]), "is invalid for '--start <day>'"),
+            ("year 0", try await w.patient(add + ["--id", "b", "--start", "0000-01-01"]), "is invalid for '--start <day>'"),
+            ("extra part", try await w.patient(add + ["--id", "b", "--start", "2026-01-01-1"]), "is invalid for '--start <day>'"),
+            ("30 February", try await w.patient(["outcome", "list", "--from", "2026-02-30"]), "is invalid for '--from <day>'"),
+            ("words", try await w.doctor(["show", "alice", "--to", "next week"]), "is invalid for '--to <day>'"),
+            ("expiry", try await w.patient(["share", "grant", "--doctor", "d", "--category", "c", "--expires", "soon"]), "'--expires <day>'"),
             ("bad category", try await w.patient(add + ["--id", "b", "--category", "Bad_Cat"]), "a category may only hold"),
             ("empty id", try await w.patient(add + ["--id", ""]), "the activity id is empty"),
             ("zero hours", try await w.patient(add + ["--id", "b", "--schedule", "every:0h"]), "out of range"),

@@ -321,7 +321,13 @@ extension CLITests {
         #expect(fromEnv.status == 75 && fromEnv.stderr.contains("within 1 s"), "\(fromEnv.stderr)")
 
         let words = try await t.run("carevault-patient", ["whoami", "--timeout", "soon"], home: "p")
-        #expect(words.status == 64 && words.stderr.contains("--timeout must be a number of seconds"), "\(words.stderr)")
+        // Refused by the parser, with its usual message and the option's help.
+        #expect(words.status == 64 && words.stderr.contains("The value 'soon' is invalid for '--timeout <seconds>'"), "\(words.stderr)")
+        #expect(words.stderr.contains("Seconds each server request may take"), "\(words.stderr)")
+        for bad in ["0", "0.05", "86401", "nan", "-1", "1e9"] {
+            let r = try await t.run("carevault-patient", ["whoami", "--timeout=\(bad)"], home: "p")
+            #expect(r.status == 64 && r.stderr.contains("is invalid for '--timeout <seconds>'"), "\(bad): \(r.stderr)")
+        }
         let zero = try await t.run("carevault-patient", args, home: "p", password: "long enough password", extra: ["CAREVAULT_TIMEOUT": "0"])
         #expect(zero.status == 64 && zero.stderr.contains("CAREVAULT_TIMEOUT must be"), "\(zero.stderr)")
     }
@@ -337,5 +343,9 @@ extension CLITests {
         // A forged signature keeps its own wording and hint.
         let forged = ToolRunner.describe(ClientError.integrity("the share does not verify"))
         #expect(forged.0 == "integrity check failed: the share does not verify" && forged.2 == .integrity)
+        // A server that serves only newer tools (Docs/design.md §8): its message, the hint to upgrade, exit 78.
+        let old = ToolRunner.describe(ClientError.upgradeRequired("this server serves clients from 0.11.0 on: upgrade the CareVault tools"))
+        #expect(old.0 == "this server serves clients from 0.11.0 on: upgrade the CareVault tools" && old.2 == .upgradeRequired)
+        #expect(old.1?.contains("upgrade the CareVault tools") == true && ExitStatus.upgradeRequired.rawValue == 78)
     }
 }

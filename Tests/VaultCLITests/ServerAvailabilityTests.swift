@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultAPI
 
 #if canImport(Glibc)
 import Glibc
@@ -60,12 +61,16 @@ struct ServerAvailabilityTests {
         }
     }
 
+    /// The header line naming the client's release, which every `/v1` request carries (Docs/design.md §8).
+    static let client = "\(CareVaultVersion.clientHeader): \(CareVaultVersion.release)\r\n"
+
     /// The status line a client gets that writes a whole body of `bytes` before reading the answer, as
     /// Python's urllib does (with `Connection: close`), and whether the whole body could be written.
     static func bodyFirst(_ server: Server, _ path: String, bytes: Int) async throws -> (String, Bool) {
         try await Tools.offPool {
             let s = try RawSocket(port: server.port, timeout: 30)
-            let head = "POST \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: \(bytes)\r\n\r\n"
+            let head =
+                "POST \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\(Self.client)Content-Type: application/json\r\nContent-Length: \(bytes)\r\n\r\n"
             // A write the server stops reading fails after the socket's timeout instead of hanging.
             let wrote = s.write(head) && s.write([UInt8](repeating: 0x20, count: bytes))
             let answer = s.readAll()
@@ -118,7 +123,7 @@ struct ServerAvailabilityTests {
         #expect(heldHeaders.map { $0 >= 1.5 && $0 < 10 } == true, "slow headers held \(heldHeaders.map { "\($0) s" } ?? "on")")
         // A body a byte at a time.
         let body = try RawSocket(port: server.port)
-        #expect(body.write("POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"))
+        #expect(body.write("POST /v1/auth/login HTTP/1.1\r\nHost: x\r\n\(Self.client)Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"))
         let heldBody = try await Self.held(body, limit: 20) { _ = $0.write(" ") }
         #expect(heldBody.map { $0 >= 2.5 && $0 < 11 } == true, "a slow body held \(heldBody.map { "\($0) s" } ?? "on")")
     }

@@ -117,12 +117,7 @@ struct QuarantineTests {
             )
             header.recordID = await vaultA.recordID(activity: "run")
             let mismatch = try Envelope.seal(payload: Array(#"{"type":"outcome"}"#.utf8), header: header, key: tresor.currentKey, author: signing)
-            let pushed: PushResponse = try await vaultA.transport.send(
-                .POST,
-                Routes.records,
-                body: PushRequest(envelopes: [wrongKey, mismatch]),
-                auth: try await vaultA.auth
-            )
+            let pushed = try await vaultA.transport.push(batch: try EnvelopeFrame.encode([wrongKey, mismatch]), auth: try await vaultA.auth)
             #expect(pushed.results.map(\.status) == [.stored, .stored], "the server cannot tell")
 
             let vaultB = try await world.device("b").loginPatient("pat", password: password)

@@ -154,12 +154,7 @@ struct SyncTests {
             // The push reaches the server and is committed, but the answer never arrives.
             let outbox = try vault.store.outbox(limit: 100)
             let token = try #require(vault.account.session?.token)
-            let _: PushResponse = try await a.transport.send(
-                .POST,
-                Routes.records,
-                body: PushRequest(envelopes: outbox.map(\.envelope)),
-                auth: .session(token)
-            )
+            _ = try await a.transport.push(batch: try EnvelopeFrame.encode(outbox.map(\.envelope)), auth: .session(token))
             #expect(try await vault.pendingCount() == 30, "the device still thinks nothing was sent")
             let resumed = try await vault.sync()
             #expect(resumed.duplicates == 30 && resumed.pushed == 0, "the server recognises every version")

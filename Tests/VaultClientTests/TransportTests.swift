@@ -152,6 +152,14 @@ final class DedicatedExecutor: TaskExecutor, @unchecked Sendable {
 struct TransportTests {
     static let pullPage = Routes.records + "?since=0&limit=1000"
 
+    /// A JSON listing as the page routes answer one (`changes`, `nextCursor`, `done`), to check decoding.
+    struct ListingPage: Decodable {
+        struct Item: Decodable { var sequence: UInt64 }
+        var changes: [Item]
+        var nextCursor: UInt64
+        var done: Bool
+    }
+
     static func transport(_ server: FakeServer, attempts: Int = 2, timeout: Duration = .seconds(10)) throws -> Transport {
         try Transport(baseURL: "http://127.0.0.1:\(server.port)", maxAttempts: attempts, baseDelayMs: 10, timeout: timeout)
     }
@@ -168,7 +176,7 @@ struct TransportTests {
         let server = try FakeServer.answering("200 OK", contentType: "text/html", "<html><body>Please log in to the Wi-Fi</body></html>")
         defer { server.stop() }
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: PullResponse.self)
+            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
         }
         #expect(error?.isUnreadableAnswer == true)
         guard case let .integrity(message)? = error else { return }
@@ -181,7 +189,7 @@ struct TransportTests {
         let wrongShape = try FakeServer.answering("200 OK", contentType: "application/json; charset=utf-8", #"{"changes": [], "done": true}"#)
         defer { wrongShape.stop() }
         let missing = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(wrongShape).send(.GET, Self.pullPage, as: PullResponse.self)
+            _ = try await Self.transport(wrongShape).send(.GET, Self.pullPage, as: ListingPage.self)
         }
         #expect(missing?.isUnreadableAnswer == true)
         #expect("\(missing!)".contains("the field 'nextCursor' is missing"), "\(missing!)")
@@ -190,7 +198,7 @@ struct TransportTests {
         let wrongType = try FakeServer.answering("200 OK", contentType: "application/json", #"{"changes": [7], "done": true, "nextCursor": 1}"#)
         defer { wrongType.stop() }
         let mismatch = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(wrongType).send(.GET, Self.pullPage, as: PullResponse.self)
+            _ = try await Self.transport(wrongType).send(.GET, Self.pullPage, as: ListingPage.self)
         }
         #expect("\(mismatch!)".contains("the field 'changes.0' has the wrong kind of value"), "\(mismatch!)")
         Self.expectPlain(mismatch)
@@ -199,7 +207,7 @@ struct TransportTests {
         let mislabelled = try FakeServer.answering("200 OK", contentType: "text/plain", #"{"changes": [], "done": true, "nextCursor": 0}"#)
         defer { mislabelled.stop() }
         let label = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(mislabelled).send(.GET, Self.pullPage, as: PullResponse.self)
+            _ = try await Self.transport(mislabelled).send(.GET, Self.pullPage, as: ListingPage.self)
         }
         #expect(label?.isUnreadableAnswer == true)
     }
@@ -209,10 +217,10 @@ struct TransportTests {
         let body = #"{"changes": [], "done": true, "nextCursor": 42, "padding": ""# + String(repeating: "x", count: 3 << 20) + #""}"#
         let server = try FakeServer.answering("200 OK", contentType: "application/json", body)
         defer { server.stop() }
-        let page = try await Self.transport(server).send(.GET, Self.pullPage, as: PullResponse.self)
+        let page = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
         #expect(page.nextCursor == 42 && page.done)
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Routes.me, as: PullResponse.self)
+            _ = try await Self.transport(server).send(.GET, Routes.me, as: ListingPage.self)
         }
         #expect("\(error!)".contains("more than 1 MiB from GET /v1/accounts/me"), "\(error!)")
     }
@@ -227,7 +235,7 @@ struct TransportTests {
         }
         defer { server.stop() }
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: PullResponse.self)
+            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
         }
         #expect(error?.isUnreadableAnswer == true)
         #expect("\(error!)".contains("more than 16 MiB from GET /v1/records, the most this tool accepts there"), "\(error!)")
@@ -246,7 +254,7 @@ struct TransportTests {
         defer { server.stop() }
         let started = ContinuousClock.now
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: PullResponse.self)
+            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
         }
         #expect(error?.isUnreadableAnswer == true)
         // Reading on would have waited for the 10 s budget and ended as a timeout, not as this refusal.
@@ -266,7 +274,7 @@ struct TransportTests {
             }
             defer { server.stop() }
             let error = await #expect(throws: ClientError.self) {
-                _ = try await Self.transport(server).send(.GET, Self.pullPage, as: PullResponse.self)
+                _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
             }
             #expect(error == .temporary("the server's answer was cut off or malformed; try again"), "\(reply)")
             #expect(server.requests == 2, "a broken answer is temporary, so it is tried again")
@@ -281,7 +289,7 @@ struct TransportTests {
         defer { server.stop() }
         let started = ContinuousClock.now
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server, attempts: 4, timeout: .seconds(2)).send(.GET, Self.pullPage, as: PullResponse.self)
+            _ = try await Self.transport(server, attempts: 4, timeout: .seconds(2)).send(.GET, Self.pullPage, as: ListingPage.self)
         }
         let elapsed = ContinuousClock.now - started
         #expect(error == .temporary("the server did not answer within 2 s"))
@@ -298,7 +306,7 @@ struct TransportTests {
         defer { server.stop() }
         let transport = try Transport(baseURL: "http://127.0.0.1:\(server.port)", maxAttempts: 50, baseDelayMs: 400, timeout: .seconds(2))
         let started = ContinuousClock.now
-        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(.GET, Routes.me, as: PullResponse.self) }
+        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(.GET, Routes.me, as: ListingPage.self) }
         #expect(error == .temporary("busy"))
         #expect(ContinuousClock.now - started < .seconds(3))
         #expect(server.requests >= 2 && server.requests < 50, "\(server.requests) tries")
@@ -312,7 +320,7 @@ struct TransportTests {
         )
         defer { server.stop() }
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Routes.me, as: PullResponse.self)
+            _ = try await Self.transport(server).send(.GET, Routes.me, as: ListingPage.self)
         }
         guard case let .temporary(message)? = error else {
             Issue.record("expected a temporary failure, got \(String(describing: error))")
@@ -328,7 +336,7 @@ struct TransportTests {
 
         let bare = try FakeServer.answering("500 Internal Server Error", contentType: "text/html", "<h1>oops</h1>")
         defer { bare.stop() }
-        let plain = await #expect(throws: ClientError.self) { _ = try await Self.transport(bare).send(.GET, Routes.me, as: PullResponse.self) }
+        let plain = await #expect(throws: ClientError.self) { _ = try await Self.transport(bare).send(.GET, Routes.me, as: ListingPage.self) }
         #expect(plain == .temporary("the server failed (HTTP 500)"))
     }
 
@@ -344,7 +352,7 @@ struct TransportTests {
                     for _ in 0..<25 {
                         do {
                             let body = ["padding": String(repeating: "x", count: 100_000)]
-                            _ = try await Self.transport(server, attempts: 1).send(.POST, Routes.login, body: body, as: PullResponse.self)
+                            _ = try await Self.transport(server, attempts: 1).send(.POST, Routes.login, body: body, as: ListingPage.self)
                         } catch { seen.append(ClientError.from(error)) }
                     }
                     return seen
@@ -363,7 +371,7 @@ struct TransportTests {
         try await Task.sleep(for: .milliseconds(200))
         let transport = try Transport(baseURL: "http://127.0.0.1:\(port)", maxAttempts: 4, baseDelayMs: 10, timeout: .seconds(5))
         let started = ContinuousClock.now
-        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(.GET, Routes.me, as: PullResponse.self) }
+        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(.GET, Routes.me, as: ListingPage.self) }
         guard case .serverUnreachable? = error else {
             Issue.record("expected unreachable, got \(String(describing: error))")
             return

@@ -21,7 +21,7 @@ extension APIClient {
         var query = "?since=\(since)"
         if let limit { query += "&limit=\(limit)" }
         if let maxBytes { query += "&maxBytes=\(maxBytes)" }
-        let headers: HTTPFields = [.authorization: "Bearer \(token)", .accept: RecordMediaType.page]
+        let headers: HTTPFields = [.authorization: "Bearer \(token)", .careVaultClient: CareVaultVersion.release, .accept: RecordMediaType.page]
         return try await client.execute(uri: Routes.records + query, method: .get, headers: headers, body: nil)
     }
 
@@ -69,7 +69,7 @@ extension APIClient {
 @Suite("API: binary push batches and pull pages")
 struct APIBinaryWireTests {
     @Test(arguments: Backend.allCases)
-    func aBatchIsStoredAsSentAndServedByteForByteInBothForms(backend: Backend) async throws {
+    func aBatchIsStoredAsSentAndServedByteForByte(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in
             let (patient, tresor) = try await api.patientWithTresor()
             let envelopes = try api.envelopes(patient, tresor, count: 3)
@@ -93,10 +93,38 @@ struct APIBinaryWireTests {
             let page = try PullPageFrame(bytes: Array(r.body.readableBytesView), after: 0)
             #expect(page.changes.compactMap { page.envelopeBytes(of: $0).map(Array.init) } == envelopes.map(\.binary))
             #expect(page.done && page.nextCursor == 3 && page.commitments == [commitment])
+        }
+    }
 
-            // A client that asks for nothing in particular (older ones, generic tools) still reads JSON.
-            let json = try api.decode(PullResponse.self, try await api.pull(patient.token))
-            #expect(json.changes.map(\.envelope) == envelopes && json.commitments == [commitment])
+    /// The JSON record wire is gone (Docs/design.md §8): a push that is not a batch is 415, a pull that does
+    /// not accept the page is 406, each with the API's error body saying what to send, and nothing stored.
+    @Test(arguments: Backend.allCases)
+    func jsonRecordBodiesAreRefusedClearly(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let (patient, tresor) = try await api.patientWithTresor()
+            let envelopes = try api.envelopes(patient, tresor, count: 2)
+            let json = Array(try APIClient.encoder.encode(["envelopes": envelopes]))
+            for contentType in ["application/json", nil, "text/plain"] {
+                let r = try await api.send(.post, Routes.records, token: patient.token, rawBody: json, contentType: contentType)
+                #expect(r.status == .unsupportedMediaType && api.errorCode(r) == .unsupportedMediaType, "\(contentType ?? "none")")
+                let message = try api.decode(APIErrorBody.self, r).error.message
+                #expect(message.contains(RecordMediaType.batch) && message.contains("upgrade the client"), "\(message)")
+            }
+            #expect(try await api.repository.changes(ownerID: patient.id, tresorID: nil, since: 0, limit: 10).isEmpty, "nothing stored")
+            try await api.pushAll(patient, envelopes)
+
+            for accept in ["application/json", nil, "*/*", "application/vnd.carevault.batch"] {
+                let r = try await api.send(.get, Routes.records + "?since=0", token: patient.token, contentType: nil, accept: accept)
+                #expect(r.status == .notAcceptable && api.errorCode(r) == .unsupportedMediaType, "\(accept ?? "none")")
+                #expect(r.headers[.contentType] == "application/json")
+                let message = try api.decode(APIErrorBody.self, r).error.message
+                #expect(message.contains("Accept: \(RecordMediaType.page)") && message.contains("upgrade the client"), "\(message)")
+            }
+            // The page is still there for a client that asks for it, with parameters or beside other types.
+            for accept in [RecordMediaType.page, "application/json;q=0.5, \(RecordMediaType.page)", "\(RecordMediaType.page); q=1"] {
+                let r = try await api.send(.get, Routes.records + "?since=0", token: patient.token, contentType: nil, accept: accept)
+                #expect(try api.page(r).changes.map(\.envelope) == envelopes, "\(accept)")
+            }
         }
     }
 

@@ -56,10 +56,12 @@ struct APIClient: Sendable {
         json: (any Encodable)? = nil,
         token: String? = nil,
         rawBody: [UInt8]? = nil,
-        contentType: String? = "application/json"
+        contentType: String? = "application/json",
+        accept: String? = nil
     ) async throws -> TestResponse {
-        var headers: HTTPFields = [:]
+        var headers: HTTPFields = [.careVaultClient: CareVaultVersion.release]
         if let contentType { headers[.contentType] = contentType }
+        if let accept { headers[.accept] = accept }
         if let token { headers[.authorization] = "Bearer \(token)" }
         let body = try rawBody ?? json.map { Array(try Self.encoder.encode($0)) }
         return try await client.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) })
@@ -91,7 +93,7 @@ struct APIClient: Sendable {
                 deploymentID: deployment,
                 adminKey: key ?? admin
             )
-        var headers: HTTPFields = [.contentType: "application/json"]
+        var headers: HTTPFields = [.contentType: "application/json", .careVaultClient: CareVaultVersion.release]
         headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!] = signed.timestamp
         headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!] = signed.nonce
         headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!] = signed.signature
@@ -274,17 +276,47 @@ struct APIClient: Sendable {
         return try Envelope.seal(payload: Array(payload.utf8), header: header, key: tresor.currentKey, author: signer ?? patient.identity.signing)
     }
 
+    /// Pushes `envelopes` as one binary batch (Docs/envelope-v1.md §7.2), as the clients do.
     func push(_ patient: TestUser, _ envelopes: [Envelope]) async throws -> (TestResponse, PushResponse?) {
-        let r = try await send(.post, Routes.records, json: PushRequest(envelopes: envelopes), token: patient.token)
+        let batch = try EnvelopeFrame.encode(envelopes)
+        let r = try await send(.post, Routes.records, token: patient.token, rawBody: batch, contentType: RecordMediaType.batch)
         return (r, try? decode(PushResponse.self, r))
     }
 
+    /// A pull asking for the binary page (§7.3), as the clients do; `page(_:after:)` reads the answer.
     func pull(_ token: String, owner: UUID? = nil, tresor: UUID? = nil, since: UInt64 = 0, limit: Int? = nil) async throws -> TestResponse {
         var q: [String] = []
         if let owner { q.append("owner=\(owner.uuidString)") }
         if let tresor { q.append("tresor=\(tresor.uuidString)") }
         q.append("since=\(since)")
         if let limit { q.append("limit=\(limit)") }
-        return try await send(.get, Routes.records + "?" + q.joined(separator: "&"), token: token)
+        let headers: HTTPFields = [.authorization: "Bearer \(token)", .careVaultClient: CareVaultVersion.release, .accept: RecordMediaType.page]
+        return try await client.execute(uri: Routes.records + "?" + q.joined(separator: "&"), method: .get, headers: headers, body: nil)
     }
+
+    /// The binary page of a pull that followed `cursor`, every envelope decoded.
+    func page(_ r: TestResponse, after cursor: UInt64 = 0) throws -> PulledChanges {
+        #expect(r.status == .ok && r.headers[.contentType] == RecordMediaType.page)
+        let frame = try PullPageFrame(bytes: Array(r.body.readableBytesView), after: cursor)
+        let changes = try frame.changes.map { PulledChanges.Change(sequence: $0.sequence, envelope: try frame.envelope(of: $0)) }
+        return PulledChanges(changes: changes, nextCursor: frame.nextCursor, done: frame.done, commitments: frame.commitments)
+    }
+}
+
+/// A pulled page as a test reads it: each change with its decoded envelope.
+struct PulledChanges {
+    struct Change {
+        var sequence: UInt64
+        var envelope: Envelope
+    }
+
+    var changes: [Change]
+    var nextCursor: UInt64
+    var done: Bool
+    var commitments: [StateCommitment]
+}
+
+extension HTTPField.Name {
+    /// The header in which every client names its release (Docs/design.md §8); the tests speak as the current one.
+    static let careVaultClient = HTTPField.Name(CareVaultVersion.clientHeader)!
 }

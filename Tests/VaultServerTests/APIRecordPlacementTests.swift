@@ -32,7 +32,7 @@ struct APIRecordPlacementTests {
             #expect(results.first?.code == .conflict)
             #expect(results.first?.reason?.contains("never moves between categories") == true)
 
-            let page = try api.decode(PullResponse.self, try await api.pull(patient.token, tresor: assessments.id))
+            let page = try api.page(try await api.pull(patient.token, tresor: assessments.id))
             #expect(page.changes.count == 1, "only the other record reached the assessments tresor")
         }
     }

@@ -121,9 +121,12 @@ struct RouteGroupAPITests {
             #expect(created.status == .created && created.headers[.contentType] == "application/json")
             #expect(Array(created.body.readableBytesView) == Array(try wire.encode(try api.decode(ShareInfo.self, created))))
 
+            // The one answer that is not JSON: an empty binary page (Docs/envelope-v1.md §7.3).
             let page = try await api.pull(patient.token)
-            #expect(page.headers[.contentType] == "application/json")
-            #expect(text(page) == #"{"changes":[],"done":true,"nextCursor":0}"#)
+            #expect(page.headers[.contentType] == RecordMediaType.page)
+            #expect(
+                Array(page.body.readableBytesView) == PullPageFrame.head(count: 0) + PullPageFrame.tail(done: true, nextCursor: 0, commitments: [])
+            )
 
             let out = try await api.send(.post, Routes.logout, token: doctor.token)
             #expect(out.status == .noContent && out.body.readableBytes == 0 && out.headers[.contentType] == nil)

@@ -49,7 +49,7 @@ struct ShareAPITests {
             let delivered = try #require(activeShare.latestGrant)
             #expect(delivered.isSuccessor(of: activeShare.grant))
             let keys = try delivered.openKeys(member: doctor.identity, patient: patient.certificate, adminKey: api.admin.publicKey)
-            let page = try api.decode(PullResponse.self, try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id))
+            let page = try api.page(try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id))
             #expect(page.changes.count == 1 && page.done)
             let context = EnvelopeContext(ownerID: patient.id, tresorID: interventions.id, category: "interventions")
             let plain = try page.changes[0].envelope.open(keys: keys.keys, authorKey: patient.certificate.signingKey, expecting: context)
@@ -61,13 +61,23 @@ struct ShareAPITests {
             let log = try api.decode(AuditPage.self, try await api.send(.get, Routes.accessLog, token: patient.token))
             #expect(log.entries.contains { $0.action == "records.read" && $0.details["doctor"] == "doc" && $0.details["count"] == "1" })
 
-            // Revocation is immediate.
-            let revoked = try await api.send(.post, Routes.shareRevoke(share.shareID.uuidString), token: patient.token)
+            // Revocation is immediate, and needs the patient's signed statement: no body, or a body that is not
+            // a revocation, is refused (Docs/design.md §8).
+            let path = Routes.shareRevoke(share.shareID.uuidString)
+            let empty = try await api.send(.post, path, token: patient.token)
+            #expect(empty.status == .badRequest && api.errorCode(empty) == .invalidJSON)
+            let wrong = try await api.send(.post, path, json: ["revocation": "yes"], token: patient.token)
+            #expect(wrong.status == .badRequest && api.errorCode(wrong) == .invalidJSON)
+            #expect(try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id).status == .ok, "still active")
+            let revocation = ShareRevocation.make(shareID: share.shareID, request: share.grant, patient: patient.identity, revokedAt: 1)
+            let revoked = try await api.send(.post, path, json: RevokeShareRequest(revocation: revocation), token: patient.token)
             #expect(try api.decode(ShareInfo.self, revoked).state == .revoked)
+            #expect(try api.decode(ShareInfo.self, revoked).revocation == revocation)
             let after = try await api.pull(doctor.token, owner: patient.id, tresor: interventions.id)
             #expect(after.status == .forbidden && api.errorCode(after) == .shareNotActive)
             #expect(try api.decode(PatientList.self, try await api.send(.get, Routes.doctorPatients, token: doctor.token)).patients.isEmpty)
-            #expect(try await api.send(.post, Routes.shareRevoke(share.shareID.uuidString), token: patient.token).status == .conflict)
+            let again = try await api.send(.post, path, json: RevokeShareRequest(revocation: revocation), token: patient.token)
+            #expect(try again.status == .ok && api.decode(ShareInfo.self, again).state == .revoked, "an ended share keeps its state")
         }
     }
 
@@ -164,7 +174,7 @@ struct ShareAPITests {
                 (.get, Routes.doctorPatients), (.get, Routes.tresors), (.get, Routes.accessLog),
                 (.get, Routes.userByName("pat")),
             ] {
-                let r = try await api.send(method, path, json: method == .post ? PushRequest(envelopes: []) : nil)
+                let r = try await api.send(method, path, rawBody: method == .post ? try EnvelopeFrame.encode([]) : nil)
                 #expect(r.status == .unauthorized && api.errorCode(r) == .unauthorized, "\(path) without a session")
             }
             #expect(try await api.send(.get, Routes.records, token: "bogus").status == .unauthorized)
@@ -233,7 +243,7 @@ struct ShareAPITests {
             // Pushing the same batch again changes nothing.
             let (_, again) = try await api.push(patient, [good, twoHoursAhead])
             #expect(again?.results.map(\.status) == [.duplicate, .duplicate])
-            let page = try api.decode(PullResponse.self, try await api.pull(patient.token))
+            let page = try api.page(try await api.pull(patient.token))
             #expect(page.changes.map(\.sequence) == [1, 2] && page.nextCursor == 2 && page.done)
             #expect(page.changes[0].envelope == good)
         }
@@ -259,7 +269,7 @@ struct ShareAPITests {
             let results = try #require(result?.results)
             #expect(results.map(\.status) == [.rejected, .stored])
             #expect(results[0].code == .conflict)
-            let page = try api.decode(PullResponse.self, try await api.pull(patient.token))
+            let page = try api.page(try await api.pull(patient.token))
             #expect(page.changes.map(\.envelope) == [newer], "the head stays in the first tresor")
         }
     }
@@ -276,7 +286,7 @@ struct ShareAPITests {
             var seen: [Envelope] = []
             var pages = 0
             while true {
-                let page = try api.decode(PullResponse.self, try await api.pull(patient.token, since: cursor, limit: 10))
+                let page = try api.page(try await api.pull(patient.token, since: cursor, limit: 10), after: cursor)
                 seen += page.changes.map(\.envelope)
                 cursor = page.nextCursor
                 pages += 1

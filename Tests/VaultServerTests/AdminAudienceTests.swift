@@ -14,13 +14,14 @@ import VaultTestSupport
 /// is refused by another, even one that pins the same admin key.
 @Suite struct AdminAudienceTests {
     static func deploymentID(_ client: any TestClientProtocol) async throws -> String {
-        let r = try await client.execute(uri: Routes.deployment, method: .get, headers: [:], body: nil)
+        let r = try await client.execute(uri: Routes.deployment, method: .get, headers: [.careVaultClient: CareVaultVersion.release], body: nil)
         #expect(r.status == .ok)
         return try JSONDecoder().decode(DeploymentResponse.self, from: Data(r.body.readableBytesView)).deploymentID
     }
 
     static func send(_ client: any TestClientProtocol, _ signed: AdminRequestSignature.Headers) async throws -> TestResponse {
         let headers: HTTPFields = [
+            .careVaultClient: CareVaultVersion.release,
             HTTPField.Name(AdminRequestSignature.timestampHeader)!: signed.timestamp,
             HTTPField.Name(AdminRequestSignature.nonceHeader)!: signed.nonce,
             HTTPField.Name(AdminRequestSignature.signatureHeader)!: signed.signature,

@@ -23,7 +23,7 @@ import VaultTestSupport
             deploymentID: try await api.deploymentID(),
             adminKey: key
         )
-        var headers: HTTPFields = [.contentType: "application/json"]
+        var headers: HTTPFields = [.contentType: "application/json", .careVaultClient: CareVaultVersion.release]
         headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!] = signed.timestamp
         headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!] = signed.nonce
         headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!] = signed.signature

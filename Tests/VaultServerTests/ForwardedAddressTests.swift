@@ -64,7 +64,9 @@ struct ForwardedAddressTests {
         var statuses: [HTTPResponse.Status] = []
         for i in 0...LoginRateLimiter.Limits().freeAddressFailures + 1 {
             let body = try JSONEncoder().encode(LoginRequest(username: "ghost\(i)", loginKey: Base64URL.encode(RandomBytes.bytes(count: 32))))
-            let headers: HTTPFields = [.contentType: "application/json", ForwardedAddressMiddleware.header: forwarded(i)]
+            let headers: HTTPFields = [
+                .contentType: "application/json", .careVaultClient: CareVaultVersion.release, ForwardedAddressMiddleware.header: forwarded(i),
+            ]
             statuses.append(try await client.execute(uri: Routes.login, method: .post, headers: headers, body: ByteBuffer(bytes: body)).status)
         }
         return statuses

@@ -74,7 +74,7 @@ struct MonitoringTests {
         try await APIHarness.run(.sqlite) { api in
             let (_, before) = try await Self.metrics(api.client)
             let alice = try await api.user("monitored", role: .patient)
-            let pull = try await api.send(.get, Routes.records, token: alice.token, contentType: nil)
+            let pull = try await api.send(.get, Routes.records, token: alice.token, contentType: nil, accept: RecordMediaType.page)
             #expect(pull.status == .ok)
             let (_, after) = try await Self.metrics(api.client)
             #expect(after["carevault_records_pulled_total"] != nil && after["carevault_records_pushed_total"] != nil)

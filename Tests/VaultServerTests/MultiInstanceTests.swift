@@ -52,8 +52,13 @@ struct MultiInstanceTests {
 
     static func wrongLogin(_ client: some TestClientProtocol, _ username: String) async throws -> HTTPResponse.Status {
         let body = try JSONEncoder().encode(LoginRequest(username: username, loginKey: Base64URL.encode(RandomBytes.bytes(count: 32))))
-        return try await client.execute(uri: Routes.login, method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(bytes: body))
-            .status
+        return try await client.execute(
+            uri: Routes.login,
+            method: .post,
+            headers: [.contentType: "application/json", .careVaultClient: CareVaultVersion.release],
+            body: ByteBuffer(bytes: body)
+        )
+        .status
     }
 
     @Test(.enabled(if: PostgresTestServer.url != nil || PostgresTestServer.required))
@@ -88,6 +93,7 @@ struct MultiInstanceTests {
                         adminKey: admin
                     )
                     let headers: HTTPFields = [
+                        .careVaultClient: CareVaultVersion.release,
                         HTTPField.Name(AdminRequestSignature.timestampHeader)!: signed.timestamp,
                         HTTPField.Name(AdminRequestSignature.nonceHeader)!: signed.nonce,
                         HTTPField.Name(AdminRequestSignature.signatureHeader)!: signed.signature,

@@ -104,8 +104,13 @@ struct PostgresOutageTests {
         let body = ByteBuffer(string: #"{"username":"someone"}"#)
         let r =
             path == Routes.loginParameters
-            ? try await client.execute(uri: path, method: .post, headers: [.contentType: "application/json"], body: body)
-            : try await client.execute(uri: path, method: .get, headers: [:], body: nil)
+            ? try await client.execute(
+                uri: path,
+                method: .post,
+                headers: [.contentType: "application/json", .careVaultClient: CareVaultVersion.release],
+                body: body
+            )
+            : try await client.execute(uri: path, method: .get, headers: [.careVaultClient: CareVaultVersion.release], body: nil)
         return (r, ContinuousClock.now - started)
     }
 

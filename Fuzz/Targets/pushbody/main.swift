@@ -4,10 +4,11 @@ import VaultAPI
 import VaultCore
 import VaultCrypto
 
-/// Push bodies as the server receives them: decoded, then every envelope checked as the server checks
-/// it before storing (structure, owner, signature) and its version id computed.
+/// Push bodies as the server receives them, binary batches (Docs/envelope-v1.md §7.2): the framing read
+/// as the server reads it, then every envelope decoded and checked as the server checks it before storing
+/// (structure, owner, signature) and its version id computed.
 func seeds() -> [[UInt8]] {
-    [Array(try! FuzzFixture.encoder.encode(PushRequest(envelopes: FuzzFixture.sampleEnvelopes()))), Array(#"{"envelopes":[]}"#.utf8)]
+    [try! EnvelopeFrame.encode(FuzzFixture.sampleEnvelopes()), try! EnvelopeFrame.encode([])]
 }
 
 @_cdecl("LLVMFuzzerInitialize")
@@ -22,11 +23,14 @@ public func fuzzInitialize(
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     fuzzInput(data, size) { bytes in
-        guard let request = try? FuzzFixture.decoder.decode(PushRequest.self, from: Data(bytes)) else { return }
+        guard let frame = try? EnvelopeFrame(bytes: bytes, maxCount: APILimits.maxPushBatch),
+            let envelopes = try? frame.envelopes()
+        else { return }
         let owner = EnvelopeContext(ownerID: FuzzFixture.patient.userID)
-        for envelope in request.envelopes {
+        for envelope in envelopes {
             _ = try? envelope.verify(authorKey: FuzzFixture.patient.signing.publicKey, expecting: owner)
             _ = envelope.versionID
         }
+        _ = frame.commitments
     }
 }

@@ -26,16 +26,8 @@ struct ShareController: APIController {
 
     @Sendable func revoke(_ request: Request, context: Context) async throws -> ShareInfo {
         let caller = try context.requireCaller()
-        // The body is optional: clients made before revocations were signed send none.
-        let body = try await request.body.collect(upTo: APILimits.maxOpenBodyBytes)
-        let revocation: RevokeShareRequest?
-        if body.readableBytes == 0 {
-            revocation = nil
-        } else {
-            do { revocation = try JSONDecoder().decode(RevokeShareRequest.self, from: body) } catch {
-                throw APIError.badRequest("the body is not a revocation")
-            }
-        }
+        // The patient's signed revocation is required (Docs/envelope-v1.md §3.3); an empty body is refused.
+        let revocation = try await VaultRequestDecoder.decode(RevokeShareRequest.self, from: request, limit: APILimits.maxOpenBodyBytes)
         return try await service.revokeShare(caller, try context.parameters.uuid("id"), revocation)
     }
 

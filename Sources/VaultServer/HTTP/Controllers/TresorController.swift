@@ -26,18 +26,30 @@ struct TresorController: APIController {
         try await service.tresors(try context.requireCaller())
     }
 
-    /// A binary batch (Docs/envelope-v1.md §7.2) when the body says so, else the JSON of older clients.
+    /// A binary batch (Docs/envelope-v1.md §7.2), the only body a push takes.
     @Sendable func push(_ request: Request, context: Context) async throws -> PushResponse {
         let caller = try context.requireCaller()
         guard RecordMediaType.names(request.headers[.contentType], RecordMediaType.batch) else {
-            return try await service.push(caller, try await request.decode(as: PushRequest.self, context: context))
+            throw APIError(
+                .unsupportedMediaType,
+                .unsupportedMediaType,
+                "a push is a batch of envelopes sent as \(RecordMediaType.batch) (Docs/envelope-v1.md §7.2); upgrade the client"
+            )
         }
         var request = request
         return try await service.push(caller, batch: try await request.bodyBytes(upTo: EnvelopeFrame.maxBytes))
     }
 
-    /// A binary page (Docs/envelope-v1.md §7.3) to a client that accepts one, else the JSON page.
+    /// A binary page (Docs/envelope-v1.md §7.3), the only answer a pull has: a request that does not
+    /// accept one is refused before anything is read.
     @Sendable func pull(_ request: Request, context: Context) async throws -> Response {
+        guard RecordMediaType.names(request.headers[.accept], RecordMediaType.page) else {
+            throw APIError(
+                .notAcceptable,
+                .unsupportedMediaType,
+                "a pull answers a page of changes as \(RecordMediaType.page) (Docs/envelope-v1.md §7.3): send Accept: \(RecordMediaType.page); upgrade the client"
+            )
+        }
         let page = try await service.pull(
             try context.requireCaller(),
             owner: try request.queryUUID("owner"),
@@ -46,7 +58,7 @@ struct TresorController: APIController {
             limit: try request.queryLimit(default: APILimits.defaultPullLimit),
             maxBytes: PullPageBytes.clamped(Int(clamping: try request.query("maxBytes", default: UInt64(PullPageBytes.default))))
         )
-        return RecordMediaType.names(request.headers[.accept], RecordMediaType.page) ? page.binaryResponse() : page.jsonResponse()
+        return page.binaryResponse()
     }
 
     @Sendable func accessLog(_ request: Request, context: Context) async throws -> AuditPage {

@@ -5,8 +5,8 @@ import VaultAPI
 import VaultCore
 
 /// A page of changes, serialised from the stored envelopes without decoding them again (Docs/design.md
-/// §5): as a binary page (Docs/envelope-v1.md §7.3), streamed in chunks, for clients that accept one, and
-/// as JSON for the others. The one response not built by `VaultResponseEncoder`.
+/// §5): a binary page (Docs/envelope-v1.md §7.3), streamed in chunks. The one response not built by
+/// `VaultResponseEncoder`.
 struct PullPage: Sendable {
     let stored: StoredPage
     let since: UInt64
@@ -44,49 +44,9 @@ struct PullPage: Sendable {
         return Response(status: .ok, headers: [.contentType: RecordMediaType.page], body: body)
     }
 
-    /// The JSON page of older clients: `{"changes":[{"sequence":…,"envelope":{…}}],"done":…,…}`.
-    func jsonResponse() -> Response {
-        VaultResponseEncoder.response(jsonBody())
-    }
-
-    func jsonBody() -> ByteBuffer {
-        let rows = stored.changes
-        let commitments = stored.commitments
-        var b = ByteBuffer()
-        b.reserveCapacity(rows.reduce(64) { $0 + $1.envelope.count * 2 + 40 } + commitments.reduce(0) { $0 + $1.json.count + 1 })
-        b.writeString("{\"changes\":[")
-        for (i, r) in rows.enumerated() {
-            if i > 0 { b.writeString(",") }
-            b.writeString("{\"sequence\":\(r.sequence),\"envelope\":")
-            b.writeBytes(Self.json(r.envelope))
-            b.writeString("}")
-        }
-        b.writeString("],\"done\":\(done),\"nextCursor\":\(nextCursor)")
-        // Only when there are some: the answer to an owner without commitments stays what older clients read.
-        if done, !commitments.isEmpty {
-            b.writeString(",\"commitments\":[")
-            for (i, c) in commitments.enumerated() {
-                if i > 0 { b.writeString(",") }
-                b.writeBytes(c.json)
-            }
-            b.writeString("]")
-        }
-        b.writeString("}")
-        return b
-    }
-
-    /// A stored envelope as JSON: a binary one decoded and encoded; one stored as JSON before the binary
-    /// encoding, as it is. Bytes that are neither become `null`, so the page stays readable and the client
-    /// keeps that one change aside (Docs/design.md §5).
-    static func json(_ stored: [UInt8]) -> [UInt8] {
-        if stored.first == UInt8(ascii: "{") { return stored }
-        guard let e = try? Envelope(binary: stored), let json = try? VaultResponseEncoder.json.encode(e) else { return Array("null".utf8) }
-        return Array(json)
-    }
-
     /// A stored envelope in its binary encoding. Versions pushed before that encoding are stored as the
     /// JSON of their time (first byte `{`, never 0x01) and are read in either form rather than rewritten:
-    /// no stored byte of a signed version changes (Docs/design.md §6). Bytes that do not decode go out as
+    /// no stored byte of a signed version changes (Docs/design.md §5, §8). Bytes that do not decode go out as
     /// they are, and the client keeps that one change aside.
     static func binary(_ stored: [UInt8]) -> [UInt8] {
         guard stored.first == UInt8(ascii: "{"), let e = try? JSONDecoder().decode(Envelope.self, from: Data(stored)) else { return stored }

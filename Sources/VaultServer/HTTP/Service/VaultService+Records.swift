@@ -6,15 +6,6 @@ import VaultCrypto
 
 /// Records (Docs/design.md §5): push with every server-side check, pull through shares, the access log.
 extension VaultService {
-    /// A push in JSON (older clients): each envelope is stored in its binary encoding all the same.
-    func push(_ caller: Caller, _ r: PushRequest) async throws -> PushResponse {
-        try require(caller, role: .patient)
-        guard r.envelopes.count <= APILimits.maxPushBatch else {
-            throw APIError(.contentTooLarge, .payloadTooLarge, "at most \(APILimits.maxPushBatch) envelopes per push")
-        }
-        return try await push(caller, r.envelopes.map { PushedEnvelope(envelope: $0, bytes: $0.binary) }, commitments: r.commitments ?? [])
-    }
-
     /// A push as a binary batch (Docs/envelope-v1.md §7.2), read without a JSON step. A batch whose framing
     /// fails, or holding one envelope that is not well-formed, is refused whole (400 naming the envelope by
     /// its index, nothing stored); each envelope is then stored as the very bytes received.

@@ -80,7 +80,7 @@ extension LocalStore.Transaction {
     }
 
     /// Raises the newest epoch seen for `category` to `epoch` (from a record's verified header).
-    func noteEpoch(_ epoch: UInt32, category: String, tresorID: UUID) throws {
+    func raiseTopEpoch(_ epoch: UInt32, category: String, tresorID: UUID) throws {
         try db.execute(
             sql: """
                 INSERT INTO tresor_marks (tresor_id, category, ledger_version, seen_version, top_epoch, members) VALUES (?, ?, 0, 0, ?, '[]')

@@ -152,32 +152,6 @@ struct PulledPage: Decodable, Sendable {
         else { throw ClientError.integrity("the server sent changes out of order") }
         return page
     }
-
-    /// Fetches again the changes at the quarantined `sequences` (all at or below `cursor`), a page at a
-    /// time from the lowest one still open: `fetch(since)` returns the page after `since`. Returns the
-    /// changes found at those sequences, and the sequences that hold no change any more (the record has
-    /// a newer head at a later sequence, which the regular pull delivers or delivered).
-    static func refetch(
-        _ sequences: [UInt64],
-        upTo cursor: UInt64,
-        fetch: (UInt64) async throws -> PulledPage
-    ) async throws -> (found: [PulledChange], gone: [UInt64]) {
-        var open = sequences.filter { $0 > 0 && $0 <= cursor }.sorted()
-        var found: [PulledChange] = []
-        var gone: [UInt64] = []
-        while let lowest = open.first {
-            let page = try await fetch(lowest - 1)
-            // What this page answers for: up to its last change, or everything when it is the last page.
-            let covered = page.done || page.changes.isEmpty ? cursor : min(cursor, page.changes.last!.sequence)
-            let bySequence = Dictionary(page.changes.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
-            let answered = open.prefix { $0 <= covered }
-            for s in answered {
-                if let change = bySequence[s] { found.append(change) } else { gone.append(s) }
-            }
-            open.removeFirst(answered.count)
-        }
-        return (found, gone)
-    }
 }
 
 extension PatientVault {
@@ -189,14 +163,6 @@ extension PatientVault {
     /// Fetches the quarantined records again and applies those that now verify; a sequence that holds
     /// no change any more leaves quarantine (the record's newer head comes with the regular pull).
     func retryQuarantined(_ summary: inout SyncSummary) async throws {
-        let held = try store.quarantined()
-        guard !held.isEmpty else { return }
-        let auth = try self.auth
-        let transport = self.transport
-        // The same binary pages as the pull (JSON from a server that offers only JSON).
-        let (found, gone) = try await PulledPage.refetch(held.map(\.sequence), upTo: try store.cursor()) { since in
-            try await transport.pullPage(query: "?since=\(since)&limit=\(SyncPolicy.pullPage)", after: since, auth: auth).page
-        }
-        summary.conflictsResolved += try apply(found, release: gone, cursor: nil).resolved
+        summary.conflictsResolved += try await replica.retryQuarantined()
     }
 }

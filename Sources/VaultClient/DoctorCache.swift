@@ -10,30 +10,26 @@ final class DoctorCache: Sendable {
     let queue: DatabaseQueue
 
     init(url: URL) throws {
-        queue = try SecureFiles.openDatabase(
-            at: url,
-            migration: "v1-doctor-cache",
-            schema: """
-                CREATE TABLE shared_records (
-                    owner_id TEXT NOT NULL,
-                    record_id TEXT NOT NULL,
-                    tresor_id TEXT NOT NULL,
-                    hlc_physical INTEGER NOT NULL,
-                    hlc_counter INTEGER NOT NULL,
-                    hlc_device TEXT NOT NULL,
-                    deleted INTEGER NOT NULL,
-                    envelope BLOB NOT NULL,
-                    PRIMARY KEY (owner_id, record_id));
-                CREATE TABLE cursors (owner_id TEXT NOT NULL, tresor_id TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (owner_id, tresor_id));
-                """
-        )
-        try Self.quarantineTable.migrate(queue)
-        try Self.revokedTable.migrate(queue)
-        try Self.commitmentTables.migrate(queue)
-        try Self.binaryEnvelopes.migrate(queue)
-        try Self.revokedRequestsTable.migrate(queue)
-        try Self.binaryCommitments.migrate(queue)
+        queue = try DeviceDatabase.open(at: url, migrations: DeviceDatabase.doctor)
     }
+
+    /// The first schema: the cached envelopes of each patient's shared records, and a cursor per share.
+    static let firstSchema = DeviceDatabase.Migration(
+        "v1-doctor-cache",
+        sql: """
+            CREATE TABLE shared_records (
+                owner_id TEXT NOT NULL,
+                record_id TEXT NOT NULL,
+                tresor_id TEXT NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                deleted INTEGER NOT NULL,
+                envelope BLOB NOT NULL,
+                PRIMARY KEY (owner_id, record_id));
+            CREATE TABLE cursors (owner_id TEXT NOT NULL, tresor_id TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (owner_id, tresor_id));
+            """
+    )
 
     /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1), as the server sent them, instead
     /// of JSON: a cache written before is converted once, when it opens.
@@ -46,7 +42,7 @@ final class DoctorCache: Sendable {
     /// share the LtHash state of the cached heads with their counts and newest HLC, and the newest state
     /// commitment accepted. A cache from before has no such state, so the migration forgets the cursors:
     /// the next view pulls every head again, once, and builds it.
-    static let commitmentTables = DatabaseMigrator.later(
+    static let commitmentTables = DeviceDatabase.Migration(
         "v4-doctor-commitments",
         sql: """
             ALTER TABLE shared_records ADD COLUMN version_id TEXT;
@@ -135,7 +131,7 @@ final class DoctorCache: Sendable {
 
     /// Shares the patient revoked in a statement this doctor verified (Docs/envelope-v1.md §3.3): never
     /// trusted again, whatever the server lists later.
-    static let revokedTable = DatabaseMigrator.later(
+    static let revokedTable = DeviceDatabase.Migration(
         "v3-doctor-revoked-shares",
         sql: "CREATE TABLE revoked_shares (share_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, revoked_at INTEGER NOT NULL);"
     )
@@ -144,7 +140,7 @@ final class DoctorCache: Sendable {
     /// a copy of the same signed request under a new share id is never trusted again. A cache from before
     /// learns the hashes at its next view of each patient (the server lists the revoked shares with their
     /// requests and the patient's revocations).
-    static let revokedRequestsTable = DatabaseMigrator.later(
+    static let revokedRequestsTable = DeviceDatabase.Migration(
         "v6-doctor-revoked-requests",
         sql: "CREATE TABLE revoked_requests (request_hash BLOB PRIMARY KEY, owner_id TEXT NOT NULL, revoked_at INTEGER NOT NULL);"
     )
@@ -180,7 +176,7 @@ final class DoctorCache: Sendable {
 
     /// Shared records that failed their integrity check (Docs/design.md §5), added after the first schema:
     /// one row per patient and change sequence, never shown, fetched again by every view of the share.
-    static let quarantineTable = DatabaseMigrator.later(
+    static let quarantineTable = DeviceDatabase.Migration(
         "v2-doctor-quarantine",
         sql: """
             CREATE TABLE quarantine (

@@ -12,7 +12,7 @@ extension LocalStore {
     /// and per tresor the copy of the server's state and the newest commitment seen. A device upgraded
     /// from before has no such copy, so the migration forgets the pull cursor: the next sync pulls every
     /// head again, once, and rebuilds it (pulled heads the device already holds change nothing else).
-    static let commitmentTables = DatabaseMigrator.later(
+    static let commitmentTables = DeviceDatabase.Migration(
         "v4-state-commitments",
         sql: """
             ALTER TABLE records ADD COLUMN server_version TEXT;

@@ -45,45 +45,40 @@ final class LocalStore: Sendable {
             // WAL with NORMAL sync: a crash loses at most the last transaction, never consistency.
             try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
         }
-        queue = try SecureFiles.openDatabase(
-            at: url,
-            configuration: config,
-            migration: "v1-local",
-            schema: """
-                CREATE TABLE records (
-                    record_id TEXT PRIMARY KEY,
-                    record_type TEXT NOT NULL CHECK (record_type IN ('activity', 'outcome')),
-                    tresor_id TEXT NOT NULL,
-                    category TEXT NOT NULL,
-                    hlc_physical INTEGER NOT NULL,
-                    hlc_counter INTEGER NOT NULL,
-                    hlc_device TEXT NOT NULL,
-                    deleted INTEGER NOT NULL,
-                    envelope BLOB NOT NULL,
-                    server_physical INTEGER,
-                    server_counter INTEGER,
-                    server_device TEXT);
-                CREATE INDEX records_category ON records (category, record_type);
-                CREATE TABLE outbox (
-                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                    version_id TEXT NOT NULL UNIQUE,
-                    record_id TEXT NOT NULL UNIQUE,
-                    envelope BLOB NOT NULL);
-                CREATE TABLE rejected (
-                    version_id TEXT PRIMARY KEY,
-                    record_id TEXT NOT NULL,
-                    reason TEXT NOT NULL,
-                    at INTEGER NOT NULL);
-                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                """
-        )
-        try Self.quarantineTable.migrate(queue)
-        try Self.ledgerTable.migrate(queue)
-        try Self.commitmentTables.migrate(queue)
-        try Self.binaryEnvelopes.migrate(queue)
-        try Self.owedRevocationsTable.migrate(queue)
-        try Self.binaryCommitments.migrate(queue)
+        queue = try DeviceDatabase.open(at: url, configuration: config, migrations: DeviceDatabase.patient)
     }
+
+    /// The first schema: records, outbox, refused versions and the device's own values (cursor, clock).
+    static let firstSchema = DeviceDatabase.Migration(
+        "v1-local",
+        sql: """
+            CREATE TABLE records (
+                record_id TEXT PRIMARY KEY,
+                record_type TEXT NOT NULL CHECK (record_type IN ('activity', 'outcome')),
+                tresor_id TEXT NOT NULL,
+                category TEXT NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                deleted INTEGER NOT NULL,
+                envelope BLOB NOT NULL,
+                server_physical INTEGER,
+                server_counter INTEGER,
+                server_device TEXT);
+            CREATE INDEX records_category ON records (category, record_type);
+            CREATE TABLE outbox (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                version_id TEXT NOT NULL UNIQUE,
+                record_id TEXT NOT NULL UNIQUE,
+                envelope BLOB NOT NULL);
+            CREATE TABLE rejected (
+                version_id TEXT PRIMARY KEY,
+                record_id TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                at INTEGER NOT NULL);
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            """
+    )
 
     /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1) instead of JSON: a store written
     /// before is converted once, when it opens.
@@ -95,7 +90,7 @@ final class LocalStore: Sendable {
 
     /// Records from the server kept aside (Docs/design.md §5), added after the first schema: one row per
     /// change sequence, never applied, fetched again by every sync.
-    static let quarantineTable = DatabaseMigrator.later(
+    static let quarantineTable = DeviceDatabase.Migration(
         "v2-quarantine",
         sql: """
             CREATE TABLE quarantine (
@@ -330,15 +325,6 @@ extension QuarantinedRecord {
             // A reason this version does not know (written by a newer one) still counts as a failure.
             reason: QuarantineReason(rawValue: row["reason"]) ?? .malformed
         )
-    }
-}
-
-extension DatabaseMigrator {
-    /// A migrator of one migration added after a store's first schema (`SecureFiles.openDatabase` runs that one).
-    static func later(_ identifier: String, sql: String) -> DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration(identifier) { db in try db.execute(sql: sql) }
-        return migrator
     }
 }
 

@@ -27,29 +27,25 @@ enum JSONEraConversion {
     /// statement batch, in the migration's one transaction: a crash leaves the store as it was, and the
     /// next open converts it again. A row whose JSON does not decode any more stays as it is (reading it
     /// fails, as it did before) rather than stopping the device from opening its store.
-    static func envelopes(_ identifier: String, tables: [String]) -> DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration(identifier) { db in
+    static func envelopes(_ identifier: String, tables: [String]) -> DeviceDatabase.Migration {
+        DeviceDatabase.Migration(identifier) { db in
             for table in tables {
                 try convert(db, table: table, column: "envelope") { data in
                     (try? decoder.decode(Envelope.self, from: data)).map(StoredEnvelope.encode)
                 }
             }
         }
-        return migrator
     }
 
     /// A migration that rewrites in binary the accepted commitments `table` still holds as JSON (its
     /// `commitment` column). One that no longer decodes stays as it is, and reads as damage: forgetting it
     /// would let a server roll its tresor back unnoticed.
-    static func commitments(_ identifier: String, table: String) -> DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration(identifier) { db in
+    static func commitments(_ identifier: String, table: String) -> DeviceDatabase.Migration {
+        DeviceDatabase.Migration(identifier) { db in
             try convert(db, table: table, column: "commitment") { data in
                 (try? decoder.decode(StateCommitment.self, from: data)).map(\.storedForm)
             }
         }
-        return migrator
     }
 
     /// Rewrites with `binary` the JSON values (first byte `{`, 0x7b) of `column` in `table`.

@@ -72,20 +72,7 @@ final class DoctorCache: Sendable {
     }
 
     private static func saveShareState(_ db: Database, owner: String, tresor: String, _ set: HeadSet, _ commitment: StateCommitment?) throws {
-        try db.execute(
-            sql: """
-                INSERT INTO share_state (owner_id, tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (owner_id, tresor_id) DO UPDATE SET state = excluded.state, live = excluded.live, deleted = excluded.deleted,
-                    hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
-                    commitment = excluded.commitment
-                """,
-            arguments: [
-                owner, tresor, Data(set.hash.bytes), Int64(bitPattern: set.live), Int64(bitPattern: set.deleted),
-                Int64(clamping: set.newest.physicalMs), Int64(set.newest.counter), set.newest.deviceID,
-                commitment?.storedForm,
-            ]
-        )
+        try HeadCopyRow.save(db, table: "share_state", key: [("owner_id", owner), ("tresor_id", tresor)], set: set, commitment: commitment)
     }
 
     /// Checks the newest commitment the server showed of a share once its pull is done (Docs/envelope-v1.md

@@ -306,17 +306,14 @@ public actor DoctorReader {
 struct SharedReplica: ReplicaApplier {
     let cache: DoctorCache
     let patient: Certificate
-    let category: String
-    let tresor: UUID
-    let checks: SharedRecordCheck
+    let share: VerifiedShare
 
-    init(cache: DoctorCache, patient: Certificate, share: VerifiedShare) {
-        self.cache = cache
-        self.patient = patient
-        category = share.share.category
-        tresor = share.tresor.id
-        checks = SharedRecordCheck(
-            context: EnvelopeContext(ownerID: patient.userID, tresorID: share.tresor.id, category: category),
+    var tresor: UUID { share.tresor.id }
+    var category: String { share.share.category }
+    /// The checks of the share's changes: its context, the patient's signing key, the keys granted.
+    var checks: SharedRecordCheck {
+        SharedRecordCheck(
+            context: EnvelopeContext(ownerID: patient.userID, tresorID: tresor, category: category),
             signingKey: patient.signingKey,
             keys: share.tresor.keys
         )

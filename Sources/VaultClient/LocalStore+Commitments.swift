@@ -159,22 +159,13 @@ struct ServerStates {
     /// Writes the tresors that changed.
     func save(_ tx: LocalStore.Transaction) throws {
         for id in changed {
-            let set = sets[id] ?? HeadSet()
-            let commitment = commitments[id]?.storedForm
-            try tx.db.cachedStatement(
-                sql: """
-                    INSERT INTO server_state (tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment, uncommitted)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (tresor_id) DO UPDATE SET state = excluded.state, live = excluded.live, deleted = excluded.deleted,
-                        hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
-                        commitment = excluded.commitment, uncommitted = excluded.uncommitted
-                    """
-            ).execute(
-                arguments: [
-                    id.uuidString, Data(set.hash.bytes), Int64(bitPattern: set.live), Int64(bitPattern: set.deleted),
-                    Int64(clamping: set.newest.physicalMs), Int64(set.newest.counter), set.newest.deviceID, commitment,
-                    uncommitted.contains(id),
-                ]
+            try HeadCopyRow.save(
+                tx.db,
+                table: "server_state",
+                key: [("tresor_id", id.uuidString)],
+                set: sets[id] ?? HeadSet(),
+                commitment: commitments[id],
+                extra: [("uncommitted", uncommitted.contains(id))]
             )
         }
     }

@@ -149,6 +149,19 @@ extension PatientVault {
     }
 }
 
+extension PatientVault {
+    /// The records from the server this device keeps aside (Docs/design.md §5), by sequence.
+    public func quarantined() throws -> [QuarantinedRecord] {
+        try store.quarantined()
+    }
+
+    /// Fetches the quarantined records again and applies those that now verify; a sequence that holds
+    /// no change any more leaves quarantine (the record's newer head comes with the regular pull).
+    func retryQuarantined(_ summary: inout SyncSummary) async throws {
+        summary.conflictsResolved += try await replica.retryQuarantined()
+    }
+}
+
 extension SyncSummary {
     /// The message that names the quarantined records and their reasons, or nil when there are none.
     public var quarantineMessage: String? {

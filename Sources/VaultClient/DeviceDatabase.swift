@@ -32,6 +32,7 @@ enum DeviceDatabase {
         LocalStore.binaryEnvelopes,
         LocalStore.owedRevocationsTable,
         LocalStore.binaryCommitments,
+        LocalStore.keyringTable,
     ]
 
     /// Every migration of a doctor's database, in order.

@@ -161,7 +161,7 @@ extension PatientVault {
                     sequence: sequence,
                     state: state,
                     topEpoch: keyring[category]?.currentEpoch ?? 0,
-                    tresorVersion: try tx.marks(category: category)?.seenVersion ?? 0,
+                    tresorVersion: try tx.ledgerState(category: category)?.seenVersion ?? 0,
                     committedAt: now
                 )
                 return PlannedCommitment(commitment: commitment, state: state)

@@ -7,8 +7,9 @@ import VaultCrypto
 @testable import VaultClient
 
 /// The one database of an account on a device, and its one list of migrations per role. A home written by
-/// the previous version is built here by running every migration but the newest (the schema that version
-/// left) and writing data through the same statements it used; opening it now must keep everything.
+/// the previous version is built here by running the migrations that version had (the schema it left) and
+/// writing data through the same statements it used; opening it now must keep everything. The keyring file
+/// it kept beside the database is moved in by the vault (KeyringMoveTests).
 @Suite("Client: one device database, migrated in place")
 struct DeviceDatabaseTests {
     /// The identifiers are those earlier versions recorded: renaming one would run its migration again.
@@ -16,7 +17,7 @@ struct DeviceDatabaseTests {
         #expect(
             DeviceDatabase.patient.map(\.identifier) == [
                 "v1-local", "v2-quarantine", "v3-tresor-ledger", "v4-state-commitments", "v5-binary-envelopes",
-                "v6-owed-revocations", "v7-binary-commitments",
+                "v6-owed-revocations", "v7-binary-commitments", "v8-keyring",
             ]
         )
         #expect(
@@ -47,7 +48,8 @@ struct DeviceDatabaseTests {
             let accepted = Self.commitment(sealed)
             let walk = try sealed.activity("walk", at: 1_000)
             let run = try sealed.activity("run", at: 2_000)
-            let previous = try DeviceDatabase.open(at: url, migrations: Array(DeviceDatabase.patient.dropLast()))
+            // The previous version's schema ended at v6 (v7 and v8 came with this one).
+            let previous = try DeviceDatabase.open(at: url, migrations: Array(DeviceDatabase.patient.prefix(6)))
             try await previous.write { db in
                 let tx = LocalStore.Transaction(db: db)
                 try tx.put(walk, outbox: false, serverTimestamp: walk.header.timestamp)

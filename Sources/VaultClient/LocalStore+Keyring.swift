@@ -36,7 +36,8 @@ extension LocalStore {
                 }
             }
             let moved = Self.movedKeyringURL(file)
-            guard rename(file.path, moved.path) == 0 else {
+            // Gone already: another process opening this home moved it in first.
+            guard rename(file.path, moved.path) == 0 || errno == ENOENT else {
                 throw ClientError.localState("cannot remove \(file.path) after moving its keys into \(queue.path)")
             }
         }

@@ -124,4 +124,33 @@ struct KeyringMoveTests {
             #expect(try await reopened.activities().map(\.id) == ["walk"])
         }
     }
+
+    /// Keys, ledgers and marks are taken in one transaction: when the server rolls back one category's
+    /// self-grant, what it shows of another category is not kept either.
+    @Test func aRefusedSelfGrantKeepsNothingOfTheSameReconcile() async throws {
+        typealias H = HostileMembershipTests
+        try await ClientWorld.run(.sqlite) { world in
+            let (a, password) = try await world.patient("pat", on: try world.device("a"))
+            try await a.addActivity(try Sample.activity("walk"))
+            try await a.addActivity(try Sample.activity("scale", category: "assessments"))
+            _ = try await a.sync()
+            let tresorID = Tresor.id(ownerID: a.account.profile.userID, category: "interventions")
+            let old = try #require(try await world.repository.tresor(id: tresorID))
+            try await a.rotate(category: "interventions", reencrypt: false)
+            // Another device starts a new epoch of assessments; then the server puts back the old self-grant
+            // of interventions.
+            let b = try await world.device("b").loginPatient("pat", password: password)
+            try await b.rotate(category: "assessments", reencrypt: false)
+            try await world.repository.attackerExecutes(
+                "UPDATE tresors SET self_grant = \(try H.literal(old.selfGrant)), current_epoch = \(old.currentEpoch) "
+                    + "WHERE owner_id = \(H.userID("pat")) AND category = 'interventions'"
+            )
+            let before = try a.store.ledgerState(category: "assessments")
+            await #expect(throws: ClientError.self) { _ = try await a.sync() }
+            let seal = Keyring.Seal(key: a.account.localStorageKey, ownerID: a.account.profile.userID)
+            #expect(try a.store.read { tx in try tx.keyring(seal) }["assessments"]?.currentEpoch == 1, "no key of that reconcile kept")
+            #expect(await a.keyring["assessments"]?.currentEpoch == 1)
+            #expect(try a.store.ledgerState(category: "assessments") == before, "no mark of that reconcile kept")
+        }
+    }
 }

@@ -4,9 +4,12 @@ import VaultCore
 
 /// What this device knows of one tresor beyond its keys (Docs/design.md §3): the patient's ledger of
 /// members, the newest tresor version the server has confirmed or shown, and the newest epoch this device
-/// has seen in anything the patient signed. The last two only grow: a server that later shows less is
-/// caught (a rolled-back self-grant, a hidden epoch).
-struct TresorMarks: Sendable, Equatable {
+/// has seen in anything the patient signed. The last two are high-water marks that only grow: a server
+/// that later shows less is caught (a rolled-back self-grant, a hidden epoch). Kept in `tresor_marks`.
+struct TresorLedgerState: Sendable, Equatable {
+    /// A tresor this device knows nothing of yet beyond its keys.
+    static let none = TresorLedgerState(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+
     /// The ledger as this device holds it; its version is ahead of `seenVersion` while a change waits to
     /// be declared.
     var ledger: TresorLedger
@@ -18,7 +21,7 @@ struct TresorMarks: Sendable, Equatable {
 
 extension LocalStore {
     /// Ledgers and high-water marks per tresor, added after the first schema.
-    static let ledgerTable = DatabaseMigrator.later(
+    static let ledgerTable = DeviceDatabase.Migration(
         "v3-tresor-ledger",
         sql: """
             CREATE TABLE tresor_marks (
@@ -31,29 +34,29 @@ extension LocalStore {
             """
     )
 
-    /// The marks of `category`'s tresor, or nil when this device has none yet.
-    func marks(category: String) throws -> TresorMarks? {
-        try queue.read { db in try Transaction(db: db).marks(category: category) }
+    /// The ledger state of `category`'s tresor, or nil when this device has none yet.
+    func ledgerState(category: String) throws -> TresorLedgerState? {
+        try queue.read { db in try Transaction(db: db).ledgerState(category: category) }
     }
 
-    /// Every category this device holds marks for.
-    func markedCategories() throws -> [String] {
+    /// Every category this device keeps a ledger state for.
+    func ledgerCategories() throws -> [String] {
         try queue.read { db in try String.fetchAll(db, sql: "SELECT category FROM tresor_marks ORDER BY category") }
     }
 
-    /// Stores `marks` for `category`; the seen version and top epoch never go down.
-    func saveMarks(_ marks: TresorMarks, category: String, tresorID: UUID) throws {
-        try write { tx in try tx.saveMarks(marks, category: category, tresorID: tresorID) }
+    /// Stores `ledgerState` for `category`; the seen version and top epoch never go down.
+    func saveLedgerState(_ ledgerState: TresorLedgerState, category: String, tresorID: UUID) throws {
+        try write { tx in try tx.saveLedgerState(ledgerState, category: category, tresorID: tresorID) }
     }
 }
 
 extension LocalStore.Transaction {
-    func marks(category: String) throws -> TresorMarks? {
+    func ledgerState(category: String) throws -> TresorLedgerState? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tresor_marks WHERE category = ?"), arguments: [category]) else {
             return nil
         }
         let members = try LocalStore.decoder.decode([LedgerMember].self, from: row["members"] as Data)
-        return TresorMarks(
+        return TresorLedgerState(
             ledger: TresorLedger(
                 version: UInt64(row["ledger_version"] as Int64),
                 members: Dictionary(members.map { ($0.shareID, $0) }) { a, _ in a }
@@ -63,8 +66,8 @@ extension LocalStore.Transaction {
         )
     }
 
-    func saveMarks(_ marks: TresorMarks, category: String, tresorID: UUID) throws {
-        let members = try LocalStore.encoder.encode(marks.ledger.members.values.sorted { $0.shareID.uuidString < $1.shareID.uuidString })
+    func saveLedgerState(_ ledgerState: TresorLedgerState, category: String, tresorID: UUID) throws {
+        let members = try LocalStore.encoder.encode(ledgerState.ledger.members.values.sorted { $0.shareID.uuidString < $1.shareID.uuidString })
         try db.execute(
             sql: """
                 INSERT INTO tresor_marks (tresor_id, category, ledger_version, seen_version, top_epoch, members) VALUES (?, ?, ?, ?, ?, ?)
@@ -73,14 +76,14 @@ extension LocalStore.Transaction {
                     members = excluded.members
                 """,
             arguments: [
-                tresorID.uuidString, category, Int64(clamping: marks.ledger.version), Int64(clamping: marks.seenVersion),
-                Int64(marks.topEpoch), members,
+                tresorID.uuidString, category, Int64(clamping: ledgerState.ledger.version), Int64(clamping: ledgerState.seenVersion),
+                Int64(ledgerState.topEpoch), members,
             ]
         )
     }
 
     /// Raises the newest epoch seen for `category` to `epoch` (from a record's verified header).
-    func noteEpoch(_ epoch: UInt32, category: String, tresorID: UUID) throws {
+    func raiseTopEpoch(_ epoch: UInt32, category: String, tresorID: UUID) throws {
         try db.execute(
             sql: """
                 INSERT INTO tresor_marks (tresor_id, category, ledger_version, seen_version, top_epoch, members) VALUES (?, ?, 0, 0, ?, '[]')
@@ -104,7 +107,7 @@ struct OwedRevocation: Sendable, Equatable {
 
 extension LocalStore {
     /// Revocations decided and not finished, added after the ledger.
-    static let owedRevocationsTable = DatabaseMigrator.later(
+    static let owedRevocationsTable = DeviceDatabase.Migration(
         "v6-owed-revocations",
         sql: """
             CREATE TABLE owed_revocations (share_id TEXT PRIMARY KEY, category TEXT NOT NULL, request BLOB NOT NULL);
@@ -116,15 +119,15 @@ extension LocalStore {
     /// statements and a rotation of the category are owed.
     func decideRevocation(_ members: [(LedgerMember, Grant)], category: String, tresorID: UUID) throws {
         try write { tx in
-            var marks = try tx.marks(category: category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+            var ledgerState = try tx.ledgerState(category: category) ?? TresorLedgerState.none
             for (member, request) in members {
-                marks.ledger.record(member)
+                ledgerState.ledger.record(member)
                 try tx.db.execute(
                     sql: "INSERT OR REPLACE INTO owed_revocations (share_id, category, request) VALUES (?, ?, ?)",
                     arguments: [member.shareID.uuidString, category, try LocalStore.encoder.encode(request)]
                 )
             }
-            try tx.saveMarks(marks, category: category, tresorID: tresorID)
+            try tx.saveLedgerState(ledgerState, category: category, tresorID: tresorID)
             try tx.db.execute(sql: "INSERT OR IGNORE INTO owed_rotations (category) VALUES (?)", arguments: [category])
         }
     }

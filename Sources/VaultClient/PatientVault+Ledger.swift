@@ -8,14 +8,12 @@ import VaultCrypto
 /// verified here; a rotation seals the new epoch only to members the ledger lists as delivered, not
 /// ended and not expired; an expiry rotates the tresor at the first sync after it.
 extension PatientVault {
-    static let emptyMarks = TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
-
     /// Records `member` in `category`'s ledger on this device; the next reconcile declares it.
     func recordInLedger(_ member: LedgerMember, category: String) throws {
         guard let t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
-        var marks = try store.marks(category: category) ?? Self.emptyMarks
-        marks.ledger.record(member)
-        try store.saveMarks(marks, category: category, tresorID: t.id)
+        var ledgerState = try store.ledgerState(category: category) ?? TresorLedgerState.none
+        ledgerState.ledger.record(member)
+        try store.saveLedgerState(ledgerState, category: category, tresorID: t.id)
     }
 
     /// The members of a tresor declared before ledgers existed, from the shares this patient signed and
@@ -54,9 +52,10 @@ extension PatientVault {
         try await finishOwedRevocations()
         let at = now().unixMillis
         var listed: [ShareInfo]?
-        for category in try store.markedCategories() {
-            guard let marks = try store.marks(category: category), keyring[category] != nil else { continue }
-            let due = marks.ledger.dueToExpire(at: at)
+        var recorded = false
+        for category in try store.ledgerCategories() {
+            guard let ledgerState = try store.ledgerState(category: category), keyring[category] != nil else { continue }
+            let due = ledgerState.ledger.dueToExpire(at: at)
             if !due.isEmpty {
                 // The end date passed: a new epoch the expired members never receive.
                 try await rotateKeys(
@@ -70,7 +69,7 @@ extension PatientVault {
                 )
                 listed = nil
             }
-            let awaiting = try store.marks(category: category)?.ledger.awaitingDelivery(at: at) ?? []
+            let awaiting = try store.ledgerState(category: category)?.ledger.awaitingDelivery(at: at) ?? []
             guard !awaiting.isEmpty else { continue }
             let shares: [ShareInfo]
             if let listed { shares = listed } else { shares = try await self.shares() }
@@ -85,16 +84,20 @@ extension PatientVault {
                     delivered.status = .delivered
                     delivered.changedAt = at
                     try recordInLedger(delivered, category: category)
+                    recorded = true
                 case .rejected:
                     var rejected = member
                     rejected.status = .rejected
                     rejected.changedAt = at
                     try recordInLedger(rejected, category: category)
+                    recorded = true
                 default: continue
                 }
             }
-            try await reconcileTresors()
         }
+        // Declared once, after every category's local changes: not between one category's deliveries and
+        // the next's.
+        if recorded { try await reconcileTresors() }
     }
 
     /// Seals every epoch of `tresor` to `member` in a successor of the share's request, after checking that
@@ -116,7 +119,7 @@ extension PatientVault {
         guard doctor.userID == member.memberID else {
             throw ClientError.integrity("the certificate of '\(member.username)' names another user than the one this patient shared with")
         }
-        let version = try store.marks(category: tresor.category)?.ledger.version ?? 0
+        let version = try store.ledgerState(category: tresor.category)?.ledger.version ?? 0
         let grant: Grant
         do {
             grant = try Grant.make(
@@ -137,12 +140,20 @@ extension PatientVault {
     /// server does not list as active gets nothing (the server can withhold, never add).
     func rotateKeys(category: String, ending: [LedgerMember]) async throws {
         guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
-        for member in ending { try recordInLedger(member, category: category) }
         guard t.rotate() != nil else { throw ClientError.integrity("the tresor for \(category) is at its last epoch (\(t.currentEpoch))") }
-        keyring.merge(t)
-        try saveKeyring()
+        var next = keyring
+        next.merge(t)
+        let seal = keyringSeal
+        // The ended members and the new epoch land together: no new key without the ledger that excludes them.
+        try store.write { tx in
+            var state = try tx.ledgerState(category: category) ?? .none
+            for member in ending { state.ledger.record(member) }
+            try tx.saveLedgerState(state, category: category, tresorID: t.id)
+            try tx.save(next, seal: seal)
+        }
+        keyring = next
         try await reconcileTresors()
-        guard let current = keyring[category], let ledger = try store.marks(category: category)?.ledger else { return }
+        guard let current = keyring[category], let ledger = try store.ledgerState(category: category)?.ledger else { return }
         let recipients = ledger.recipients(at: now().unixMillis)
         guard !recipients.isEmpty else { return }
         let listed = try await shares()
@@ -175,8 +186,8 @@ extension PatientVault {
         let at = now().unixMillis
         var out: [SharedDoctor] = []
         var known = Set<UUID>()
-        for category in try store.markedCategories() {
-            guard let ledger = try store.marks(category: category)?.ledger else { continue }
+        for category in try store.ledgerCategories() {
+            guard let ledger = try store.ledgerState(category: category)?.ledger else { continue }
             known.formUnion(ledger.members.keys)
             for m in ledger.members.values where !m.status.isFinal && !m.hasExpired(at: at) {
                 out.append(

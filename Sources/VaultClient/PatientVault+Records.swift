@@ -42,7 +42,7 @@ extension PatientVault {
                 }
                 guard let t = keyring[change.category] else { throw ClientError.localState("no keys for \(change.category)") }
                 // Never below an epoch the patient's signed data showed: a member removed since holds the older keys.
-                if let top = try tx.marks(category: change.category)?.topEpoch, top > t.currentEpoch {
+                if let top = try tx.ledgerState(category: change.category)?.topEpoch, top > t.currentEpoch {
                     throw ClientError.integrity(
                         "key epoch \(top) of \(change.category) exists but this device lacks its key (the server withholds it); nothing was written"
                     )

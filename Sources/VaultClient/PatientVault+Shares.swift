@@ -64,7 +64,7 @@ extension PatientVault {
         _ = try tresor(category)
         try await reconcileTresors()
         guard let t = keyring[category] else { throw ClientError.localState("no keys for \(category)") }
-        var marks = try store.marks(category: category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
+        var ledgerState = try store.ledgerState(category: category) ?? TresorLedgerState.none
         let request: Grant
         do {
             request = try Grant.request(
@@ -73,7 +73,7 @@ extension PatientVault {
                 adminKey: adminKey,
                 ownerID: me,
                 category: category,
-                tresorVersion: marks.ledger.version,
+                tresorVersion: ledgerState.ledger.version,
                 createdAt: now().unixMillis,
                 expiresAt: expiresAt?.unixMillis
             )
@@ -82,7 +82,7 @@ extension PatientVault {
         guard filed.grant == request, filed.doctorID == doctor.userID, filed.patientID == me else {
             throw ClientError.integrity("the server did not file the share request this patient signed")
         }
-        marks.ledger.record(
+        ledgerState.ledger.record(
             LedgerMember(
                 shareID: filed.shareID,
                 memberID: doctor.userID,
@@ -92,7 +92,7 @@ extension PatientVault {
                 changedAt: now().unixMillis
             )
         )
-        try store.saveMarks(marks, category: category, tresorID: t.id)
+        try store.saveLedgerState(ledgerState, category: category, tresorID: t.id)
         try await reconcileTresors()
         return filed
     }
@@ -122,7 +122,7 @@ extension PatientVault {
         try await reconcileTresors()
         guard let tresor = keyring[category] else { throw ClientError.notFound("no \(category) to revoke: this patient has no such category") }
         let listed = try await shares()
-        let ledger = try store.marks(category: category)?.ledger
+        let ledger = try store.ledgerState(category: category)?.ledger
         let recorded = ledger?.members.values.filter { $0.username == name } ?? []
         let doctorID: UUID
         if let member = recorded.first {

@@ -12,10 +12,14 @@ public actor PatientVault {
     let transport: Transport
     let adminKey: SigningPublicKey
     nonisolated let store: LocalStore
+    /// What the keyring is sealed under in the store.
+    let keyringSeal: Keyring.Seal
+    /// The keyring as last committed to the store (changed only after the transaction that writes it).
     var keyring: Keyring
     let now: @Sendable () -> Date
 
-    /// Opens the vault of an unlocked patient account: its local store and keyring.
+    /// Opens the vault of an unlocked patient account: its local store and the keyring in it (moving in the
+    /// keyring file an earlier version kept).
     public init(
         account: UnlockedAccount,
         transport: Transport,
@@ -28,7 +32,8 @@ public actor PatientVault {
         self.adminKey = adminKey
         self.now = now
         store = try LocalStore(url: account.store.storeURL)
-        keyring = try Keyring.load(from: account.store.keyringURL, key: account.localStorageKey, ownerID: account.profile.userID)
+        keyringSeal = Keyring.Seal(key: account.localStorageKey, ownerID: account.profile.userID)
+        keyring = try store.openKeyring(keyringSeal, movingIn: account.store.keyringURL)
     }
 
     var me: UUID { account.profile.userID }
@@ -45,13 +50,12 @@ public actor PatientVault {
             throw ClientError.invalidRequest("invalid category '\(category)': \(error)")
         }
         let t = Tresor.create(ownerID: me, category: category)
-        keyring.merge(t)
-        try saveKeyring()
+        var next = keyring
+        next.merge(t)
+        let seal = keyringSeal
+        try store.write { tx in try tx.save(next, seal: seal) }
+        keyring = next
         return t
-    }
-
-    func saveKeyring() throws {
-        try keyring.save(to: account.store.keyringURL, key: account.localStorageKey, ownerID: me)
     }
 
     func selfGrant(_ t: Tresor, ledger: TresorLedger) throws -> Grant {
@@ -75,76 +79,35 @@ public actor PatientVault {
             body: PutTresorRequest(selfGrant: try selfGrant(t, ledger: ledger)),
             auth: try auth
         )
-        try store.saveMarks(TresorMarks(ledger: ledger, seenVersion: ledger.version, topEpoch: t.currentEpoch), category: t.category, tresorID: t.id)
+        try store.saveLedgerState(
+            TresorLedgerState(ledger: ledger, seenVersion: ledger.version, topEpoch: t.currentEpoch),
+            category: t.category,
+            tresorID: t.id
+        )
     }
 
     /// Learns keys and ledgers other devices made (from the self-grants on the server) and declares what
-    /// the server lacks (Docs/design.md §2-§3). A self-grant older than one this device has seen, or one
-    /// that hides an epoch this device has seen signed, is refused. When two devices made the same epoch
-    /// offline, the server's keys win and this device re-seals its unsent versions under them.
+    /// the server lacks (Docs/design.md §2-§3), in three steps: fetch (the server's self-grants, verified,
+    /// and the members of pre-ledger tresors), plan (keys, re-sealed records, ledgers and marks written in
+    /// one local transaction), declare (what the server lacks). A self-grant older than one this device has
+    /// seen, or one that hides an epoch this device has seen signed, is refused and nothing is written. When
+    /// two devices made the same epoch offline, the server's keys win and this device re-seals its records
+    /// under them in the same transaction.
     func reconcileTresors(attempt: Int = 0) async throws {
         let list: TresorList = try await transport.send(.GET, Routes.tresors, auth: try auth)
-        var onServer: [String: (ledger: TresorLedger, top: UInt32)] = [:]
-        // The keyring and the marks are written only when they change: most syncs change neither, and the
-        // keyring is a sealed file written anew each time.
-        let heldEpochs = Set(keyring.tresors.values.flatMap { t in t.keys.keys.map { "\(t.category)/\($0)" } })
-        var resealed = false
-        for info in list.tresors {
-            do {
-                let signed = info.selfGrant
-                try signed.verify(patient: account.certificate, adminKey: adminKey)
-                // Everything is keyed by what the patient signed, never by the server's labels.
-                guard signed.memberID == me, info.ownerID == me, info.category == signed.category, info.tresorID == signed.tresorID,
-                    signed.hasContiguousEpochs, info.currentEpoch == signed.epochs.last
-                else { throw TrustError.mismatch(what: "self-grant", field: "tresor, category or epoch") }
-            } catch { throw ClientError.integrity("the server's self-grant for a category is not what this account signed: \(error)") }
-            let remote: Tresor
-            let remoteLedger: TresorLedger
-            do {
-                (remote, remoteLedger) = try info.selfGrant.openSelfGrant(
-                    identity: account.identity,
-                    certificate: account.certificate,
-                    adminKey: adminKey
-                )
-            } catch { throw ClientError.from(error) }
-            let stored = try store.marks(category: info.category)
-            var marks = stored ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
-            try Self.refuseRollback(category: info.category, remoteVersion: remoteLedger.version, remoteTop: remote.currentEpoch, marks: marks)
-            if let local = keyring[info.category] {
-                let clashing = remote.keys.filter { epoch, key in local.keys[epoch].map { $0 != key } ?? false }
-                if !clashing.isEmpty {
-                    try reseal(category: info.category, adopting: remote)
-                    resealed = true
-                }
-            }
-            keyring.merge(remote)
-            if remoteLedger.version == 0, marks.seenVersion == 0, marks.ledger.members.isEmpty {
+        let served = try list.tresors.map(openSelfGrant)
+        var legacy: [String: TresorLedger] = [:]
+        for s in served where s.ledger.version == 0 {
+            let known = try store.ledgerState(category: s.tresor.category) ?? .none
+            if known.seenVersion == 0, known.ledger.members.isEmpty {
                 // A tresor declared before ledgers existed: its members are taken once from the shares the
                 // admin approved (Docs/design.md §3), then kept by the patient's devices.
-                marks.ledger = try await legacyLedger(category: info.category, tresorID: info.tresorID)
+                legacy[s.tresor.category] = try await legacyLedger(category: s.tresor.category, tresorID: s.tresor.id)
             }
-            marks.ledger.merge(remoteLedger)
-            marks.seenVersion = remoteLedger.version
-            marks.topEpoch = max(marks.topEpoch, remote.currentEpoch)
-            if marks != stored {
-                try store.saveMarks(marks, category: info.category, tresorID: info.tresorID)
-            }
-            onServer[info.category] = (remoteLedger, remote.currentEpoch)
         }
-        let nowHeld = Set(keyring.tresors.values.flatMap { t in t.keys.keys.map { "\(t.category)/\($0)" } })
-        if resealed || nowHeld != heldEpochs || !FileManager.default.fileExists(atPath: account.store.keyringURL.path) {
-            try saveKeyring()
-        }
-        for t in keyring.tresors.values.sorted(by: { $0.category < $1.category }) {
-            var marks = try store.marks(category: t.category) ?? TresorMarks(ledger: TresorLedger(version: 0), seenVersion: 0, topEpoch: 0)
-            let server = onServer[t.category]
-            guard server == nil || t.currentEpoch > server!.top || marks.ledger.members != server!.ledger.members else { continue }
-            // Checked: the versions come from the server's self-grant and the local store.
-            let (next, overflow) = max(server?.ledger.version ?? 0, marks.seenVersion).addingReportingOverflow(1)
-            guard !overflow else { throw ClientError.integrity("the tresor for \(t.category) is at its last version number") }
-            marks.ledger.version = next
+        for (t, ledger) in try adopt(served, legacy: legacy) {
             do {
-                try await declare(t, ledger: marks.ledger)
+                try await declare(t, ledger: ledger)
             } catch ClientError.conflict {
                 // Another device declared this version first: merge theirs and try again.
                 guard attempt < 3 else { throw ClientError.temporary("the category keys keep changing on the server; sync again") }
@@ -154,46 +117,113 @@ public actor PatientVault {
         }
     }
 
+    /// One self-grant of the server's list, verified as this account's and opened.
+    func openSelfGrant(_ info: TresorInfo) throws -> (tresor: Tresor, ledger: TresorLedger) {
+        do {
+            let signed = info.selfGrant
+            try signed.verify(patient: account.certificate, adminKey: adminKey)
+            // Everything is keyed by what the patient signed, never by the server's labels.
+            guard signed.memberID == me, info.ownerID == me, info.category == signed.category, info.tresorID == signed.tresorID,
+                signed.hasContiguousEpochs, info.currentEpoch == signed.epochs.last
+            else { throw TrustError.mismatch(what: "self-grant", field: "tresor, category or epoch") }
+        } catch { throw ClientError.integrity("the server's self-grant for a category is not what this account signed: \(error)") }
+        do {
+            return try info.selfGrant.openSelfGrant(identity: account.identity, certificate: account.certificate, adminKey: adminKey)
+        } catch { throw ClientError.from(error) }
+    }
+
+    /// Takes in the server's verified self-grants in one local transaction (keys, re-sealed records,
+    /// ledgers and marks land together, or nothing does) and returns what to declare: each tresor whose
+    /// keys or ledger the server lacks, with its ledger at the next version.
+    func adopt(_ served: [(tresor: Tresor, ledger: TresorLedger)], legacy: [String: TresorLedger]) throws -> [(Tresor, TresorLedger)] {
+        let seal = keyringSeal
+        let cert = account.certificate
+        let signing = account.identity.signing
+        var ring = keyring
+        let declarations = try store.write { tx -> [(Tresor, TresorLedger)] in
+            var changed = false
+            var onServer: [String: (ledger: TresorLedger, top: UInt32)] = [:]
+            for (remote, remoteLedger) in served {
+                let category = remote.category
+                let stored = try tx.ledgerState(category: category)
+                var state = stored ?? .none
+                try Self.refuseRollback(category: category, remoteVersion: remoteLedger.version, remoteTop: remote.currentEpoch, ledgerState: state)
+                if let local = ring[category] {
+                    if remote.keys.contains(where: { epoch, key in local.keys[epoch].map { $0 != key } ?? false }) {
+                        try Self.reseal(tx, category: category, local: local, adopting: remote, author: cert, signing: signing)
+                        var replaced = Keyring(tresors: ring.tresors.filter { $0.key != category })
+                        replaced.merge(remote)
+                        ring = replaced
+                        changed = true
+                    }
+                }
+                if ring[category].map({ local in remote.keys.keys.contains { local.keys[$0] == nil } }) ?? true { changed = true }
+                ring.merge(remote)
+                if remoteLedger.version == 0, state.seenVersion == 0, state.ledger.members.isEmpty, let members = legacy[category] {
+                    state.ledger = members
+                }
+                state.ledger.merge(remoteLedger)
+                state.seenVersion = remoteLedger.version
+                state.topEpoch = max(state.topEpoch, remote.currentEpoch)
+                if state != stored { try tx.saveLedgerState(state, category: category, tresorID: remote.id) }
+                onServer[category] = (remoteLedger, remote.currentEpoch)
+            }
+            if changed { try tx.save(ring, seal: seal) }
+            var declarations: [(Tresor, TresorLedger)] = []
+            for t in ring.tresors.values.sorted(by: { $0.category < $1.category }) {
+                var state = try tx.ledgerState(category: t.category) ?? .none
+                let server = onServer[t.category]
+                guard server == nil || t.currentEpoch > server!.top || state.ledger.members != server!.ledger.members else { continue }
+                // Checked: the versions come from the server's self-grant and the local store.
+                let (next, overflow) = max(server?.ledger.version ?? 0, state.seenVersion).addingReportingOverflow(1)
+                guard !overflow else { throw ClientError.integrity("the tresor for \(t.category) is at its last version number") }
+                state.ledger.version = next
+                declarations.append((t, state.ledger))
+            }
+            return declarations
+        }
+        keyring = ring
+        return declarations
+    }
+
     /// Refuses a self-grant older than one this device has seen, or one whose newest epoch is older than
     /// an epoch this device has seen signed (a hidden rotation): writing under it would hand new records
     /// to a member the patient removed (Docs/design.md §3).
-    static func refuseRollback(category: String, remoteVersion: UInt64, remoteTop: UInt32, marks: TresorMarks) throws {
-        if remoteVersion < marks.seenVersion {
+    static func refuseRollback(category: String, remoteVersion: UInt64, remoteTop: UInt32, ledgerState: TresorLedgerState) throws {
+        if remoteVersion < ledgerState.seenVersion {
             throw ClientError.integrity(
                 "the server serves an older key declaration of \(category) (version \(remoteVersion)) than this device has seen "
-                    + "(version \(marks.seenVersion)); nothing is written under it"
+                    + "(version \(ledgerState.seenVersion)); nothing is written under it"
             )
         }
-        if remoteTop < marks.topEpoch {
+        if remoteTop < ledgerState.topEpoch {
             throw ClientError.integrity(
-                "the server hides key epoch \(marks.topEpoch) of \(category), which this device has seen signed; nothing is written under an older epoch"
+                "the server hides key epoch \(ledgerState.topEpoch) of \(category), which this device has seen signed; nothing is written under an older epoch"
             )
         }
     }
 
-    /// Replaces this device's keys of `category` by `remote`'s and re-seals the unsent versions under them.
-    func reseal(category: String, adopting remote: Tresor) throws {
-        guard let local = keyring[category], local.id == remote.id, remote.category == category else {
+    /// Re-seals every local record of `category` sealed under `local`'s keys under `remote`'s newest
+    /// epoch, in `tx` (with the keyring that adopts `remote`): not only unsent ones, since a record sealed
+    /// under a key that lost must not stay unreadable.
+    static func reseal(
+        _ tx: LocalStore.Transaction,
+        category: String,
+        local: Tresor,
+        adopting remote: Tresor,
+        author cert: Certificate,
+        signing: SigningKeyPair
+    ) throws {
+        guard local.id == remote.id, remote.category == category else {
             throw ClientError.integrity("refusing to adopt keys of another tresor for \(category)")
         }
-        // Every local record of the category, not only unsent ones: a record sealed under a key that lost
-        // must not stay unreadable. A record already re-sealed (after a crash before the keyring was
-        // saved) opens with the remote keys instead.
-        let envelopes = try store.records(category: category).map(\.envelope)
-        let signing = account.identity.signing
-        let cert = account.certificate
-        try store.write { tx in
-            for env in envelopes {
-                let context = EnvelopeContext(ownerID: env.header.ownerID, tresorID: remote.id, category: category)
-                if (try? env.open(keys: remote.keys, authorKey: cert.signingKey, expecting: context)) != nil { continue }
-                let payload = try env.open(keys: local.keys, authorKey: cert.signingKey, expecting: context)
-                var header = env.header
-                header.epoch = remote.currentEpoch
-                try tx.put(try Envelope.seal(payload: payload, header: header, key: remote.currentKey, author: signing), outbox: true)
-            }
+        for env in try tx.records(category: category).map(\.envelope) {
+            let context = EnvelopeContext(ownerID: env.header.ownerID, tresorID: remote.id, category: category)
+            if (try? env.open(keys: remote.keys, authorKey: cert.signingKey, expecting: context)) != nil { continue }
+            let payload = try env.open(keys: local.keys, authorKey: cert.signingKey, expecting: context)
+            var header = env.header
+            header.epoch = remote.currentEpoch
+            try tx.put(try Envelope.seal(payload: payload, header: header, key: remote.currentKey, author: signing), outbox: true)
         }
-        var replaced = Keyring(tresors: keyring.tresors.filter { $0.key != category })
-        replaced.merge(remote)
-        keyring = replaced
     }
 }

@@ -60,7 +60,7 @@ struct HostileMembershipTests {
 
     /// The ledger entry this device keeps for `shareID`.
     static func member(_ vault: PatientVault, _ shareID: UUID, _ category: String = "interventions") throws -> LedgerMember? {
-        try vault.store.marks(category: category)?.ledger.members[shareID]
+        try vault.store.ledgerState(category: category)?.ledger.members[shareID]
     }
 
     /// Logs `name` in on a new device with an empty cache.
@@ -440,8 +440,8 @@ struct HostileMembershipTests {
                 _ = try await b.sync()
             }
 
-            let ledgerA = try #require(try a.store.marks(category: "interventions")?.ledger)
-            let ledgerB = try #require(try b.store.marks(category: "interventions")?.ledger)
+            let ledgerA = try #require(try a.store.ledgerState(category: "interventions")?.ledger)
+            let ledgerB = try #require(try b.store.ledgerState(category: "interventions")?.ledger)
             #expect(ledgerA == ledgerB)
             let status = Dictionary(ledgerA.members.values.map { ($0.username, $0.status) }) { x, _ in x }
             #expect(status == ["doc1": .revoked, "doc2": .delivered, "doc3": .delivered])

@@ -20,12 +20,14 @@ struct ProfileAndAdherenceTests {
             let vault = try PatientVault(account: account, transport: device.transport, adminKey: world.admin.publicKey)
             try await vault.addActivity(try Sample.activity("walk"))
             let store = account.store
-            for file in [store.profileURL, store.sessionURL, store.deviceKeyURL, store.keyringURL] {
+            for file in [store.profileURL, store.sessionURL, store.deviceKeyURL, store.storeURL] {
                 #expect(SecureFiles.permissions(file) == 0o600, "\(file.lastPathComponent)")
             }
             #expect(SecureFiles.permissions(store.folder) == 0o700)
-            // Nothing stored in the clear: no title in the database or keyring files.
-            for file in [store.storeURL, store.keyringURL, store.profileURL] {
+            // The keyring is a sealed row of the database, not a file of its own.
+            #expect(!FileManager.default.fileExists(atPath: store.keyringURL.path))
+            // Nothing stored in the clear: no title in the database (with the keyring) or the profile.
+            for file in [store.storeURL, store.profileURL] {
                 let bytes = try Data(contentsOf: file)
                 #expect(bytes.range(of: Data("Walk".utf8)) == nil, "\(file.lastPathComponent) holds plaintext")
             }

@@ -181,8 +181,9 @@ struct RememberedDeviceTests {
             let account = vault.account
             let url = account.store.keyringURL
             let me = account.profile.userID
-            let ring = try Keyring.load(from: url, key: account.localStorageKey, ownerID: me)
+            let ring = await vault.keyring
             #expect(Set(ring.tresors.keys) == ["interventions", "assessments"])
+            #expect(!FileManager.default.fileExists(atPath: url.path), "the keyring is kept in the database")
             let wrapping = try Self.wrappingKey(account, password)
 
             for unlock in ["login", "unlock"] {
@@ -200,6 +201,8 @@ struct RememberedDeviceTests {
                 }
                 let reopened = try PatientVault(account: unlocked, transport: device.transport, adminKey: world.admin.publicKey)
                 #expect(try await reopened.activities().map(\.id).sorted() == ["scale", "walk"])
+                #expect(!FileManager.default.fileExists(atPath: url.path), "moved into the database when the vault opened")
+                #expect(KeyringMoveTests.keys(await reopened.keyring) == KeyringMoveTests.keys(ring))
             }
         }
     }

@@ -10,39 +10,39 @@ final class DoctorCache: Sendable {
     let queue: DatabaseQueue
 
     init(url: URL) throws {
-        queue = try SecureFiles.openDatabase(
-            at: url,
-            migration: "v1-doctor-cache",
-            schema: """
-                CREATE TABLE shared_records (
-                    owner_id TEXT NOT NULL,
-                    record_id TEXT NOT NULL,
-                    tresor_id TEXT NOT NULL,
-                    hlc_physical INTEGER NOT NULL,
-                    hlc_counter INTEGER NOT NULL,
-                    hlc_device TEXT NOT NULL,
-                    deleted INTEGER NOT NULL,
-                    envelope BLOB NOT NULL,
-                    PRIMARY KEY (owner_id, record_id));
-                CREATE TABLE cursors (owner_id TEXT NOT NULL, tresor_id TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (owner_id, tresor_id));
-                """
-        )
-        try Self.quarantineTable.migrate(queue)
-        try Self.revokedTable.migrate(queue)
-        try Self.commitmentTables.migrate(queue)
-        try Self.binaryEnvelopes.migrate(queue)
-        try Self.revokedRequestsTable.migrate(queue)
+        queue = try DeviceDatabase.open(at: url, migrations: DeviceDatabase.doctor)
     }
+
+    /// The first schema: the cached envelopes of each patient's shared records, and a cursor per share.
+    static let firstSchema = DeviceDatabase.Migration(
+        "v1-doctor-cache",
+        sql: """
+            CREATE TABLE shared_records (
+                owner_id TEXT NOT NULL,
+                record_id TEXT NOT NULL,
+                tresor_id TEXT NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                deleted INTEGER NOT NULL,
+                envelope BLOB NOT NULL,
+                PRIMARY KEY (owner_id, record_id));
+            CREATE TABLE cursors (owner_id TEXT NOT NULL, tresor_id TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (owner_id, tresor_id));
+            """
+    )
 
     /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1), as the server sent them, instead
     /// of JSON: a cache written before is converted once, when it opens.
-    static let binaryEnvelopes = StoredEnvelope.conversion("v5-doctor-binary-envelopes", tables: ["shared_records"])
+    static let binaryEnvelopes = JSONEraConversion.envelopes("v5-doctor-binary-envelopes", tables: ["shared_records"])
+
+    /// Accepted commitments kept in their binary form instead of JSON: converted once, when the cache opens.
+    static let binaryCommitments = JSONEraConversion.commitments("v7-doctor-binary-commitments", table: "share_state")
 
     /// Added after the first schema (Docs/envelope-v1.md §3.4): the version id of each cached head, and per
     /// share the LtHash state of the cached heads with their counts and newest HLC, and the newest state
     /// commitment accepted. A cache from before has no such state, so the migration forgets the cursors:
     /// the next view pulls every head again, once, and builds it.
-    static let commitmentTables = DatabaseMigrator.later(
+    static let commitmentTables = DeviceDatabase.Migration(
         "v4-doctor-commitments",
         sql: """
             ALTER TABLE shared_records ADD COLUMN version_id TEXT;
@@ -72,43 +72,34 @@ final class DoctorCache: Sendable {
     }
 
     private static func saveShareState(_ db: Database, owner: String, tresor: String, _ set: HeadSet, _ commitment: StateCommitment?) throws {
-        try db.execute(
-            sql: """
-                INSERT INTO share_state (owner_id, tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (owner_id, tresor_id) DO UPDATE SET state = excluded.state, live = excluded.live, deleted = excluded.deleted,
-                    hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
-                    commitment = excluded.commitment
-                """,
-            arguments: [
-                owner, tresor, Data(set.hash.bytes), Int64(bitPattern: set.live), Int64(bitPattern: set.deleted),
-                Int64(clamping: set.newest.physicalMs), Int64(set.newest.counter), set.newest.deviceID,
-                commitment?.storedForm,
-            ]
-        )
+        try HeadCopyRow.save(db, table: "share_state", key: [("owner_id", owner), ("tresor_id", tresor)], set: set, commitment: commitment)
     }
 
     /// Checks the newest commitment the server showed of a share once its pull is done (Docs/envelope-v1.md
     /// §3.4): the patient's signature, the tresor and category, no rollback, and, unless the share holds
     /// quarantined records, that it describes exactly the cached heads. Remembers it when it holds; returns
     /// what is wrong in plain words, or nil.
-    func check(_ shown: [StateCommitment], patient: Certificate, tresor: UUID, category: String, quarantined: Bool) async throws -> String? {
+    func reviewCommitments(
+        _ shown: [StateCommitment],
+        patient: Certificate,
+        tresor: UUID,
+        category: String,
+        quarantined: Bool
+    ) async throws -> String? {
         let owner = patient.userID.uuidString
         let tresorID = tresor.uuidString
         return try await queue.write { db in
             let (set, seen) = try Self.shareState(db, owner: owner, tresor: tresorID)
-            guard shown.count <= 1 else { return "the server shows two state commitments of \(category)" }
-            // The very commitment accepted before (same statement, same signature) was verified then.
-            if let c = shown.first, c != seen {
-                do { try c.verify(patient: patient, tresorID: tresor, category: category) } catch {
-                    return "the state commitment of \(category) does not verify: \(error)"
-                }
-            }
-            if let problem = CommitmentJudge.problem(shown.first, seen: seen, copy: set, category: category, checkSet: !quarantined) {
-                return problem
-            }
-            if let c = shown.first { try Self.saveShareState(db, owner: owner, tresor: tresorID, set, c) }
-            return nil
+            let verdict = CommitmentReview.review(
+                shown,
+                patient: patient,
+                tresors: [tresor: category],
+                accepted: seen.map { [tresor: $0] } ?? [:],
+                copy: { _ in set },
+                comparesSet: { _, _ in !quarantined }
+            )
+            if let c = verdict.accepted.first { try Self.saveShareState(db, owner: owner, tresor: tresorID, set, c) }
+            return verdict.problems.isEmpty ? nil : verdict.problems.joined(separator: "; ")
         }
     }
 
@@ -127,7 +118,7 @@ final class DoctorCache: Sendable {
 
     /// Shares the patient revoked in a statement this doctor verified (Docs/envelope-v1.md §3.3): never
     /// trusted again, whatever the server lists later.
-    static let revokedTable = DatabaseMigrator.later(
+    static let revokedTable = DeviceDatabase.Migration(
         "v3-doctor-revoked-shares",
         sql: "CREATE TABLE revoked_shares (share_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, revoked_at INTEGER NOT NULL);"
     )
@@ -136,7 +127,7 @@ final class DoctorCache: Sendable {
     /// a copy of the same signed request under a new share id is never trusted again. A cache from before
     /// learns the hashes at its next view of each patient (the server lists the revoked shares with their
     /// requests and the patient's revocations).
-    static let revokedRequestsTable = DatabaseMigrator.later(
+    static let revokedRequestsTable = DeviceDatabase.Migration(
         "v6-doctor-revoked-requests",
         sql: "CREATE TABLE revoked_requests (request_hash BLOB PRIMARY KEY, owner_id TEXT NOT NULL, revoked_at INTEGER NOT NULL);"
     )
@@ -172,7 +163,7 @@ final class DoctorCache: Sendable {
 
     /// Shared records that failed their integrity check (Docs/design.md §5), added after the first schema:
     /// one row per patient and change sequence, never shown, fetched again by every view of the share.
-    static let quarantineTable = DatabaseMigrator.later(
+    static let quarantineTable = DeviceDatabase.Migration(
         "v2-doctor-quarantine",
         sql: """
             CREATE TABLE quarantine (
@@ -234,33 +225,28 @@ final class DoctorCache: Sendable {
                         envelope = excluded.envelope, version_id = excluded.version_id
                     """
             )
-            let releaseSequence = try db.cachedStatement(sql: "DELETE FROM quarantine WHERE owner_id = ? AND sequence = ?")
-            let releaseRecord = try db.cachedStatement(sql: "DELETE FROM quarantine WHERE owner_id = ? AND record_id = ?")
-            func hold(_ q: QuarantinedRecord) throws {
-                guard let sequence = Int64(exactly: q.sequence) else { throw ClientError.integrity("the server sent an impossible sequence number") }
-                // The server's head of that record is now at this sequence: older entries of it are superseded.
-                if let recordID = q.recordID { try releaseRecord.execute(arguments: [ownerID, recordID]) }
-                try db.execute(
-                    sql: """
-                        INSERT OR REPLACE INTO quarantine (owner_id, tresor_id, sequence, record_id, version_id, reason)
-                        VALUES (?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [ownerID, tresorID, sequence, q.recordID, q.versionID, q.reason.rawValue]
-                )
-            }
-            for sequence in release.compactMap({ Int64(exactly: $0) }) { try releaseSequence.execute(arguments: [ownerID, sequence]) }
+            let quarantine = QuarantineRows(db: db, feed: (ownerID, tresorID))
+            for sequence in release { try quarantine.release(sequence: sequence) }
+            // Most of the time nothing is held, and a verified change has nothing to heal.
+            var anyHeld = try quarantine.holdsAny()
             let (before, seen) = try Self.shareState(db, owner: ownerID, tresor: tresorID)
             var set = before
             for item in pulled {
                 guard case let .verified(entry) = item else {
-                    if case let .failed(q) = item { try hold(q) }
+                    if case let .failed(q) = item {
+                        try quarantine.hold(q)
+                        anyHeld = true
+                    }
                     continue
                 }
                 let h = entry.header
                 let row = try Row.fetchOne(readHead, arguments: [ownerID, h.recordID.hex])
                 let held = row.flatMap { LocalStore.timestamp($0[0], $0[1], $0[2]) }
                 if let held, h.timestamp < held {
-                    try hold(QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed))
+                    try quarantine.hold(
+                        QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed)
+                    )
+                    anyHeld = true
                     continue
                 }
                 let old = row.flatMap { r in
@@ -279,8 +265,10 @@ final class DoctorCache: Sendable {
                     ownerID, h.recordID.hex, tresorID, Int64(clamping: h.timestamp.physicalMs), Int64(h.timestamp.counter),
                     h.timestamp.deviceID, h.deleted, entry.bytes, entry.versionID,
                 ])
-                if let sequence = Int64(exactly: entry.sequence) { try releaseSequence.execute(arguments: [ownerID, sequence]) }
-                try releaseRecord.execute(arguments: [ownerID, h.recordID.hex])
+                if anyHeld {
+                    try quarantine.release(sequence: entry.sequence)
+                    try quarantine.release(recordID: h.recordID.hex)
+                }
             }
             if set != before { try Self.saveShareState(db, owner: ownerID, tresor: tresorID, set, seen) }
             guard let next else { return }
@@ -296,14 +284,10 @@ final class DoctorCache: Sendable {
 
     /// The quarantined records of the share of `tresor` by `owner`, by sequence.
     func quarantined(owner: UUID, tresor: UUID) async throws -> [QuarantinedRecord] {
-        try await queue.read { db in
-            let sql = "SELECT sequence, record_id, version_id, reason FROM quarantine WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence"
-            return try Row.fetchAll(db, sql: sql, arguments: [owner.uuidString, tresor.uuidString]).map(QuarantinedRecord.init(row:))
-        }
+        try await queue.read { db in try QuarantineRows(db: db, feed: (owner.uuidString, tresor.uuidString)).all() }
     }
 
-    /// Up to `limit` stored envelopes (binary, or JSON in a cache not converted yet) of live records of one
-    /// share, in record id order after the record id `after` ("" for the first page), with the record id of
+    /// Up to `limit` stored envelopes (binary) of live records of one share, in record id order after the record id `after` ("" for the first page), with the record id of
     /// the last; nil when none is left. A view decrypts a page at a time, so the cached bytes of a large
     /// share are never all in memory at once.
     func liveEnvelopes(owner: UUID, tresor: UUID, after: String, limit: Int) async throws -> (envelopes: [Data], last: String)? {

@@ -207,76 +207,20 @@ public actor DoctorReader {
     }
 
     /// Pulls what changed since the last view into the cache, after fetching the share's quarantined
-    /// records again. Every envelope is checked (signature, context and, under an epoch the doctor holds,
-    /// decryption and payload) before it is stored; one that fails is quarantined and the rest goes on.
-    /// A page is stored with its cursor in one transaction. Once the server says it sent every change, the
-    /// newest state commitment it showed is checked against the cached heads (Docs/envelope-v1.md §3.4);
-    /// returns how many changes were pulled and what is wrong with the share's state, if anything.
+    /// records again, through the replica engine (Docs/design.md §5). Every envelope is checked (signature,
+    /// context and, under an epoch the doctor holds, decryption and payload) before it is stored; one that
+    /// fails is quarantined and the rest goes on. A page is stored with its cursor in one transaction. Once
+    /// the server says it sent every change, the newest state commitment it showed is checked against the
+    /// cached heads (Docs/envelope-v1.md §3.4); returns how many changes were pulled and what is wrong with
+    /// the share's state, if anything.
     func refresh(_ patient: Certificate, _ share: VerifiedShare, progress: (@Sendable (Int) -> Void)?) async throws -> (pulled: Int, problem: String?)
     {
-        let owner = patient.userID
-        let tresor = share.tresor.id
-        let check = SharedRecordCheck(
-            context: EnvelopeContext(ownerID: owner, tresorID: tresor, category: share.share.category),
-            signingKey: patient.signingKey,
-            keys: share.tresor.keys
-        )
-        let auth = try self.auth
-        let transport = self.transport
-        let fetchPage = { @Sendable (since: UInt64) async throws -> (page: PulledPage, commitments: [StateCommitment]) in
-            let query = "?owner=\(owner.uuidString)&tresor=\(tresor.uuidString)&since=\(since)&limit=\(SyncPolicy.pullPage)"
-            return try await transport.pullPage(query: query, after: since, auth: auth)
-        }
-        let fetch = { (since: UInt64) async throws -> PulledPage in try await fetchPage(since).page }
-        var cursor = try await cache.cursor(owner: owner, tresor: tresor)
-        let held = try await cache.quarantined(owner: owner, tresor: tresor)
-        if !held.isEmpty {
-            let (found, gone) = try await PulledPage.refetch(held.map(\.sequence), upTo: cursor, fetch: fetch)
-            try await cache.store(try await check.run(found), release: gone, owner: owner, tresor: tresor, cursor: nil)
-        }
-        var pulled = 0
-        // Pages overlap: the next page is fetched while this one is checked, and a checked page is stored
-        // (with its cursor, in order) while the next one is checked, so the server's work and the cache's
-        // writes run beside the signature checks instead of leaving a core idle. Three pages at most are
-        // held at once (one fetched ahead, one checked, one being stored), each let go once stored.
-        let cache = self.cache
-        var fetching = Task { [cursor] in try await fetchPage(cursor) }
-        var storing: Task<Void, any Error>?
-        do {
-            while true {
-                let (page, commitments) = try await fetching.value
-                let next = page.changes.last?.sequence ?? cursor
-                if !page.done, !page.changes.isEmpty { fetching = Task { try await fetchPage(next) } }
-                let checked = try await check.run(page.changes)
-                // One store in flight at a time: stores slower than checks must hold the loop back, or
-                // checked pages would pile up in memory.
-                try await storing?.value
-                storing = Task { try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: next) }
-                pulled += page.changes.count
-                progress?(pulled)
-                cursor = next
-                guard page.done else {
-                    // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
-                    if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
-                    continue
-                }
-                try await storing?.value
-                let quarantined = !(try await cache.quarantined(owner: owner, tresor: tresor)).isEmpty
-                let problem = try await cache.check(
-                    commitments,
-                    patient: patient,
-                    tresor: tresor,
-                    category: share.share.category,
-                    quarantined: quarantined
-                )
-                return (pulled, problem)
-            }
-        } catch {
-            // Nothing outlives the refresh: the fetch ahead is dropped, the stores already begun end first.
-            fetching.cancel()
-            _ = try? await storing?.value
-            throw error
-        }
+        let feed = ReplicaFeed(owner: patient.userID, tresor: share.tresor.id)
+        let applier = SharedReplica(cache: cache, patient: patient, share: share)
+        let replica = ReplicaEngine(feed: feed, applier: applier, transport: transport, auth: try auth)
+        _ = try await replica.retryQuarantined()
+        let pulled = try await replica.pull(progress: progress)
+        return (pulled.pulled, pulled.problems.isEmpty ? nil : pulled.problems.joined(separator: "; "))
     }
 
     /// Pulls and decrypts the shared categories of `patient` (one category when given).
@@ -354,6 +298,37 @@ public actor DoctorReader {
         view.unverifiedActivities.sort { $0.id < $1.id }
         view.unverifiedOutcomes.sort { ($0.activityID, $0.occurrence) < ($1.activityID, $1.occurrence) }
         return view
+    }
+}
+
+/// The doctor's side of the replica engine: one shared tresor of one patient, each change verified on its
+/// own (`SharedRecordCheck`) and kept in the cache as the envelope the server sent.
+struct SharedReplica: ReplicaApplier {
+    let cache: DoctorCache
+    let patient: Certificate
+    let share: VerifiedShare
+
+    var tresor: UUID { share.tresor.id }
+    var category: String { share.share.category }
+    /// The checks of the share's changes: its context, the patient's signing key, the keys granted.
+    var checks: SharedRecordCheck {
+        SharedRecordCheck(
+            context: EnvelopeContext(ownerID: patient.userID, tresorID: tresor, category: category),
+            signingKey: patient.signingKey,
+            keys: share.tresor.keys
+        )
+    }
+
+    func cursor() async throws -> UInt64 { try await cache.cursor(owner: patient.userID, tresor: tresor) }
+    func quarantined() async throws -> [QuarantinedRecord] { try await cache.quarantined(owner: patient.userID, tresor: tresor) }
+    func verify(_ changes: [PulledChange]) async throws -> [DoctorCache.Pulled] { try await checks.run(changes) }
+
+    func store(_ verified: [DoctorCache.Pulled], release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
+        try await cache.store(verified, release: release, owner: patient.userID, tresor: tresor, cursor: cursor)
+        guard let commitments else { return ReplicaStored() }
+        let quarantined = !(try await quarantined()).isEmpty
+        let problem = try await cache.reviewCommitments(commitments, patient: patient, tresor: tresor, category: category, quarantined: quarantined)
+        return ReplicaStored(problems: problem.map { [$0] } ?? [])
     }
 }
 

@@ -12,7 +12,7 @@ extension LocalStore {
     /// and per tresor the copy of the server's state and the newest commitment seen. A device upgraded
     /// from before has no such copy, so the migration forgets the pull cursor: the next sync pulls every
     /// head again, once, and rebuilds it (pulled heads the device already holds change nothing else).
-    static let commitmentTables = DatabaseMigrator.later(
+    static let commitmentTables = DeviceDatabase.Migration(
         "v4-state-commitments",
         sql: """
             ALTER TABLE records ADD COLUMN server_version TEXT;
@@ -77,7 +77,7 @@ struct ServerStates {
 
     /// The server's head of `env`'s record is now `env` (a verified pulled change; an acknowledged push
     /// goes through `acknowledge`).
-    mutating func note(_ env: Envelope, _ tx: LocalStore.Transaction) throws {
+    mutating func setServerHead(_ env: Envelope, _ tx: LocalStore.Transaction) throws {
         let h = env.header
         let rid = h.recordID.hex
         let versionID = env.versionID
@@ -89,8 +89,8 @@ struct ServerStates {
     }
 
     /// Pushed versions the server stored or already had: they leave the outbox (in one statement), the
-    /// server's timestamp of each record moves forward (`noteServerIfNewer`), and those marked `head` became
-    /// the server's head of their record (`note`). One read and at most one write of each record's row.
+    /// server's timestamp of each record moves forward (`advanceServerTimestamp`), and those marked `head`
+    /// became the server's head of their record (`setServerHead`). One read and at most one write of each record's row.
     mutating func acknowledge(_ items: [(item: OutboxItem, head: Bool)], _ tx: LocalStore.Transaction) throws {
         guard !items.isEmpty else { return }
         try tx.dropOutbox(versionIDs: items.map(\.item.versionID))
@@ -159,22 +159,13 @@ struct ServerStates {
     /// Writes the tresors that changed.
     func save(_ tx: LocalStore.Transaction) throws {
         for id in changed {
-            let set = sets[id] ?? HeadSet()
-            let commitment = commitments[id]?.storedForm
-            try tx.db.cachedStatement(
-                sql: """
-                    INSERT INTO server_state (tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment, uncommitted)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (tresor_id) DO UPDATE SET state = excluded.state, live = excluded.live, deleted = excluded.deleted,
-                        hlc_physical = excluded.hlc_physical, hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device,
-                        commitment = excluded.commitment, uncommitted = excluded.uncommitted
-                    """
-            ).execute(
-                arguments: [
-                    id.uuidString, Data(set.hash.bytes), Int64(bitPattern: set.live), Int64(bitPattern: set.deleted),
-                    Int64(clamping: set.newest.physicalMs), Int64(set.newest.counter), set.newest.deviceID, commitment,
-                    uncommitted.contains(id),
-                ]
+            try HeadCopyRow.save(
+                tx.db,
+                table: "server_state",
+                key: [("tresor_id", id.uuidString)],
+                set: sets[id] ?? HeadSet(),
+                commitment: commitments[id],
+                extra: [("uncommitted", uncommitted.contains(id))]
             )
         }
     }
@@ -183,49 +174,29 @@ struct ServerStates {
     /// copy, and remembers those that verify. Returns what is wrong, in plain words (empty when all is
     /// well). `tresors` maps the patient's tresor ids to their categories; a tresor in `skipping` (it
     /// holds quarantined records, whose failure already stands) is checked for signature and rollback only.
-    mutating func check(
+    mutating func review(
         _ shown: [StateCommitment],
         patient: Certificate,
         tresors: [UUID: String],
         skipping: Set<UUID> = []
     ) -> [String] {
-        var problems: [String] = []
-        var byTresor: [UUID: StateCommitment] = [:]
-        for c in shown {
-            guard let category = tresors[c.tresorID] else {
-                problems.append("the server shows a state commitment of a tresor this patient does not have")
-                continue
+        let verdict = CommitmentReview.review(
+            shown,
+            patient: patient,
+            tresors: tresors,
+            accepted: commitments,
+            copy: { sets[$0] ?? HeadSet() },
+            comparesSet: { id, c in
+                // A tresor this device left uncommitted differs from the newest commitment by its own pushes, so
+                // the set is not compared, but only while the server still shows the commitment already accepted:
+                // a newer one was made after those pushes and must describe the copy, or a server could get
+                // this device to accept (and later sign on top of) a set with another device's records withheld.
+                let own = uncommitted.contains(id) && c != nil && c == commitments[id]
+                return !(skipping.contains(id) || own)
             }
-            // The very commitment accepted before (same statement, same signature) was verified then.
-            do { if c != commitments[c.tresorID] { try c.verify(patient: patient, tresorID: c.tresorID, category: category) } } catch {
-                problems.append("the state commitment of \(category) does not verify: \(error)")
-                continue
-            }
-            guard byTresor.updateValue(c, forKey: c.tresorID) == nil else {
-                problems.append("the server shows two state commitments of \(category)")
-                continue
-            }
-        }
-        for (id, category) in tresors.sorted(by: { $0.value < $1.value }) {
-            // A tresor this device left uncommitted differs from the newest commitment by its own pushes, so
-            // the set is not compared, but only while the server still shows the commitment already accepted:
-            // a newer one was made after those pushes and must describe the copy, or a server could get
-            // this device to accept (and later sign on top of) a set with another device's records withheld.
-            let own = uncommitted.contains(id) && byTresor[id] != nil && byTresor[id] == commitments[id]
-            let skip = skipping.contains(id) || own
-            if let problem = CommitmentJudge.problem(
-                byTresor[id],
-                seen: commitments[id],
-                copy: sets[id] ?? HeadSet(),
-                category: category,
-                checkSet: !skip
-            ) {
-                problems.append(problem)
-            } else if let c = byTresor[id] {
-                remember(c)
-            }
-        }
-        return problems
+        )
+        for c in verdict.accepted { remember(c) }
+        return verdict.problems
     }
 }
 
@@ -299,37 +270,13 @@ struct PageCommitments: Decodable {
     }
 }
 
-/// The one rule both readers (a patient's device, a doctor's cache) apply to a tresor's newest commitment
-/// once a pull is done (Docs/envelope-v1.md §3.4), after checking its signature and tresor.
-enum CommitmentJudge {
-    /// What is wrong with `shown` (nil when the server showed none) given the newest commitment the
-    /// reader accepted before (`seen`) and its own copy of the heads; nil when nothing is. Without
-    /// `checkSet` (the tresor holds quarantined records) only a rollback or a vanished commitment counts.
-    static func problem(_ shown: StateCommitment?, seen: StateCommitment?, copy: HeadSet, category: String, checkSet: Bool) -> String? {
-        guard let c = shown else {
-            // Data from before commitments existed is accepted until a first commitment is seen.
-            guard let seen else { return nil }
-            return "the server no longer shows the state of \(category) (commitment \(seen.sequence) was seen before)"
-        }
-        if let seen, c.sequence < seen.sequence || (c.sequence == seen.sequence && c != seen) {
-            return "the server shows an older state of \(category) (commitment \(c.sequence), after \(seen.sequence) was seen)"
-        }
-        if checkSet, !c.describes(copy) {
-            return "the records of \(category) the server sent are not the set the patient committed to (commitment \(c.sequence))"
-        }
-        return nil
-    }
-}
-
 extension StateCommitment {
-    /// A commitment as kept locally: its binary form (Docs/envelope-v1.md §3.4), or JSON as stores written
-    /// before kept it (a JSON object opens with `{`; the binary form with the high byte of a length, 0).
-    /// One that no longer decodes is damage, never "none accepted yet": forgetting it would let a server
-    /// roll the tresor back past it unnoticed. Every sync reads these, so the binary form is what is written.
+    /// A commitment as kept locally: its binary form (Docs/envelope-v1.md §3.4; stores that kept JSON
+    /// converted it once, `JSONEraConversion`). One that does not decode is damage, never "none accepted
+    /// yet": forgetting it would let a server roll the tresor back past it unnoticed.
     static func stored(_ data: Data?, damaged what: String) throws -> StateCommitment? {
         guard let data else { return nil }
         do {
-            if data.first == UInt8(ascii: "{") { return try LocalStore.decoder.decode(StateCommitment.self, from: data) }
             return try StateCommitment(binary: [UInt8](data))
         } catch {
             throw ClientError.localState("\(what) is damaged in the local store; remove this device's copy and sign in again")

@@ -18,7 +18,7 @@ struct TresorMarks: Sendable, Equatable {
 
 extension LocalStore {
     /// Ledgers and high-water marks per tresor, added after the first schema.
-    static let ledgerTable = DatabaseMigrator.later(
+    static let ledgerTable = DeviceDatabase.Migration(
         "v3-tresor-ledger",
         sql: """
             CREATE TABLE tresor_marks (
@@ -80,7 +80,7 @@ extension LocalStore.Transaction {
     }
 
     /// Raises the newest epoch seen for `category` to `epoch` (from a record's verified header).
-    func noteEpoch(_ epoch: UInt32, category: String, tresorID: UUID) throws {
+    func raiseTopEpoch(_ epoch: UInt32, category: String, tresorID: UUID) throws {
         try db.execute(
             sql: """
                 INSERT INTO tresor_marks (tresor_id, category, ledger_version, seen_version, top_epoch, members) VALUES (?, ?, 0, 0, ?, '[]')
@@ -104,7 +104,7 @@ struct OwedRevocation: Sendable, Equatable {
 
 extension LocalStore {
     /// Revocations decided and not finished, added after the ledger.
-    static let owedRevocationsTable = DatabaseMigrator.later(
+    static let owedRevocationsTable = DeviceDatabase.Migration(
         "v6-owed-revocations",
         sql: """
             CREATE TABLE owed_revocations (share_id TEXT PRIMARY KEY, category TEXT NOT NULL, request BLOB NOT NULL);

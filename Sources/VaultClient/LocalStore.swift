@@ -45,52 +45,52 @@ final class LocalStore: Sendable {
             // WAL with NORMAL sync: a crash loses at most the last transaction, never consistency.
             try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
         }
-        queue = try SecureFiles.openDatabase(
-            at: url,
-            configuration: config,
-            migration: "v1-local",
-            schema: """
-                CREATE TABLE records (
-                    record_id TEXT PRIMARY KEY,
-                    record_type TEXT NOT NULL CHECK (record_type IN ('activity', 'outcome')),
-                    tresor_id TEXT NOT NULL,
-                    category TEXT NOT NULL,
-                    hlc_physical INTEGER NOT NULL,
-                    hlc_counter INTEGER NOT NULL,
-                    hlc_device TEXT NOT NULL,
-                    deleted INTEGER NOT NULL,
-                    envelope BLOB NOT NULL,
-                    server_physical INTEGER,
-                    server_counter INTEGER,
-                    server_device TEXT);
-                CREATE INDEX records_category ON records (category, record_type);
-                CREATE TABLE outbox (
-                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                    version_id TEXT NOT NULL UNIQUE,
-                    record_id TEXT NOT NULL UNIQUE,
-                    envelope BLOB NOT NULL);
-                CREATE TABLE rejected (
-                    version_id TEXT PRIMARY KEY,
-                    record_id TEXT NOT NULL,
-                    reason TEXT NOT NULL,
-                    at INTEGER NOT NULL);
-                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                """
-        )
-        try Self.quarantineTable.migrate(queue)
-        try Self.ledgerTable.migrate(queue)
-        try Self.commitmentTables.migrate(queue)
-        try Self.binaryEnvelopes.migrate(queue)
-        try Self.owedRevocationsTable.migrate(queue)
+        queue = try DeviceDatabase.open(at: url, configuration: config, migrations: DeviceDatabase.patient)
     }
+
+    /// The first schema: records, outbox, refused versions and the device's own values (cursor, clock).
+    static let firstSchema = DeviceDatabase.Migration(
+        "v1-local",
+        sql: """
+            CREATE TABLE records (
+                record_id TEXT PRIMARY KEY,
+                record_type TEXT NOT NULL CHECK (record_type IN ('activity', 'outcome')),
+                tresor_id TEXT NOT NULL,
+                category TEXT NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                deleted INTEGER NOT NULL,
+                envelope BLOB NOT NULL,
+                server_physical INTEGER,
+                server_counter INTEGER,
+                server_device TEXT);
+            CREATE INDEX records_category ON records (category, record_type);
+            CREATE TABLE outbox (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                version_id TEXT NOT NULL UNIQUE,
+                record_id TEXT NOT NULL UNIQUE,
+                envelope BLOB NOT NULL);
+            CREATE TABLE rejected (
+                version_id TEXT PRIMARY KEY,
+                record_id TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                at INTEGER NOT NULL);
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            """
+    )
 
     /// Envelopes kept in the binary encoding (Docs/envelope-v1.md §7.1) instead of JSON: a store written
     /// before is converted once, when it opens.
-    static let binaryEnvelopes = StoredEnvelope.conversion("v5-binary-envelopes", tables: ["records", "outbox"])
+    static let binaryEnvelopes = JSONEraConversion.envelopes("v5-binary-envelopes", tables: ["records", "outbox"])
+
+    /// Accepted state commitments kept in their binary form (Docs/envelope-v1.md §3.4) instead of JSON, as
+    /// stores before it kept some: converted once, when the store opens; nothing is read as JSON after it.
+    static let binaryCommitments = JSONEraConversion.commitments("v7-binary-commitments", table: "server_state")
 
     /// Records from the server kept aside (Docs/design.md §5), added after the first schema: one row per
     /// change sequence, never applied, fetched again by every sync.
-    static let quarantineTable = DatabaseMigrator.later(
+    static let quarantineTable = DeviceDatabase.Migration(
         "v2-quarantine",
         sql: """
             CREATE TABLE quarantine (
@@ -175,11 +175,7 @@ final class LocalStore: Sendable {
 
     /// The quarantined records, by sequence.
     func quarantined() throws -> [QuarantinedRecord] {
-        try queue.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT sequence, record_id, version_id, reason FROM quarantine ORDER BY sequence")).map(
-                QuarantinedRecord.init(row:)
-            )
-        }
+        try queue.read { db in try QuarantineRows(db: db, feed: nil).all() }
     }
 
     // MARK: Transactions
@@ -231,7 +227,7 @@ final class LocalStore: Sendable {
                 h.recordID.hex, h.recordType.rawValue, h.tresorID.uuidString, h.category,
                 Int64(clamping: h.timestamp.physicalMs), Int64(h.timestamp.counter), h.timestamp.deviceID, h.deleted, bytes,
             ])
-            if let serverTimestamp { try noteServer(h.recordID.hex, serverTimestamp) }
+            if let serverTimestamp { try setServerTimestamp(h.recordID.hex, serverTimestamp) }
             if outbox {
                 try dropOutbox(recordID: h.recordID.hex)
                 try db.cachedStatement(sql: "INSERT INTO outbox (version_id, record_id, envelope) VALUES (?, ?, ?)")
@@ -240,18 +236,18 @@ final class LocalStore: Sendable {
         }
 
         /// Remembers the newest version the server has shown for a record.
-        private func noteServer(_ recordID: String, _ t: HLCTimestamp) throws {
+        private func setServerTimestamp(_ recordID: String, _ t: HLCTimestamp) throws {
             try db.cachedStatement(sql: "UPDATE records SET server_physical = ?, server_counter = ?, server_device = ? WHERE record_id = ?")
                 .execute(arguments: [Int64(clamping: t.physicalMs), Int64(t.counter), t.deviceID, recordID])
         }
 
         /// Remembers `t` as the server's version of a record the device holds, unless it showed a newer one.
-        func noteServerIfNewer(_ recordID: String, _ t: HLCTimestamp) throws {
+        func advanceServerTimestamp(_ recordID: String, _ t: HLCTimestamp) throws {
             // Only the three columns: no envelope is read or decoded.
             let statement = try db.cachedStatement(sql: "SELECT server_physical, server_counter, server_device FROM records WHERE record_id = ?")
             guard let r = try Row.fetchOne(statement, arguments: [recordID]) else { return }
             if let seen = timestamp(r[0], r[1], r[2]), seen >= t { return }
-            try noteServer(recordID, t)
+            try setServerTimestamp(recordID, t)
         }
 
         /// Drops the queued version of a record, if any.
@@ -284,34 +280,8 @@ final class LocalStore: Sendable {
             try meta("cursor").flatMap(UInt64.init) ?? 0
         }
 
-        /// Keeps a record aside in place of any older quarantined version of it: the server's head of that
-        /// record is now at `entry.sequence`.
-        func quarantine(_ entry: QuarantinedRecord) throws {
-            guard let sequence = Int64(exactly: entry.sequence) else { throw ClientError.integrity("the server sent an impossible sequence number") }
-            if let recordID = entry.recordID { try release(recordID: recordID) }
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO quarantine (sequence, record_id, version_id, reason) VALUES (?, ?, ?, ?)",
-                arguments: [sequence, entry.recordID, entry.versionID, entry.reason.rawValue]
-            )
-        }
-
-        /// Whether any record is in quarantine (most of the time none is, and nothing needs releasing).
-        func holdsQuarantine() throws -> Bool {
-            try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM quarantine)")) ?? false
-        }
-
-        /// Takes the record at `sequence` out of quarantine, and with `recordID` every quarantined version of
-        /// that record (a verified version supersedes them).
-        func release(sequence: UInt64, recordID: String? = nil) throws {
-            if let sequence = Int64(exactly: sequence) {
-                try db.cachedStatement(sql: "DELETE FROM quarantine WHERE sequence = ?").execute(arguments: [sequence])
-            }
-            if let recordID { try release(recordID: recordID) }
-        }
-
-        private func release(recordID: String) throws {
-            try db.cachedStatement(sql: "DELETE FROM quarantine WHERE record_id = ?").execute(arguments: [recordID])
-        }
+        /// The quarantine of this store's one feed.
+        var quarantine: QuarantineRows { QuarantineRows(db: db, feed: nil) }
 
         /// Advances the pull cursor.
         func setCursor(_ cursor: UInt64) throws {
@@ -355,15 +325,6 @@ extension QuarantinedRecord {
             // A reason this version does not know (written by a newer one) still counts as a failure.
             reason: QuarantineReason(rawValue: row["reason"]) ?? .malformed
         )
-    }
-}
-
-extension DatabaseMigrator {
-    /// A migrator of one migration added after a store's first schema (`SecureFiles.openDatabase` runs that one).
-    static func later(_ identifier: String, sql: String) -> DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration(identifier) { db in try db.execute(sql: sql) }
-        return migrator
     }
 }
 

@@ -122,7 +122,7 @@ extension PatientVault {
         after previous: (batch: [OutboxItem], plan: [PlannedCommitment])? = nil
     ) throws -> [PlannedCommitment] {
         try store.read { tx in
-            guard !(try tx.holdsQuarantine()) else { return [] }
+            guard !(try tx.quarantine.holdsAny()) else { return [] }
             var states = try ServerStates.load(tx)
             var sent: [String: HeadSet.Head] = [:]
             if let previous {

@@ -62,32 +62,22 @@ extension PatientVault {
         return summary
     }
 
-    /// Pulls pages until the server says it sent everything, then checks the newest state commitments
-    /// that final page carried against this device's copy of the server's heads (Docs/envelope-v1.md §3.4).
-    func pull(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
-        var cursor = try store.cursor()
-        while true {
-            let query = "?since=\(cursor)&limit=\(SyncPolicy.pullPage)"
-            let (page, commitments) = try await transport.pullPage(query: query, after: cursor, auth: try auth)
-            // The final page's commitments are checked in the transaction that applies it, against the copy
-            // of the server's heads it leaves; what is wrong is thrown once that transaction is kept.
-            let (resolved, problems) = try apply(
-                page.changes,
-                release: [],
-                cursor: page.changes.last?.sequence ?? cursor,
-                commitments: page.done ? commitments : nil
-            )
-            summary.conflictsResolved += resolved
-            summary.pulled += page.changes.count
-            progress?(SyncProgress(phase: .pull, done: summary.pulled, total: nil))
-            if page.done {
-                guard problems.isEmpty else { throw ClientError.integrity(problems.joined(separator: "; ")) }
-                return
-            }
-            // An honest server ends with a page that says so; an empty page that does not is a way to skip the check.
-            if page.changes.isEmpty { throw ClientError.integrity("the server stopped sending changes without saying it sent them all") }
-            cursor = page.nextCursor
+    /// This device's replica of the patient's own records: every tresor, one cursor, merged with the local copy.
+    var replica: ReplicaEngine<PatientReplica> {
+        get throws {
+            ReplicaEngine(feed: ReplicaFeed(owner: me), applier: PatientReplica(vault: self), transport: transport, auth: try auth)
         }
+    }
+
+    /// Pulls pages until the server says it sent everything, then checks the newest state commitments
+    /// that final page carried against this device's copy of the server's heads (Docs/envelope-v1.md §3.4):
+    /// in the transaction that applies that page; what is wrong is thrown once that transaction is kept.
+    func pull(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
+        let before = summary.pulled
+        let pulled = try await replica.pull { n in progress?(SyncProgress(phase: .pull, done: before + n, total: nil)) }
+        summary.conflictsResolved += pulled.resolved
+        summary.pulled += pulled.pulled
+        guard pulled.problems.isEmpty else { throw ClientError.integrity(pulled.problems.joined(separator: "; ")) }
     }
 
     /// The patient's tresors by id, for checking the commitments `shown`: those the keyring holds, and any
@@ -110,7 +100,7 @@ extension PatientVault {
         commitments: [StateCommitment]? = nil
     ) throws -> (resolved: Int, problems: [String]) {
         let tresors = commitments.map(committedTresors) ?? [:]
-        let pulled = PulledVersions(
+        let merge = PulledVersionMerge(
             ownerID: me,
             identity: account.identity,
             certificate: account.certificate,
@@ -120,29 +110,33 @@ extension PatientVault {
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             var resolved = 0
             var states = try ServerStates.load(tx)
-            for sequence in release { try tx.release(sequence: sequence) }
-            var anyHeld = try tx.holdsQuarantine()
+            let quarantine = tx.quarantine
+            for sequence in release { try quarantine.release(sequence: sequence) }
+            var anyHeld = try quarantine.holdsAny()
             for change in changes {
                 do {
                     guard let env = change.envelope else { throw QuarantineError(reason: .malformed) }
-                    if try pulled.apply(env, tx, &clock) { resolved += 1 }
+                    if try merge.merge(env, tx, &clock) { resolved += 1 }
                     // Applied or kept local, it is the server's head of its record now.
-                    try states.note(env, tx)
+                    try states.setServerHead(env, tx)
                     // A verified version heals its record: older quarantined versions of it are superseded.
-                    if anyHeld { try tx.release(sequence: change.sequence, recordID: env.header.recordID.hex) }
+                    if anyHeld {
+                        try quarantine.release(sequence: change.sequence)
+                        try quarantine.release(recordID: env.header.recordID.hex)
+                    }
                 } catch let failure as QuarantineError {
                     // A signed record under an epoch this device lacks proves that epoch exists: never write below it.
                     if failure.reason == .missingEpochKey, let env = change.envelope {
-                        try tx.noteEpoch(env.header.epoch, category: env.header.category, tresorID: env.header.tresorID)
+                        try tx.raiseTopEpoch(env.header.epoch, category: env.header.category, tresorID: env.header.tresorID)
                     }
-                    try tx.quarantine(change.quarantined(failure.reason))
+                    try quarantine.hold(change.quarantined(failure.reason))
                     anyHeld = true
                 }
             }
             if let cursor { try tx.setCursor(cursor) }
             var problems: [String] = []
             if let commitments {
-                problems = states.check(
+                problems = states.review(
                     commitments,
                     patient: account.certificate,
                     tresors: tresors,
@@ -152,6 +146,19 @@ extension PatientVault {
             try states.save(tx)
             return (resolved, problems)
         }
+    }
+}
+
+extension PatientVault {
+    /// The records from the server this device keeps aside (Docs/design.md §5), by sequence.
+    public func quarantined() throws -> [QuarantinedRecord] {
+        try store.quarantined()
+    }
+
+    /// Fetches the quarantined records again and applies those that now verify; a sequence that holds
+    /// no change any more leaves quarantine (the record's newer head comes with the regular pull).
+    func retryQuarantined(_ summary: inout SyncSummary) async throws {
+        summary.conflictsResolved += try await replica.retryQuarantined()
     }
 }
 
@@ -167,19 +174,34 @@ extension SyncSummary {
     }
 }
 
+/// The patient's side of the replica engine: pulled versions are opened and merged with the local copy in
+/// the transaction that stores them (they need the local copy), so `verify` passes them on as they are.
+struct PatientReplica: ReplicaApplier {
+    let vault: PatientVault
+
+    func cursor() async throws -> UInt64 { try vault.store.cursor() }
+    func quarantined() async throws -> [QuarantinedRecord] { try vault.store.quarantined() }
+    func verify(_ changes: [PulledChange]) async throws -> [PulledChange] { changes }
+
+    func store(_ verified: [PulledChange], release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
+        let (resolved, problems) = try await vault.apply(verified, release: release, cursor: cursor, commitments: commitments)
+        return ReplicaStored(resolved: resolved, problems: problems)
+    }
+}
+
 /// What applying pulled versions needs of the vault, taken once per page: every version is opened and
 /// checked against the device's own keys and certificate, then reconciled with the local copy
 /// (`Reconciliation.resolve`, Docs/design.md §5).
-struct PulledVersions {
+struct PulledVersionMerge {
     let ownerID: UUID
     let identity: Identity
     let certificate: Certificate
     let keyring: Keyring
     let wallClockMs: UInt64
 
-    /// Applies one pulled version in the page's transaction; true when it resolved a conflict. A version
+    /// Merges one pulled version in the page's transaction; true when it resolved a conflict. A version
     /// that fails a check of its own throws `QuarantineError` before anything of it is written.
-    func apply(_ env: Envelope, _ tx: LocalStore.Transaction, _ clock: inout HybridLogicalClock) throws -> Bool {
+    func merge(_ env: Envelope, _ tx: LocalStore.Transaction, _ clock: inout HybridLogicalClock) throws -> Bool {
         guard let t = keyring[env.header.category], t.id == env.header.tresorID else { throw QuarantineError(reason: .wrongContext) }
         let context = EnvelopeContext(ownerID: ownerID, tresorID: t.id, category: t.category)
         let theirs: CareRecord?
@@ -206,7 +228,7 @@ struct PulledVersions {
             try tx.put(env, outbox: false, serverTimestamp: env.header.timestamp)
             return dropOutbox
         case .keepLocal:
-            try tx.noteServerIfNewer(rid, env.header.timestamp)
+            try tx.advanceServerTimestamp(rid, env.header.timestamp)
             return false
         case let .writeMerged(merged):
             // Outcome values are a set: merged, so no device's readings are lost, whether the local
@@ -218,7 +240,7 @@ struct PulledVersions {
                 try Envelope.seal(record: .outcome(merged), type: .outcome, header: header, key: t.currentKey, author: identity.signing),
                 outbox: true
             )
-            try tx.noteServerIfNewer(rid, env.header.timestamp)
+            try tx.advanceServerTimestamp(rid, env.header.timestamp)
             return true
         }
     }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// Files and folders under the CareVault home: folders 0700, files 0600, written atomically (temporary
 /// file in the same folder, then rename) so a crash never leaves half a profile or key file.
@@ -59,23 +58,6 @@ public enum SecureFiles {
             unlink(temp.path)
             throw ClientError.localState("cannot write \(url.path)")
         }
-    }
-
-    /// Opens (creating it where missing) an owner-only SQLite database at `url` and brings its schema up
-    /// to date: `schema` is the one migration named `migration`.
-    static func openDatabase(
-        at url: URL,
-        configuration: Configuration = Configuration(),
-        migration: String,
-        schema: String
-    ) throws -> DatabaseQueue {
-        try ensureDirectory(url.deletingLastPathComponent())
-        let queue = try DatabaseQueue(path: url.path, configuration: configuration)
-        try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration(migration) { db in try db.execute(sql: schema) }
-        try migrator.migrate(queue)
-        return queue
     }
 
     /// Reads a file, or nil when it does not exist.

@@ -172,8 +172,8 @@ struct CommitmentTests {
         states.sets[tresor] = HeadSet()  // this device's copy: the server withheld every record
         states.commitments[tresor] = seen
         states.uncommitted = [tresor]
-        #expect(states.check([seen], patient: certificate, tresors: [tresor: "interventions"]).isEmpty, "its own pushes explain the difference")
-        let problems = states.check([commit(5, withMore)], patient: certificate, tresors: [tresor: "interventions"])
+        #expect(states.review([seen], patient: certificate, tresors: [tresor: "interventions"]).isEmpty, "its own pushes explain the difference")
+        let problems = states.review([commit(5, withMore)], patient: certificate, tresors: [tresor: "interventions"])
         #expect(problems.count == 1 && problems[0].contains("not the set the patient committed to"), "\(problems)")
         #expect(states.commitments[tresor] == seen, "the newer commitment was not accepted")
     }
@@ -217,9 +217,9 @@ struct CommitmentTests {
         }
     }
 
-    /// Stores written before the binary form kept the newest accepted commitment as JSON: it still reads
-    /// as the same commitment, so it still catches a rollback, and the next change stores it in binary.
-    @Test func aCommitmentRememberedAsJSONStillCatchesARollback() async throws {
+    /// Stores written before the binary form kept the newest accepted commitment as JSON: the store converts
+    /// it once when it opens, to the same commitment in binary, so it still catches a rollback.
+    @Test func aCommitmentRememberedAsJSONIsConvertedAndStillCatchesARollback() async throws {
         try await ClientWorld.run(.sqlite) { world in
             let s = try await Self.story(world, .sqlite)
             try await world.repository.attackerExecutes("CREATE TABLE commitments_backup AS SELECT * FROM tresor_commitments")
@@ -233,15 +233,19 @@ struct CommitmentTests {
                     #expect(json.first == UInt8(ascii: "{"))
                     try db.execute(sql: "UPDATE server_state SET commitment = ? WHERE tresor_id = ?", arguments: [json, id.uuidString])
                 }
+                try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v7-binary-commitments'")
             }
+            // Opening the store again runs the conversion.
+            _ = try LocalStore(url: s.vault.account.store.storeURL)
+            let converted = try await s.vault.store.queue.read { db in try Data.fetchAll(db, sql: "SELECT commitment FROM server_state") }
+            #expect(!converted.isEmpty && converted.allSatisfy { $0.first != UInt8(ascii: "{") }, "stored in binary")
             #expect(try s.vault.store.serverStates().commitments == accepted)
             try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
             try await world.repository.attackerExecutes("INSERT INTO tresor_commitments SELECT * FROM commitments_backup")
             await #expect(throws: ClientError.self, "the older commitment is refused") { _ = try await s.vault.sync() }
             try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
             await #expect(throws: ClientError.self, "a vanished commitment is refused") { _ = try await s.vault.sync() }
-            let stored = try await s.vault.store.queue.read { db in try Data.fetchAll(db, sql: "SELECT commitment FROM server_state") }
-            #expect(stored.allSatisfy { $0.first == UInt8(ascii: "{") }, "nothing was accepted, so nothing was rewritten")
+            #expect(try s.vault.store.serverStates().commitments == accepted, "nothing older was accepted")
         }
     }
 

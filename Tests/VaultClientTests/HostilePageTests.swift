@@ -137,6 +137,33 @@ struct HostilePageTests {
         }
     }
 
+    /// An honest server ends a pull with a page that says it sent everything; an empty page that does not
+    /// say so would skip the check of the commitments that final page carries. Both readers refuse it, with
+    /// nothing of the pull's commitments accepted and the cursor where it was.
+    @Test func anEmptyPageThatDoesNotSayDoneIsRefusedByBothReaders() async throws {
+        try await HostilePageServer.run { world, state in
+            let (vaultA, password) = try await world.patient("pat", on: try world.device("a"))
+            let doctor = try await world.doctor("doc", on: try world.device("d"))
+            for id in ["walk", "run"] { try await vaultA.addActivity(try Sample.activity(id)) }
+            _ = try await vaultA.grant(doctor: "doc", category: "interventions")
+            try await world.approveAll()
+            _ = try await vaultA.sync()
+            let owner = vaultA.account.profile.userID
+            let stalls: HostilePageServer.Bend = { _, _, next in Self.honest([], false, next) }
+            state.withLockedValue { $0 = (owner, stalls) }
+            let vaultB = try await world.device("b").loginPatient("pat", password: password)
+            let patientError = await #expect(throws: ClientError.self) { _ = try await vaultB.sync() }
+            #expect("\(String(describing: patientError))".contains("stopped sending changes"), "\(String(describing: patientError))")
+            #expect(try vaultB.store.cursor() == 0)
+            #expect(try vaultB.store.serverStates().commitments.isEmpty, "no commitment accepted")
+            let doctorError = await #expect(throws: ClientError.self) { _ = try await doctor.view(patient: "pat") }
+            #expect("\(String(describing: doctorError))".contains("stopped sending changes"), "\(String(describing: doctorError))")
+            let tresor = Tresor.id(ownerID: owner, category: "interventions")
+            #expect(try await doctor.cache.cursor(owner: owner, tresor: tresor) == 0)
+            #expect(try await doctor.cache.acceptedCommitments(owner: owner).isEmpty, "no commitment accepted")
+        }
+    }
+
     /// The doctor's refresh stores one page while it checks the next (Docs/design.md §5): a page no cache can
     /// store (sequences past what SQLite holds) must stop the refresh at the next page, with nothing of it
     /// kept, even while the server keeps sending pages that say more follow.

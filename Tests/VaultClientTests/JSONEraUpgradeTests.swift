@@ -141,7 +141,10 @@ struct JSONEraUpgradeTests {
 
     @Test func storedBytesInNeitherFormAreAnErrorNotACrash() throws {
         let damaged = Data(#"{"header":"#.utf8)
-        #expect(throws: (any Error).self) { try StoredEnvelope.decode(damaged) }
+        #expect(throws: ClientError.self) { try StoredEnvelope.decode(damaged) }
         #expect(throws: ClientError.self) { try StoredEnvelope.decode(Data([1, 2, 3])) }
+        // After the conversion nothing at rest is read as JSON: a JSON row left behind reads as damage.
+        let json = try LocalStore.encoder.encode(try SealedRecords().activity("walk", at: 1_000))
+        #expect(throws: ClientError.self) { try StoredEnvelope.decode(json) }
     }
 }

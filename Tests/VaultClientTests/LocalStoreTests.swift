@@ -142,10 +142,10 @@ struct LocalStoreTests {
             #expect(try store.serverStates().sets[walk.header.tresorID] == expected)
             #expect(try store.outboxCount() == 0)
             // What the server showed only moves forward.
-            try store.write { try $0.noteServerIfNewer(walk.header.recordID.hex, sealed.timestamp(1_000)) }
+            try store.write { try $0.advanceServerTimestamp(walk.header.recordID.hex, sealed.timestamp(1_000)) }
             #expect(try store.record(sealed.recordID("walk"))?.serverTimestamp == sealed.timestamp(2_000))
             // A record the device does not hold gets no server timestamp (and no row).
-            try store.write { try $0.noteServerIfNewer(sealed.recordID("absent").hex, sealed.timestamp(3_000)) }
+            try store.write { try $0.advanceServerTimestamp(sealed.recordID("absent").hex, sealed.timestamp(3_000)) }
             #expect(try store.record(sealed.recordID("absent")) == nil)
         }
     }

@@ -1,0 +1,64 @@
+import Foundation
+import GRDB
+
+/// The one SQLite database of an account on this device (`store.sqlite` in its folder): owner-only, and
+/// brought up to date by one migrator that lists every migration of the account's role in order. A
+/// patient's holds the local store (`LocalStore`), a doctor's the cache of shared records (`DoctorCache`).
+/// Identifiers are those the stores were written with, so a home from an earlier version migrates in place;
+/// no migration resets a cursor or an accepted commitment unless it says why (a copy it must rebuild).
+enum DeviceDatabase {
+    /// One migration: its identifier, as recorded in the database, and what it does.
+    struct Migration: Sendable {
+        let identifier: String
+        let migrate: @Sendable (Database) throws -> Void
+
+        init(_ identifier: String, migrate: @escaping @Sendable (Database) throws -> Void) {
+            self.identifier = identifier
+            self.migrate = migrate
+        }
+
+        /// A migration that runs `sql`.
+        init(_ identifier: String, sql: String) {
+            self.init(identifier) { db in try db.execute(sql: sql) }
+        }
+    }
+
+    /// Every migration of a patient's database, in order.
+    static let patient: [Migration] = [
+        LocalStore.firstSchema,
+        LocalStore.quarantineTable,
+        LocalStore.ledgerTable,
+        LocalStore.commitmentTables,
+        LocalStore.binaryEnvelopes,
+        LocalStore.owedRevocationsTable,
+        LocalStore.binaryCommitments,
+    ]
+
+    /// Every migration of a doctor's database, in order.
+    static let doctor: [Migration] = [
+        DoctorCache.firstSchema,
+        DoctorCache.quarantineTable,
+        DoctorCache.revokedTable,
+        DoctorCache.commitmentTables,
+        DoctorCache.binaryEnvelopes,
+        DoctorCache.revokedRequestsTable,
+        DoctorCache.binaryCommitments,
+    ]
+
+    /// The one migrator of `migrations`.
+    static func migrator(_ migrations: [Migration]) -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        for m in migrations { migrator.registerMigration(m.identifier, migrate: m.migrate) }
+        return migrator
+    }
+
+    /// Opens (creating it where missing) the owner-only database at `url` and runs the migrations of
+    /// `migrations` it has not run yet, each in its own transaction.
+    static func open(at url: URL, configuration: Configuration = Configuration(), migrations: [Migration]) throws -> DatabaseQueue {
+        try SecureFiles.ensureDirectory(url.deletingLastPathComponent())
+        let queue = try DatabaseQueue(path: url.path, configuration: configuration)
+        try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        try migrator(migrations).migrate(queue)
+        return queue
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCore
+import VaultCrypto
+
+@testable import VaultClient
+
+/// The one database of an account on a device, and its one list of migrations per role. A home written by
+/// the previous version is built here by running every migration but the newest (the schema that version
+/// left) and writing data through the same statements it used; opening it now must keep everything.
+@Suite("Client: one device database, migrated in place")
+struct DeviceDatabaseTests {
+    /// The identifiers are those earlier versions recorded: renaming one would run its migration again.
+    @Test func everyMigrationIsListedOnceInOrderUnderTheIdentifierItWasWrittenWith() {
+        #expect(
+            DeviceDatabase.patient.map(\.identifier) == [
+                "v1-local", "v2-quarantine", "v3-tresor-ledger", "v4-state-commitments", "v5-binary-envelopes",
+                "v6-owed-revocations", "v7-binary-commitments",
+            ]
+        )
+        #expect(
+            DeviceDatabase.doctor.map(\.identifier) == [
+                "v1-doctor-cache", "v2-doctor-quarantine", "v3-doctor-revoked-shares", "v4-doctor-commitments",
+                "v5-doctor-binary-envelopes", "v6-doctor-revoked-requests", "v7-doctor-binary-commitments",
+            ]
+        )
+    }
+
+    /// A commitment of `sealed`'s tresor, as its patient signs one.
+    static func commitment(_ sealed: SealedRecords) -> StateCommitment {
+        StateCommitment.make(
+            patient: sealed.identity,
+            tresorID: sealed.tresor.id,
+            category: sealed.tresor.category,
+            sequence: 3,
+            state: HeadSet(),
+            topEpoch: 1,
+            tresorVersion: 1,
+            committedAt: 1_700_000_000_000
+        )
+    }
+
+    @Test func aPatientsStoreFromThePreviousVersionKeepsItsRecordsCursorAndAcceptedCommitment() async throws {
+        try await SealedRecords.withTemporaryFile("store.sqlite") { url in
+            let sealed = SealedRecords()
+            let accepted = Self.commitment(sealed)
+            let walk = try sealed.activity("walk", at: 1_000)
+            let run = try sealed.activity("run", at: 2_000)
+            let previous = try DeviceDatabase.open(at: url, migrations: Array(DeviceDatabase.patient.dropLast()))
+            try await previous.write { db in
+                let tx = LocalStore.Transaction(db: db)
+                try tx.put(walk, outbox: false, serverTimestamp: walk.header.timestamp)
+                try tx.put(run, outbox: true)
+                try tx.setCursor(42)
+                var states = ServerStates()
+                states.remember(accepted)
+                try states.save(tx)
+                // That version could still hold the commitment as JSON, as versions before it wrote it.
+                try db.execute(sql: "UPDATE server_state SET commitment = ?", arguments: [try LocalStore.encoder.encode(accepted)])
+            }
+            try previous.close()
+
+            let store = try LocalStore(url: url)
+            #expect(try store.cursor() == 42, "the cursor is never reset")
+            #expect(try store.serverStates().commitments == [sealed.tresor.id: accepted], "nor the accepted commitment")
+            #expect(try Set(store.records().map(\.envelope.versionID)) == [walk.versionID, run.versionID])
+            #expect(try store.outbox(limit: 10).map(\.versionID) == [run.versionID])
+            let raw = try await store.queue.read { db in try Data.fetchAll(db, sql: "SELECT commitment FROM server_state") }
+            #expect(raw.count == 1 && raw.allSatisfy { $0.first != UInt8(ascii: "{") }, "converted to binary")
+            let applied = try await store.queue.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+            #expect(Set(applied) == Set(DeviceDatabase.patient.map(\.identifier)))
+        }
+    }
+
+    @Test func aDoctorsCacheFromThePreviousVersionKeepsItsCursorsAndAcceptedCommitments() async throws {
+        try await SealedRecords.withTemporaryFile("store.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let accepted = Self.commitment(sealed)
+            let previous = try DeviceDatabase.open(at: url, migrations: Array(DeviceDatabase.doctor.dropLast()))
+            try await previous.write { db in
+                try db.execute(
+                    sql: "INSERT INTO cursors (owner_id, tresor_id, cursor) VALUES (?, ?, 7)",
+                    arguments: [owner.uuidString, sealed.tresor.id.uuidString]
+                )
+                let empty = HeadSet()
+                try db.execute(
+                    sql: """
+                        INSERT INTO share_state (owner_id, tresor_id, state, live, deleted, hlc_physical, hlc_counter, hlc_device, commitment)
+                        VALUES (?, ?, ?, 0, 0, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        owner.uuidString, sealed.tresor.id.uuidString, Data(empty.hash.bytes), Int64(empty.newest.physicalMs),
+                        Int64(empty.newest.counter), empty.newest.deviceID, try LocalStore.encoder.encode(accepted),
+                    ]
+                )
+            }
+            try previous.close()
+
+            let cache = try DoctorCache(url: url)
+            #expect(try await cache.cursor(owner: owner, tresor: sealed.tresor.id) == 7)
+            #expect(try await cache.acceptedCommitments(owner: owner) == [sealed.tresor.id: accepted])
+        }
+    }
+}

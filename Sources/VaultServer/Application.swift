@@ -71,7 +71,8 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
     let server = try configuration.limits.serverBuilder(tls: try configuration.tls?.serverConfiguration())
     let scheme = configuration.tls == nil ? "http" : "https"
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
-    let router = buildRouter(repository: repository, adminKey: configuration.adminKey, trustedProxies: configuration.trustedProxies)
+    let events = EventHub(limits: .init(perInstance: max(1, configuration.limits.maxConnections / 2)))
+    let router = buildRouter(repository: repository, adminKey: configuration.adminKey, trustedProxies: configuration.trustedProxies, events: events)
     var app = Application(
         router: router,
         server: server,
@@ -89,6 +90,8 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
         logger: logger
     )
     if let service { app.addServices(service) }
+    app.addServices(events)
+    if let relay = try PostgresEventRelay(databaseURL: configuration.databaseURL, hub: events, logger: logger) { app.addServices(relay) }
     app.beforeServerStarts {
         try await repository.migrate()
         logger.info("storage ready", metadata: ["backend": "\(repository.backendName)"])
@@ -103,9 +106,10 @@ public func buildRouter(
     repository: any VaultRepository,
     adminKey: SigningPublicKey,
     clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis },
-    trustedProxies: [IPNetwork] = []
+    trustedProxies: [IPNetwork] = [],
+    events: EventHub = EventHub()
 ) -> Router<VaultRequestContext> {
-    let service = VaultService(repository: repository, adminKey: adminKey, clock: clock)
+    let service = VaultService(repository: repository, adminKey: adminKey, clock: clock, events: events)
     // Before any metric exists: the first use of `shared` sets the process's metrics backend.
     let metrics = ServerMetrics.shared
     let router = Router(context: VaultRequestContext.self)
@@ -124,6 +128,7 @@ public func buildRouter(
     AccountController(service: service).addRoutes(to: open, authenticated: session)
     TresorController(service: service).addRoutes(to: session)
     ShareController(service: service).addRoutes(to: session)
+    EventsController(service: service).addRoutes(to: session)
     AdminController(service: service).addRoutes(to: admin)
     // Last, so that it wraps only the not-found responder (see the middleware).
     router.add(middleware: MethodNotAllowedMiddleware(routes: router.routes))

@@ -156,6 +156,7 @@ extension VaultService {
             patientID: caller.user.role == .patient ? caller.id : nil
         )
         try await updateCredentials(caller.id, r.update, state: state, keeping: caller.tokenHash, audit: event)
+        announceAccount(caller.id)
     }
 
     static func loginVerifier(_ key: [UInt8]) -> [UInt8] { PasswordKeys.verifier(for: try! SymmetricKey(bytes: key)) }
@@ -219,6 +220,7 @@ extension VaultService {
             details: ["address": address]
         )
         try await updateCredentials(user.id, r.update, state: state, keeping: nil, audit: event)
+        announceAccount(user.id)
     }
 
     /// `POST /v1/accounts/recovery`: a new recovery key's bundle and verifier replace the old ones, proven
@@ -283,6 +285,7 @@ extension VaultService {
         }
         let n = try await lifecycle.deleteSessions(userID: caller.id, selection)
         if id != nil, n == 0 { throw APIError.notFound("no session with that id") }
+        announceAccount(caller.id)
         return RevokedSessions(revoked: n)
     }
 
@@ -322,6 +325,7 @@ extension VaultService {
         let shares = try await repository.shares(patientID: caller.id)
         event.details["sharesEnded"] = String(shares.count)
         let d = try await store.deleteAccount(userID: caller.id, now: now, audit: event)
+        announceAccount(caller.id)
         return DeleteAccountResponse(versions: d.versions, tresors: d.tresors, shares: d.shares)
     }
 
@@ -332,6 +336,7 @@ extension VaultService {
         let event = Self.adminEvent("account.suspended", patientID: user.role == .patient ? id : nil, ["username": user.username, "reason": reason])
         let now = clock()
         try await lifecycle.setSuspension(userID: id, reason: reason, now: now, audit: event)
+        announceAccount(id)
         return SuspensionResponse(userID: id, username: user.username, suspendedAt: now, reason: reason)
     }
 

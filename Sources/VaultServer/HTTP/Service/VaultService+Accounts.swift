@@ -214,6 +214,7 @@ extension VaultService {
 
     func logout(_ caller: Caller) async throws {
         try await repository.deleteSession(tokenHash: caller.tokenHash)
+        announceAccount(caller.id)
     }
 
     func directory(username: String? = nil, id: UUID? = nil) async throws -> DirectoryEntry {

@@ -128,7 +128,7 @@ extension VaultService {
             now: clock(),
             audit: event
         )
-        return try await shareInfo(row)
+        return try await shareInfo(announce(row))
     }
 
     func rejectShare(_ id: UUID, _ r: RejectRequest) async throws -> ShareInfo {
@@ -148,7 +148,7 @@ extension VaultService {
             now: clock(),
             audit: event
         )
-        return try await shareInfo(row)
+        return try await shareInfo(announce(row))
     }
 
     /// Stores an admin-signed checkpoint of the audit chain (Docs/envelope-v1.md §3.1) once its signature

@@ -100,6 +100,7 @@ extension VaultService {
             }
         }
         ServerMetrics.shared.recordsPushed.increment(by: results.filter { $0.status == .stored }.count)
+        announcePush(owner: me, results, envelopes)
         return PushResponse(results: results)
     }
 

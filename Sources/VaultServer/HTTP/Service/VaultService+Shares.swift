@@ -66,7 +66,7 @@ extension VaultService {
             ["share": Self.idText(row.id), "doctor": doctor.username, "category": row.category]
         )
         try await repository.insertShare(row, audit: event)
-        return try await shareInfo(row)
+        return try await shareInfo(announce(row))
     }
 
     func shares(_ caller: Caller) async throws -> ShareList {
@@ -112,7 +112,7 @@ extension VaultService {
             now: clock(),
             audit: event
         )
-        return try await shareInfo(row)
+        return try await shareInfo(announce(row))
     }
 
     func updateShareGrant(_ caller: Caller, _ id: UUID, _ r: UpdateShareGrantRequest) async throws -> ShareInfo {
@@ -135,7 +135,7 @@ extension VaultService {
             ["share": Self.idText(s.id), "epochs": g.epochs.map(String.init).joined(separator: ",")]
         )
         let row = try await repository.updateShareGrant(id: s.id, grant: g, now: clock(), audit: event)
-        return try await shareInfo(row)
+        return try await shareInfo(announce(row))
     }
 
     func patients(_ caller: Caller) async throws -> PatientList {

@@ -15,17 +15,21 @@ struct VaultService: Sendable {
     let registrationLimiter: RegistrationRateLimiter
     /// Keeps `touch` to one write a minute per session.
     let sessionTouches = SessionTouchLog()
+    /// Live events, published after committed changes (Docs/events.md).
+    let events: EventHub
 
     init(
         repository: any VaultRepository,
         adminKey: SigningPublicKey,
         clock: @escaping @Sendable () -> UnixMillis,
         rateLimits: LoginRateLimiter.Limits = .init(),
-        registrationLimits: RegistrationRateLimiter.Limits = .init()
+        registrationLimits: RegistrationRateLimiter.Limits = .init(),
+        events: EventHub = EventHub()
     ) {
         self.repository = repository
         self.adminKey = adminKey
         self.clock = clock
+        self.events = events
         self.rateLimiter = LoginRateLimiter(repository: repository, limits: rateLimits)
         self.registrationLimiter = RegistrationRateLimiter(limits: registrationLimits)
     }

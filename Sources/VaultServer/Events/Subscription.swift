@@ -1,0 +1,109 @@
+import Foundation
+import NIOConcurrencyHelpers
+import VaultCore
+
+/// One open event stream as the hub sees it (Docs/events.md): whom it belongs to, which tresors shared
+/// with its account it hears of, and what waits to be written. The stream's writer sleeps on `wakes`
+/// (a buffer of one signal) and takes everything pending at once, so an idle stream holds this object,
+/// one suspended task and its connection, nothing more.
+final class Subscription: Sendable {
+    /// One event to write: its id in the hub's numbering and what it says.
+    struct Outgoing: Sendable, Equatable {
+        enum Kind: Sendable, Equatable {
+            case notice(EventNotice)
+            case ready
+            case resync(String)
+        }
+        var id: UInt64
+        var kind: Kind
+    }
+
+    /// What the writer does on one wake-up.
+    struct Step: Sendable {
+        var events: [Outgoing] = []
+        var heartbeat = false
+        var checkSession = false
+        var refreshWatch = false
+    }
+
+    private struct State {
+        var watch: Set<UUID>
+        var step = Step()
+        var started = false
+        var nextBeat: ContinuousClock.Instant
+    }
+
+    let account: UUID
+    let tokenHash: String
+    let openedAt = ContinuousClock.now
+    let wakes: AsyncStream<Void>
+    private let wake: AsyncStream<Void>.Continuation
+    private let state: NIOLockedValueBox<State>
+
+    init(account: UUID, tokenHash: String, watch: Set<UUID>, firstBeat: ContinuousClock.Instant) {
+        self.account = account
+        self.tokenHash = tokenHash
+        (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        state = NIOLockedValueBox(State(watch: watch, nextBeat: firstBeat))
+    }
+
+    /// Whether `notice` concerns this stream: its own records, a tresor shared with it, a share it is
+    /// party to, a resync for everyone.
+    func wants(_ notice: EventNotice) -> Bool {
+        switch notice {
+        case let .change(owner, _, tresors):
+            return owner == account || state.withLockedValue { s in tresors.contains { s.watch.contains($0) } }
+        case let .share(_, patient, doctor, _): return patient == account || doctor == account
+        case let .account(a): return a == account
+        case .resync: return true
+        }
+    }
+
+    /// Queues an event; past `limit` waiting events they are all replaced by one `resync` (the stream
+    /// fell behind), which covers the dropped ones.
+    func enqueue(_ event: Outgoing, limit: Int) {
+        state.withLockedValue { s in
+            if case .notice(.share) = event.kind { s.step.refreshWatch = true }
+            if s.step.events.count >= limit {
+                s.step.events = [Outgoing(id: event.id, kind: .resync("overflow"))]
+            } else {
+                s.step.events.append(event)
+            }
+        }
+        wake.yield()
+    }
+
+    /// The account's standing changed: the writer checks the session now.
+    func checkSession() {
+        state.withLockedValue { $0.step.checkSession = true }
+        wake.yield()
+    }
+
+    /// A heartbeat (and a session check) if one is due at `now`.
+    func beatIfDue(_ now: ContinuousClock.Instant, every interval: Duration) {
+        let due = state.withLockedValue { s in
+            guard s.nextBeat <= now else { return false }
+            s.nextBeat = now + interval
+            s.step.heartbeat = true
+            return true
+        }
+        if due { wake.yield() }
+    }
+
+    /// Everything pending, leaving nothing.
+    func take() -> Step {
+        state.withLockedValue { s in
+            defer { s.step = Step() }
+            return s.step
+        }
+    }
+
+    func setWatch(_ watch: Set<UUID>) { state.withLockedValue { $0.watch = watch } }
+
+    /// The writer runs; a subscription that never starts (its response was never written) is dropped.
+    func markStarted() { state.withLockedValue { $0.started = true } }
+    var started: Bool { state.withLockedValue { $0.started } }
+
+    /// Ends the writer's loop.
+    func close() { wake.finish() }
+}

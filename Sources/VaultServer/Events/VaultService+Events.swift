@@ -1,0 +1,134 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import ServiceLifecycle
+import VaultAPI
+import VaultCore
+
+/// Live events (Docs/events.md): what the service publishes after a committed change, and the stream of
+/// one subscriber.
+extension VaultService {
+    /// After a push: a `change` for the owner's newest stored sequence and the tresors written to.
+    func announcePush(owner: UUID, _ results: [PushResult], _ envelopes: [PushedEnvelope]) {
+        let stored = zip(results, envelopes).filter { $0.0.status == .stored }
+        let tresors = Set(stored.compactMap { $0.1.envelope.header.tresorID })
+        for notice in EventNotice.changes(owner: owner, sequence: stored.compactMap(\.0.sequence).max(), tresors: tresors) {
+            events.publish(notice)
+        }
+    }
+
+    /// After a share changed state or grant: a `share` for both parties; returns `row` for the answer.
+    func announce(_ row: ShareRow) -> ShareRow {
+        events.publish(.share(id: row.id, patient: row.patientID, doctor: row.doctorID, state: row.state))
+        return row
+    }
+
+    /// After an account was suspended or deleted, or sessions of it ended: its streams check their session.
+    func announceAccount(_ id: UUID) { events.publish(.account(id)) }
+
+    /// The tresors shared with `caller` in active, unexpired shares (a doctor's; none for a patient, who
+    /// hears of their own records by owner).
+    func watchedTresors(_ caller: Caller) async throws -> Set<UUID> {
+        guard caller.user.role == .doctor else { return [] }
+        let now = clock()
+        let shares = try await repository.shares(doctorID: caller.id)
+        return Set(shares.filter { $0.state == .active && ($0.expiresAt ?? .max) > now }.map(\.tresorID))
+    }
+
+    /// Why `caller`'s stream must end (the `account` reason), or nil while its session still passes every
+    /// check of `SessionAuthenticator`.
+    func streamStanding(_ caller: Caller) async throws -> (reason: String?, expiresAt: UnixMillis) {
+        guard let check = try await lifecycle.sessionCheck(tokenHash: caller.tokenHash), check.session.expiresAt > clock(),
+            check.sessionGeneration == check.accountGeneration
+        else { return (try await endedReason(caller), 0) }
+        guard check.suspendedAt == nil else { return ("suspended", check.session.expiresAt) }
+        guard let user = try await repository.user(id: caller.id), user.status == .active else { return ("inactive", check.session.expiresAt) }
+        return (nil, check.session.expiresAt)
+    }
+
+    /// Why a session stopped passing: a suspension and a deleted account end every session, so they are
+    /// named before the session itself.
+    private func endedReason(_ caller: Caller) async throws -> String {
+        guard let user = try await repository.user(id: caller.id), user.status == .active else { return "inactive" }
+        return try await lifecycle.accountState(userID: caller.id).suspendedAt != nil ? "suspended" : "session-ended"
+    }
+
+    /// Opens `caller`'s stream (400 for an over-long `Last-Event-ID`, 429/503 past the caps).
+    func openEventStream(_ caller: Caller, lastEventID: String?) async throws -> EventStreamWriter {
+        if let lastEventID, lastEventID.utf8.count > LiveEvent.maxIDBytes {
+            throw APIError.badRequest("Last-Event-ID is longer than \(LiveEvent.maxIDBytes) bytes")
+        }
+        let (_, expiresAt) = try await streamStanding(caller)
+        let watch = try await watchedTresors(caller)
+        let sub = try events.subscribe(account: caller.id, tokenHash: caller.tokenHash, watch: watch, lastEventID: lastEventID)
+        return EventStreamWriter(service: self, caller: caller, subscription: sub, expiresAt: expiresAt)
+    }
+}
+
+/// Writes one subscriber's stream until it must end: the session fails a check (an `account` event, then
+/// the end), the stream reached its lifetime, the server shuts down, or a write fails (the client left).
+struct EventStreamWriter: Sendable {
+    let service: VaultService
+    let caller: Caller
+    let subscription: Subscription
+    let expiresAt: UnixMillis
+
+    func run(_ write: (ByteBuffer) async throws -> Void) async throws {
+        let hub = service.events
+        defer { hub.unsubscribe(subscription) }
+        subscription.markStarted()
+        // The server waits for open requests when it stops: a stream must end then, or it would hold the
+        // stop up for as long as its client stays.
+        try await withGracefulShutdownHandler {
+            try await loop(write)
+        } onGracefulShutdown: { [subscription] in
+            subscription.close()
+        }
+    }
+
+    private func loop(_ write: (ByteBuffer) async throws -> Void) async throws {
+        let hub = service.events
+        for await _ in subscription.wakes {
+            let step = subscription.take()
+            if step.refreshWatch, let watch = try? await service.watchedTresors(caller) { subscription.setWatch(watch) }
+            var reason: String?
+            if step.checkSession || step.heartbeat {
+                // A database that does not answer is no reason to end a stream; the next beat checks again.
+                reason = (try? await service.streamStanding(caller))?.reason
+            } else if !step.events.isEmpty, service.clock() >= expiresAt {
+                reason = "session-ended"
+            }
+            if let reason {
+                try await write(ByteBuffer(string: Self.event(nil, .account, ReasonEventData(reason: reason))))
+                return
+            }
+            var text = step.events.map { Self.render($0, hub) }.joined()
+            if text.isEmpty, step.heartbeat { text = ": hb\n\n" }
+            if !text.isEmpty { try await write(ByteBuffer(string: text)) }
+            if ContinuousClock.now - subscription.openedAt >= hub.limits.lifetime { return }
+        }
+    }
+
+    static func render(_ event: Subscription.Outgoing, _ hub: EventHub) -> String {
+        let id = hub.eventID(event.id)
+        switch event.kind {
+        case .ready: return Self.event(id, .ready, [String: String]())
+        case let .resync(reason): return Self.event(id, .resync, ReasonEventData(reason: reason))
+        case let .notice(.change(owner, sequence, _)): return Self.event(id, .change, ChangeEventData(owner: owner, sequence: sequence))
+        case let .notice(.share(share, _, _, state)): return Self.event(id, .share, ShareEventData(share: share, state: state.rawValue))
+        case .notice(.account), .notice(.resync): return ""
+        }
+    }
+
+    /// One event as Docs/events.md §2 frames it; `account` carries no id (the stream ends after it).
+    static func event(_ id: String?, _ name: LiveEvent.Name, _ data: some Encodable) -> String {
+        let json = (try? encoder.encode(data)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return (id.map { "id: \($0)\n" } ?? "") + "event: \(name.rawValue)\ndata: \(json)\n\n"
+    }
+
+    private static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }()
+}

@@ -1,0 +1,192 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import VaultAPI
+import VaultCore
+import VaultCrypto
+import VaultTestSupport
+
+@testable import VaultServer
+
+/// The live event stream (Docs/events.md) on both backends: who hears what, resuming, the end of a
+/// stream whose session ends, heartbeats and caps.
+@Suite("Live events")
+struct EventsTests {
+    @Test(arguments: Backend.allCases)
+    func eachPartyHearsItsOwnAndADoctorWithoutAShareHearsNothing(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let (patient, doctor, tresor) = try await w.sharedPair("pat", "doc")
+            let stranger = try await w.api.user("eve", role: .doctor)
+            let other = try await w.api.user("other", role: .patient)
+            let streams = [try await w.open(patient), try await w.open(doctor), try await w.open(stranger), try await w.open(other)]
+            for s in streams { try await s.wait("ready") { !$0.named("ready").isEmpty } }
+
+            let sequence = try await w.push(patient, tresor, "walk")
+            for s in streams[0...1] { try await s.wait("the change") { !$0.named("change").isEmpty } }
+            #expect(streams[0].named("change").map(\.change) == [ChangeEventData(owner: patient.id, sequence: sequence)])
+            #expect(streams[1].named("change").map(\.change) == [ChangeEventData(owner: patient.id, sequence: sequence)])
+
+            // A share of another tresor with the stranger: both parties hear of it, the others do not.
+            let other2 = Tresor.create(ownerID: patient.id, category: "assessments")
+            #expect(try await w.api.declareTresor(patient, other2).status == .ok)
+            let request = try await w.api.requestShare(patient, stranger, other2)
+            try await streams[2].wait("the share request") { !$0.named("share").isEmpty }
+            #expect(streams[2].named("share").map(\.share) == [ShareEventData(share: request.shareID, state: "pending")])
+            // A pending share reads nothing, so a push to that tresor still wakes only the patient.
+            try await w.push(patient, other2, "assessment")
+            try await streams[0].wait("the second change") { $0.named("change").count == 2 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(streams[1].named("change").count == 1, "the doctor of another tresor hears nothing of this one")
+            #expect(streams[2].named("change").isEmpty, "a doctor without an active share hears nothing")
+            #expect(streams[3].events.map(\.name) == ["ready"], "another patient hears nothing: \(streams[3].raw)")
+            #expect(!streams[2].raw.contains(patient.id.uuidString) && !streams[3].raw.contains(patient.id.uuidString))
+            for s in streams { await s.close() }
+            #expect(w.hub.openStreams == 0)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func approvalAndKeysReachBothPartiesAndThenTheDoctorHearsChanges(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let patient = try await w.api.user("pat", role: .patient)
+            let doctor = try await w.api.user("doc", role: .doctor)
+            let tresor = Tresor.create(ownerID: patient.id, category: "interventions")
+            #expect(try await w.api.declareTresor(patient, tresor).status == .ok)
+            let (p, d) = (try await w.open(patient), try await w.open(doctor))
+            let share = try await w.api.requestShare(patient, doctor, tresor)
+            #expect(try await w.api.approveShare(share).status == .ok)
+            #expect(try await w.api.deliverKeys(patient, doctor, share, tresor).status == .ok)
+            for s in [p, d] {
+                try await s.wait("three share events") { $0.named("share").count == 3 }
+                #expect(s.named("share").compactMap(\.share?.state) == ["pending", "active", "active"])
+            }
+            let sequence = try await w.push(patient, tresor, "walk")
+            try await d.wait("the change") { !$0.named("change").isEmpty }
+            #expect(d.named("change").first?.change == ChangeEventData(owner: patient.id, sequence: sequence))
+            await p.close()
+            await d.close()
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func resumingWithLastEventIDMissesNothingOrIsToldToResync(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let patient = try await w.api.user("pat", role: .patient)
+            let tresor = Tresor.create(ownerID: patient.id, category: "interventions")
+            #expect(try await w.api.declareTresor(patient, tresor).status == .ok)
+            let first = try await w.open(patient)
+            try await first.wait("ready") { !$0.named("ready").isEmpty }
+            let lastID = try #require(first.named("ready").first?.id)
+            await first.close()
+
+            let s1 = try await w.push(patient, tresor, "a")
+            let s2 = try await w.push(patient, tresor, "b")
+            let resumed = try await w.open(patient, lastEventID: lastID)
+            try await resumed.wait("ready") { !$0.named("ready").isEmpty }
+            #expect(resumed.events.map(\.name) == ["change", "change", "ready"])
+            #expect(resumed.named("change").compactMap(\.change?.sequence) == [s1, s2])
+            #expect(resumed.named("ready").first?.id == resumed.named("change").last?.id)
+            await resumed.close()
+
+            // An id of another instance, of this one but never issued, or malformed: a resync, then ready.
+            for bad in ["0123456789abcdef-1", "\(w.hub.instance)-999999", "garbage", "\(w.hub.instance)-x"] {
+                let s = try await w.open(patient, lastEventID: bad)
+                try await s.wait("ready") { !$0.named("ready").isEmpty }
+                #expect(s.events.map(\.name) == ["resync", "ready"], "\(bad)")
+                #expect(s.named("resync").first?.reason == "unknown-id")
+                await s.close()
+            }
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func anIDOlderThanTheResumeBufferIsToldToResync(_ backend: Backend) async throws {
+        var limits = EventHub.Limits()
+        limits.resumeBuffer = 2
+        try await EventsWorld.run(backend, limits: limits) { w in
+            let patient = try await w.api.user("pat", role: .patient)
+            let tresor = Tresor.create(ownerID: patient.id, category: "interventions")
+            #expect(try await w.api.declareTresor(patient, tresor).status == .ok)
+            let first = try await w.open(patient)
+            try await first.wait("ready") { !$0.named("ready").isEmpty }
+            let lastID = try #require(first.named("ready").first?.id)
+            await first.close()
+            for r in ["a", "b", "c"] { try await w.push(patient, tresor, r) }
+            let s = try await w.open(patient, lastEventID: lastID)
+            try await s.wait("ready") { !$0.named("ready").isEmpty }
+            #expect(s.events.map(\.name) == ["resync", "ready"])
+            #expect(s.named("resync").first?.reason == "too-old")
+            await s.close()
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aRevokedLoggedOutOrSuspendedSessionEndsItsStream(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let patient = try await w.api.user("pat", role: .patient)
+            let second = try w.api.decode(LoginResponse.self, try await w.api.login("pat", password: patient.password)).token
+            let other = TestUser(identity: patient.identity, certificate: patient.certificate, token: second, password: patient.password)
+            let (kept, revoked) = (try await w.open(patient), try await w.open(other))
+            #expect(try await w.api.send(.post, Routes.sessionsRevokeOthers, token: patient.token).status == .ok)
+            try await revoked.wait("the end") { $0.hasEnded }
+            #expect(revoked.events.last?.name == "account")
+            #expect(revoked.events.last?.reason == "session-ended")
+            #expect(revoked.events.last?.id == nil)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(!kept.hasEnded, "the session that revoked the others keeps its stream")
+
+            let (r, _) = try await w.api.adminSend(.post, Routes.adminSuspend(patient.id.uuidString), json: SuspendRequest(reason: "test"))
+            #expect(r.status == .ok)
+            try await kept.wait("the end") { $0.hasEnded }
+            #expect(kept.events.last?.reason == "suspended")
+            #expect(w.hub.openStreams == 0)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func heartbeatsComeAndCheckTheSessionEvenWithoutANotification(_ backend: Backend) async throws {
+        var limits = EventHub.Limits()
+        limits.heartbeat = .seconds(1)
+        try await EventsWorld.run(backend, limits: limits) { w in
+            let patient = try await w.api.user("pat", role: .patient)
+            let s = try await w.open(patient)
+            try await s.wait("a heartbeat") { $0.raw.contains(": hb\n\n") }
+            // The session ends behind the hub's back (as through an instance that could not announce it).
+            try await w.api.repository.deleteSession(tokenHash: VaultService.tokenHash(patient.token))
+            try await s.wait("the end", seconds: 15) { $0.hasEnded }
+            #expect(s.events.last?.reason == "session-ended")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func capsAnswer429PerAccountAnd503PerInstanceAndBadRequestsAreRefused(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend, limits: EventHub.Limits(perAccount: 2, perInstance: 3)) { w in
+            let (a, b, c) = (
+                try await w.api.user("pat", role: .patient), try await w.api.user("doc", role: .doctor), try await w.api.user("eve", role: .doctor)
+            )
+            let streams = [try await w.open(a), try await w.open(a)]
+            let perAccount = try await w.api.send(.get, Routes.events, token: a.token, contentType: nil)
+            #expect(perAccount.status == .tooManyRequests)
+            #expect(perAccount.headers[.retryAfter] == "5")
+            #expect(w.api.errorCode(perAccount) == .rateLimited)
+            let third = try await w.open(b)
+            let perInstance = try await w.api.send(.get, Routes.events, token: c.token, contentType: nil)
+            #expect(perInstance.status == .serviceUnavailable)
+            #expect(perInstance.headers[.retryAfter] == "5")
+
+            let unauthenticated = try await w.api.send(.get, Routes.events, contentType: nil)
+            #expect(unauthenticated.status == .unauthorized)
+            let longID: HTTPFields = [.authorization: "Bearer \(c.token)", EventsController.lastEventID: String(repeating: "a", count: 65)]
+            #expect(try await w.api.client.execute(uri: Routes.events, method: .get, headers: longID, body: nil).status == .badRequest)
+
+            // A stream that ends frees its place.
+            await streams[0].close()
+            let fourth = try await w.open(c)
+            try await fourth.wait("ready") { !$0.named("ready").isEmpty }
+            for s in [streams[1], third, fourth] { await s.close() }
+            #expect(w.hub.openStreams == 0)
+        }
+    }
+}

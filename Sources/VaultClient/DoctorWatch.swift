@@ -37,13 +37,17 @@ extension SharedReplica {
 
 /// What `carevault-doctor watch` follows: the shared categories of one patient or of every patient,
 /// refreshed through the replica engine when the event stream wakes it. Each change the engine applied
-/// is reported once; each integrity problem once, while it lasts.
+/// is reported once; each integrity problem once, while it lasts. The shares are verified again at every
+/// `refreshAll` (the stream opened, a share changed state, a resync); a `change` of a patient seen
+/// before pulls with the shares verified then, minus those expired since.
 public actor DoctorWatch {
     public let reader: DoctorReader
     /// The one patient watched (a username), or nil for every patient who shares with this doctor.
     public let only: String?
     /// The patients seen so far, by id.
     private var owners: [UUID: String] = [:]
+    /// The verified shares of each patient seen, by username, as of the last `refreshAll`.
+    private var verified: [String: (Certificate, [VerifiedShare])] = [:]
     /// Problems already reported.
     private var reported = Set<String>()
 
@@ -62,6 +66,7 @@ public actor DoctorWatch {
             names = patients.map(\.username)
         }
         var problems: [String] = []
+        verified = [:]
         for name in names { problems += try await refresh(username: name, report: report) }
         return problems
     }
@@ -75,6 +80,9 @@ public actor DoctorWatch {
     /// Pulls the shared categories of one patient. A patient who shares nothing (any more) is not an
     /// error: there is nothing to watch until a share event says otherwise.
     private func refresh(username: String, report: @escaping @Sendable (AppliedChange) -> Void) async throws -> [String] {
+        let now = Date().unixMillis
+        let current = verified[username].map { ($0.0, $0.1.filter { s in s.share.grant.expiresAt.map { now < $0 } ?? true }) }
+        if let current, !current.1.isEmpty { return fresh(try await pull(current.0, current.1, report: report)) }
         let cert: Certificate
         let shares: [VerifiedShare]
         do {
@@ -85,6 +93,18 @@ public actor DoctorWatch {
             return fresh(["the shares of \(username) do not verify: \(message)"])
         }
         owners[cert.userID] = cert.username
+        verified[username] = (cert, shares)
+        return fresh(try await pull(cert, shares, report: report))
+    }
+
+    /// Pulls each shared tresor of one patient once. Returns its problems.
+    private func pull(
+        _ cert: Certificate,
+        _ shares: [VerifiedShare],
+        report: @escaping @Sendable (AppliedChange) -> Void
+    ) async throws
+        -> [String]
+    {
         // One reading per tresor, keys merged (as a view does).
         var tresors: [UUID: VerifiedShare] = [:]
         for share in shares {
@@ -104,7 +124,7 @@ public actor DoctorWatch {
                 problems.append("integrity check failed for \(cert.username) \(share.share.category): \(message)")
             }
         }
-        return fresh(problems)
+        return problems
     }
 
     /// The problems not reported before.

@@ -30,7 +30,8 @@ public final class LiveRun: @unchecked Sendable {
     }
 
     private func end() -> Never {
-        let failed = lock.withLock { self.failed }
+        // Held to the end: no line is cut in half by the exit.
+        lock.lock()
         fflush(nil)
         if failed { Output.note("\(tool): integrity failures were reported above (exit status 65)") }
         exit(failed ? ExitStatus.integrity.rawValue : ExitStatus.success.rawValue)

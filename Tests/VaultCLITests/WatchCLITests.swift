@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 /// `carevault-doctor watch` and `carevault-patient sync --watch` as processes (Docs/events.md, README
@@ -55,6 +56,8 @@ struct WatchCLITests {
             #expect(stretch["kind"] as? String == "activity")
             #expect(stretch["title"] as? String == "Stretch")
             #expect(bob.process.isRunning)
+            // The outage is said once on stderr, however many reconnections it took.
+            #expect(bob.stderr.components(separatedBy: "retrying until it answers").count == 2, "\(bob.stderr)")
 
             #expect(try await bob.terminate() == 0, "\(bob.stderr)")
             #expect(try await carol.terminate() == 0, "\(carol.stderr)")
@@ -101,6 +104,42 @@ struct WatchCLITests {
             // The session the watcher uses ends (logged out on this device): the stream ends, and so does the watch.
             #expect(try await world.doctor(["logout"]).status == 0)
             #expect(try await bob.exitStatus() == 77, "\(bob.stderr)")
+        }
+    }
+
+    @Test func anIntegrityFailureIsReportedTheRestFollowedAndTheEndIs65() async throws {
+        try await FaultWorld.run(.sqlite) { world in
+            try await world.addDoctor("drbob", home: "bob")
+            let add = try await world.patient([
+                "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00",
+            ])
+            #expect(add.status == 0, "\(add.stderr)")
+            #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+            #expect(try await world.admin(["approve", "--all"]).status == 0)
+            #expect(try await world.patient(["sync"]).status == 0)
+            // The operator breaks the stored envelope of every record before the doctor first reads them.
+            let queue = try DatabaseQueue(path: try #require(world.server.database.sqlitePath))
+            try await queue.write { db in
+                try db.execute(sql: "DROP TRIGGER IF EXISTS versions_append_only_u")
+                for row in try Row.fetchAll(db, sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id") {
+                    let data: Data = row[1]
+                    let broken = try StoredEnvelopeText.edit(data) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
+                    try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [broken, row[0] as String])
+                }
+            }
+            try queue.close()
+
+            let bob = try Watcher(world, "carevault-doctor", ["watch", "alice", "--json"], home: "bob", password: FaultWorld.doctorPassword)
+            defer { bob.process.stopIfRunning() }
+            try await bob.waitFor("subscribed") { $0["event"] as? String == "subscribed" }
+            #expect(bob.stderr.contains("integrity check failed"), "\(bob.stderr)")
+            let later = try await world.patient([
+                "activity", "add", "--id", "stretch", "--title", "Stretch", "--category", "interventions", "--schedule", "daily@09:00",
+            ])
+            #expect(later.status == 0, "\(later.stderr)")
+            try await bob.waitFor("the change after the failure", limit: 30, Self.isChange("stretch"))
+            #expect(!bob.objects.contains { $0["id"] as? String == "walk" }, "a record that failed its check was printed")
+            #expect(try await bob.terminate() == 65, "\(bob.stderr)")
         }
     }
 

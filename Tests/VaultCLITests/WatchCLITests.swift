@@ -12,8 +12,9 @@ struct WatchCLITests {
         { $0["event"] as? String == "change" && $0["id"] as? String == id }
     }
 
-    @Test func watchShowsAPushedChangeSurvivesARestartAndEndsWithZero() async throws {
-        try await FaultWorld.run(.sqlite) { world in
+    @Test(arguments: FaultBackend.allCases)
+    func watchShowsAPushedChangeSurvivesARestartAndEndsWithZero(backend: FaultBackend) async throws {
+        try await FaultWorld.run(backend) { world in
             try await world.addDoctor("drbob", home: "bob")
             try await world.addDoctor("drcarol", home: "carol")
             let add = try await world.patient([

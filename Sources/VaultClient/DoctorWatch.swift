@@ -71,9 +71,13 @@ public actor DoctorWatch {
         return problems
     }
 
-    /// Refreshes the patient `owner` (a change event named them); every patient when not seen yet.
+    /// Refreshes the patient `owner` (a change event named them); every patient when not seen yet, and
+    /// nothing when one patient is watched, already seen, and this is someone else.
     public func refresh(owner: UUID, report: @escaping @Sendable (AppliedChange) -> Void) async throws -> [String] {
-        guard let name = owners[owner] else { return try await refreshAll(report: report) }
+        guard let name = owners[owner] else {
+            if only != nil, !owners.isEmpty { return [] }
+            return try await refreshAll(report: report)
+        }
         return try await refresh(username: name, report: report)
     }
 

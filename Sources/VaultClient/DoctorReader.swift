@@ -307,6 +307,8 @@ struct SharedReplica: ReplicaApplier {
     let cache: DoctorCache
     let patient: Certificate
     let share: VerifiedShare
+    /// Told of the changes each store kept in the cache (verified, not held aside), for `watch`.
+    var applied: (@Sendable ([DoctorCache.Entry]) async throws -> Void)? = nil
 
     var tresor: UUID { share.tresor.id }
     var category: String { share.share.category }
@@ -325,6 +327,7 @@ struct SharedReplica: ReplicaApplier {
 
     func store(_ verified: [DoctorCache.Pulled], release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
         try await cache.store(verified, release: release, owner: patient.userID, tresor: tresor, cursor: cursor)
+        if let applied { try await applied(try await kept(verified)) }
         guard let commitments else { return ReplicaStored() }
         let quarantined = !(try await quarantined()).isEmpty
         let problem = try await cache.reviewCommitments(commitments, patient: patient, tresor: tresor, category: category, quarantined: quarantined)

@@ -22,7 +22,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object on stdout instead of the table.")
     var json = false
 
-    @Option(help: "Comma-separated parts to run: crypto, push, incremental, load, login, memory (default: all).")
+    @Option(help: "Comma-separated parts to run: crypto, push, incremental, load, login, memory, live (default: all).")
     var only: String?
 
     func run() async throws { try await execute() }
@@ -116,6 +116,11 @@ struct BenchCommand: AsyncParsableCommand {
             do { report.doctorMemory = try await DoctorMemoryBench(records: plan.doctorMemoryRecords, root: root).run() } catch {
                 report.fail("doctor memory", error)
             }
+        }
+
+        if sections.contains(.live) {
+            Progress.say("8. live updates: a patient's push to a watching doctor's printed line, \(plan.liveReps) changes")
+            do { report.live = try await LiveBench(reps: plan.liveReps, root: root).run() } catch { report.fail("live", error) }
         }
 
         if sections.contains(.login) {

@@ -25,9 +25,12 @@ struct BenchPlan: Sendable {
 
     // §7 the doctor's first read of a large share: 100,000 records in both runs (the figure is about that size).
     let doctorMemoryRecords = 100_000
+
+    // §8 live updates: changes pushed one at a time while a doctor watches.
+    var liveReps: Int { quick ? 30 : 200 }
 }
 
 /// The parts of the benchmark, selectable with `--only` (all by default).
 enum BenchSection: String, CaseIterable, Sendable {
-    case crypto, push, incremental, load, login, memory
+    case crypto, push, incremental, load, login, memory, live
 }

@@ -14,6 +14,7 @@ struct BenchReport {
     var load: [LoadLevelResult] = []
     var login: LoginResult?
     var doctorMemory: DoctorMemoryResult?
+    var live: LiveResult?
     var notes: [String] = []
     var errors: [String] = []
     var elapsedSeconds: Double = 0
@@ -116,6 +117,8 @@ struct BenchReport {
         f.append(("pull_100k_peak_rss_mib", .num(doctorMemory?.peakRSSMiB, 1)))
         f.append(("pull_100k_seconds", .num(doctorMemory?.seconds, 2)))
         f.append(("pull_100k_records", doctorMemory.map { .int($0.records) } ?? .null))
+        f.append(("live_p50_ms", .num(live?.p50Ms, 1)))
+        f.append(("live_p99_ms", .num(live?.p99Ms, 1)))
 
         // Details: every figure beside its floor.
         for s in RecordSize.allCases {

@@ -15,6 +15,7 @@ struct CareVaultDoctor: AsyncParsableCommand {
             Data is verified (patient certificate, admin approval, patient-signed grant) and decrypted on this device only.
 
             Exit status: 0 ok, 64 usage, 65 integrity failure, 69 server unreachable, 75 retry later, 77 not permitted, 78 upgrade the tool, 1 other.
+            'watch' runs until SIGINT or SIGTERM (0; 65 if it reported an integrity failure) and retries a server that is gone.
 
             Example:
               carevault-doctor register --username drbob
@@ -23,11 +24,12 @@ struct CareVaultDoctor: AsyncParsableCommand {
               carevault-doctor show alice --category interventions
               carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
               carevault-doctor export alice --format fhir --output alice.json
+              carevault-doctor watch alice
             """,
         version: CareVaultVersion.current,
         subcommands: [
             RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
-            Adherence.self, Export.self, PasswordCommand.self, AccountCommand<DoctorRole>.self, SessionsCommand.self,
+            Adherence.self, Export.self, Watch.self, PasswordCommand.self, AccountCommand<DoctorRole>.self, SessionsCommand.self,
         ]
     )
 

@@ -94,11 +94,15 @@ struct Sync: AsyncParsableCommand {
         discussion: """
             A record from the server that fails its integrity check is kept aside and not applied; the rest is applied and sent, \
             the command ends with exit status 65, and every later sync fetches the kept records again (Docs/design.md §5).
+            With --watch it keeps going until SIGINT or SIGTERM (exit 0; 65 if an integrity failure was reported meanwhile;
+            77 when the session ends); see "Live updates" in README.md.
             """
     )
     @Flag(help: "List the records kept aside (sequence, record id, reason) on stderr.") var verbose = false
+    @Flag(help: "Keep syncing until SIGINT or SIGTERM: remote changes, local ones, keys for approved shares.") var watch = false
     @OptionGroup var options: GlobalOptions
     func run() async throws {
+        if watch { return try await SyncWatch(options: options).run() }
         let vault = try openVault(options)
         let progress = ProgressLine()
         let summary = try await vault.syncKeepingQuarantine(progress: progress.syncCallback)

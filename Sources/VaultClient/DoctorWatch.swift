@@ -1,0 +1,183 @@
+import Foundation
+import VaultAPI
+import VaultCore
+import VaultCrypto
+
+/// One change a doctor's replica applied: verified (the patient's signature, the share's context, and
+/// decryption when the doctor holds the epoch's key) and stored in the cache. Never taken from an event.
+public struct AppliedChange: Sendable {
+    /// The patient's username, from the verified certificate.
+    public var patient: String
+    public var patientID: UUID
+    public var category: String
+    public var kind: RecordType
+    /// The record id (hex) of the envelope's header.
+    public var recordID: String
+    /// True when the patient removed the record.
+    public var deleted: Bool
+    /// When the patient's device wrote this version (its clock, Unix ms).
+    public var at: UInt64
+    /// The record, decrypted; nil for a removal or a record under a key not granted to this doctor.
+    public var record: CareRecord?
+}
+
+extension SharedReplica {
+    /// The verified entries of `verified` that the store kept: those it did not hold aside (a replayed
+    /// older version goes to quarantine inside the store).
+    func kept(_ verified: [DoctorCache.Pulled]) async throws -> [DoctorCache.Entry] {
+        let entries = verified.compactMap { item -> DoctorCache.Entry? in
+            guard case let .verified(entry) = item else { return nil }
+            return entry
+        }
+        guard !entries.isEmpty else { return [] }
+        let held = Set(try await quarantined().map(\.sequence))
+        return entries.filter { !held.contains($0.sequence) }
+    }
+}
+
+/// What `carevault-doctor watch` follows: the shared categories of one patient or of every patient,
+/// refreshed through the replica engine when the event stream wakes it. Each change the engine applied
+/// is reported once; each integrity problem once, while it lasts. The shares are verified again at every
+/// `refreshAll` (the stream opened, a share changed state, a resync); a `change` of a patient seen
+/// before pulls with the shares verified then, minus those expired since.
+public actor DoctorWatch {
+    public let reader: DoctorReader
+    /// The one patient watched (a username), or nil for every patient who shares with this doctor.
+    public let only: String?
+    /// The patients seen so far, by id.
+    private var owners: [UUID: String] = [:]
+    /// The verified shares of each patient seen, by username, as of the last `refreshAll`.
+    private var verified: [String: (Certificate, [VerifiedShare])] = [:]
+    /// Problems already reported.
+    private var reported = Set<String>()
+
+    public init(reader: DoctorReader, patient: String?) {
+        self.reader = reader
+        only = patient?.lowercased()
+    }
+
+    /// Refreshes every patient watched. Returns the new integrity problems, in plain words.
+    public func refreshAll(report: @escaping @Sendable (AppliedChange) -> Void) async throws -> [String] {
+        var names: [String]
+        if let only {
+            names = [only]
+        } else {
+            let (patients, _) = try await reader.patients()
+            names = patients.map(\.username)
+        }
+        var problems: [String] = []
+        verified = [:]
+        for name in names { problems += try await refresh(username: name, report: report) }
+        return problems
+    }
+
+    /// Refreshes the patient `owner` (a change event named them); every patient when not seen yet, and
+    /// nothing when one patient is watched, already seen, and this is someone else.
+    public func refresh(owner: UUID, report: @escaping @Sendable (AppliedChange) -> Void) async throws -> [String] {
+        guard let name = owners[owner] else {
+            if only != nil, !owners.isEmpty { return [] }
+            return try await refreshAll(report: report)
+        }
+        return try await refresh(username: name, report: report)
+    }
+
+    /// Pulls the shared categories of one patient. A patient who shares nothing (any more) is not an
+    /// error: there is nothing to watch until a share event says otherwise.
+    private func refresh(username: String, report: @escaping @Sendable (AppliedChange) -> Void) async throws -> [String] {
+        let now = Date().unixMillis
+        let current = verified[username].map { ($0.0, $0.1.filter { s in s.share.grant.expiresAt.map { now < $0 } ?? true }) }
+        if let current, !current.1.isEmpty { return fresh(try await pull(current.0, current.1, report: report)) }
+        let cert: Certificate
+        let shares: [VerifiedShare]
+        do {
+            (cert, shares) = try await reader.verifiedShares(patient: username)
+        } catch let ClientError.notPermitted(code, _) where code == .shareNotActive {
+            return []
+        } catch let ClientError.integrity(message) {
+            return fresh(["the shares of \(username) do not verify: \(message)"])
+        }
+        owners[cert.userID] = cert.username
+        verified[username] = (cert, shares)
+        return fresh(try await pull(cert, shares, report: report))
+    }
+
+    /// Pulls each shared tresor of one patient once. Returns its problems.
+    private func pull(
+        _ cert: Certificate,
+        _ shares: [VerifiedShare],
+        report: @escaping @Sendable (AppliedChange) -> Void
+    ) async throws
+        -> [String]
+    {
+        // One reading per tresor, keys merged (as a view does).
+        var tresors: [UUID: VerifiedShare] = [:]
+        for share in shares {
+            guard let seen = tresors[share.tresor.id] else {
+                tresors[share.tresor.id] = share
+                continue
+            }
+            var merged = seen.tresor
+            merged.merge(keys: share.tresor.keys)
+            tresors[share.tresor.id] = VerifiedShare(share: seen.share, tresor: merged)
+        }
+        var problems: [String] = []
+        for share in tresors.values.sorted(by: { $0.share.category < $1.share.category }) {
+            do {
+                problems += try await reader.refreshReporting(cert, share, report: report)
+            } catch let ClientError.integrity(message) {
+                problems.append("integrity check failed for \(cert.username) \(share.share.category): \(message)")
+            }
+        }
+        return problems
+    }
+
+    /// The problems not reported before.
+    private func fresh(_ problems: [String]) -> [String] {
+        problems.filter { reported.insert($0).inserted }
+    }
+}
+
+extension DoctorReader {
+    /// `refresh`, telling `report` of every change the engine stored. Returns what is wrong with the
+    /// share: its commitments, and the records held aside.
+    func refreshReporting(
+        _ patient: Certificate,
+        _ share: VerifiedShare,
+        report: @escaping @Sendable (AppliedChange) -> Void
+    ) async throws
+        -> [String]
+    {
+        let feed = ReplicaFeed(owner: patient.userID, tresor: share.tresor.id)
+        var applier = SharedReplica(cache: cache, patient: patient, share: share)
+        let context = applier.checks.context
+        let keys = share.tresor.keys
+        let category = share.share.category
+        applier.applied = { entries in
+            for entry in entries {
+                let record = (try? StoredEnvelope.decode(entry.bytes)).flatMap { env in
+                    try? env.openRecordVerifiedEarlier(keys: keys, expecting: context).record
+                }
+                report(
+                    AppliedChange(
+                        patient: patient.username,
+                        patientID: patient.userID,
+                        category: category,
+                        kind: entry.header.recordType,
+                        recordID: entry.header.recordID.hex,
+                        deleted: entry.header.deleted,
+                        at: entry.header.timestamp.physicalMs,
+                        record: record
+                    )
+                )
+            }
+        }
+        let replica = ReplicaEngine(feed: feed, applier: applier, transport: transport, auth: try auth)
+        _ = try await replica.retryQuarantined()
+        var problems = try await replica.pull().problems
+        let held = try await cache.quarantined(owner: patient.userID, tresor: share.tresor.id)
+        if let message = QuarantinedRecord.message(held, subject: "of \(patient.username)", notDone: "shown", hint: "") {
+            problems.append(message)
+        }
+        return problems
+    }
+}

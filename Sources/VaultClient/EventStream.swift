@@ -98,6 +98,7 @@ public struct EventStream: Sendable {
     private func connect(lastID: inout String?, _ out: AsyncThrowingStream<LiveUpdate, any Error>.Continuation) async throws -> End {
         var request = HTTPClientRequest(url: transport.baseURL + Routes.events)
         request.headers.add(name: "Accept", value: "text/event-stream")
+        request.headers.add(name: CareVaultVersion.clientHeader, value: CareVaultVersion.release)
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         if let lastID { request.headers.add(name: "Last-Event-ID", value: lastID) }
         let resumed = lastID != nil

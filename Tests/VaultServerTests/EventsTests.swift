@@ -178,7 +178,10 @@ struct EventsTests {
 
             let unauthenticated = try await w.api.send(.get, Routes.events, contentType: nil)
             #expect(unauthenticated.status == .unauthorized)
-            let longID: HTTPFields = [.authorization: "Bearer \(c.token)", EventsController.lastEventID: String(repeating: "a", count: 65)]
+            let longID: HTTPFields = [
+                .authorization: "Bearer \(c.token)", .careVaultClient: CareVaultVersion.release,
+                EventsController.lastEventID: String(repeating: "a", count: 65),
+            ]
             #expect(try await w.api.client.execute(uri: Routes.events, method: .get, headers: longID, body: nil).status == .badRequest)
 
             // A stream that ends frees its place.

@@ -12,6 +12,14 @@ public enum RecordMediaType {
     /// Every other body.
     public static let json = "application/json"
 
+    /// True when an `Accept` value lets the answer be `type`: no header at all (HTTP: any type), a range
+    /// that covers it (`*/*`, `application/*`), or `type` itself.
+    public static func accepts(_ header: String?, _ type: String) -> Bool {
+        guard let header else { return true }
+        let main = type.split(separator: "/").first.map { "\($0)/*" } ?? type
+        return names(header, type) || names(header, "*/*") || names(header, main)
+    }
+
     /// True when a `Content-Type` value names `type` (parameters such as `; charset` ignored).
     public static func names(_ header: String?, _ type: String) -> Bool {
         guard let header else { return false }

@@ -40,10 +40,11 @@ struct TresorController: APIController {
         return try await service.push(caller, batch: try await request.bodyBytes(upTo: EnvelopeFrame.maxBytes))
     }
 
-    /// A binary page (Docs/envelope-v1.md §7.3), the only answer a pull has: a request that does not
-    /// accept one is refused before anything is read.
+    /// A binary page (Docs/envelope-v1.md §7.3), the only answer a pull has: a request whose `Accept`
+    /// excludes it (one that names only JSON, as clients before 0.10.0 did) is refused before anything is
+    /// read; no `Accept` at all, or a range that covers it, is answered with the page.
     @Sendable func pull(_ request: Request, context: Context) async throws -> Response {
-        guard RecordMediaType.names(request.headers[.accept], RecordMediaType.page) else {
+        guard RecordMediaType.accepts(request.headers[.accept], RecordMediaType.page) else {
             throw APIError(
                 .notAcceptable,
                 .unsupportedMediaType,

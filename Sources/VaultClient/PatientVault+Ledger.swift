@@ -139,19 +139,20 @@ extension PatientVault {
     /// epoch with it, then seals the epoch to the members the ledger lists as holding keys. A member the
     /// server does not list as active gets nothing (the server can withhold, never add).
     func rotateKeys(category: String, ending: [LedgerMember]) async throws {
-        guard var t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
-        guard t.rotate() != nil else { throw ClientError.integrity("the tresor for \(category) is at its last epoch (\(t.currentEpoch))") }
-        var next = keyring
-        next.merge(t)
         let seal = keyringSeal
         // The ended members and the new epoch land together: no new key without the ledger that excludes them.
-        try store.write { tx in
+        // The new epoch follows the row's newest (another process may have rotated since this vault opened).
+        keyring = try store.write { tx in
+            var next = try tx.keyring(seal)
+            guard var t = next[category] else { throw ClientError.notFound("no tresor for \(category)") }
+            guard t.rotate() != nil else { throw ClientError.integrity("the tresor for \(category) is at its last epoch (\(t.currentEpoch))") }
+            next.merge(t)
             var state = try tx.ledgerState(category: category) ?? .none
             for member in ending { state.ledger.record(member) }
             try tx.saveLedgerState(state, category: category, tresorID: t.id)
             try tx.save(next, seal: seal)
+            return next
         }
-        keyring = next
         try await reconcileTresors()
         guard let current = keyring[category], let ledger = try store.ledgerState(category: category)?.ledger else { return }
         let recipients = ledger.recipients(at: now().unixMillis)

@@ -28,12 +28,15 @@ extension PatientVault {
     @discardableResult
     func write(_ changes: [LocalChange]) throws -> [Envelope] {
         for category in Set(changes.map(\.category)) { _ = try tresor(category) }
-        let keyring = self.keyring
+        let seal = keyringSeal
         let identity = account.identity
         let me = self.me
         let wall = wallClockMs
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
-            try changes.map { change in
+            // The keys as committed: another process on this home may have rotated a category since this
+            // vault opened, and a record must never be sealed under an epoch a rotation ended.
+            let keyring = try tx.keyring(seal)
+            return try changes.map { change in
                 let existing = try tx.record(change.recordID.hex)
                 if let message = change.conflictIfLive, let existing, !existing.deleted { throw ClientError.conflict(message) }
                 if let existing, existing.category != change.category {

@@ -50,6 +50,8 @@ extension PatientVault {
     public func syncKeepingQuarantine(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncSummary {
         var summary = SyncSummary()
         progress?(SyncProgress(phase: .keys, done: 0, total: nil))
+        // Another process on this home (a `log` beside a `sync --watch`) may have changed the keys.
+        try reloadKeyring()
         try await reconcileTresors()
         // Keys to approved doctors, new epochs past expired ones: before anything is written or pushed.
         try await maintainShares()

@@ -49,13 +49,26 @@ public actor PatientVault {
         do { try Activity.validateCategory(category) } catch {
             throw ClientError.invalidRequest("invalid category '\(category)': \(error)")
         }
-        let t = Tresor.create(ownerID: me, category: category)
-        var next = keyring
-        next.merge(t)
+        let made = Tresor.create(ownerID: me, category: category)
         let seal = keyringSeal
-        try store.write { tx in try tx.save(next, seal: seal) }
-        keyring = next
+        // From the row, not from this process's copy: another process on this home (a `sync --watch`
+        // beside a `log`) may have added keys since this vault opened, and the row is replaced whole.
+        let (ring, t) = try store.write { tx -> (Keyring, Tresor) in
+            var ring = try tx.keyring(seal)
+            if let existing = ring[category] { return (ring, existing) }
+            ring.merge(made)
+            try tx.save(ring, seal: seal)
+            return (ring, made)
+        }
+        keyring = ring
         return t
+    }
+
+    /// Reads the keyring again from the store: another process on this home may have changed it (made a
+    /// category, rotated one) since this vault opened. A long-running process calls it before each sync.
+    func reloadKeyring() throws {
+        let seal = keyringSeal
+        keyring = try store.read { tx in try tx.keyring(seal) }
     }
 
     func selfGrant(_ t: Tresor, ledger: TresorLedger) throws -> Grant {
@@ -139,8 +152,9 @@ public actor PatientVault {
         let seal = keyringSeal
         let cert = account.certificate
         let signing = account.identity.signing
-        var ring = keyring
-        let declarations = try store.write { tx -> [(Tresor, TresorLedger)] in
+        let (ring, declarations) = try store.write { tx -> (Keyring, [(Tresor, TresorLedger)]) in
+            // The row as committed, not this process's copy (see `tresor`): the row is replaced whole.
+            var ring = try tx.keyring(seal)
             var changed = false
             var onServer: [String: (ledger: TresorLedger, top: UInt32)] = [:]
             for (remote, remoteLedger) in served {
@@ -180,7 +194,7 @@ public actor PatientVault {
                 state.ledger.version = next
                 declarations.append((t, state.ledger))
             }
-            return declarations
+            return (ring, declarations)
         }
         keyring = ring
         return declarations

@@ -115,7 +115,7 @@ struct APIBinaryWireTests {
 
             for accept in ["application/json", "text/*", "application/vnd.carevault.batch"] {
                 let r = try await api.send(.get, Routes.records + "?since=0", token: patient.token, contentType: nil, accept: accept)
-                #expect(r.status == .notAcceptable && api.errorCode(r) == .unsupportedMediaType, "\(accept ?? "none")")
+                #expect(r.status == .notAcceptable && api.errorCode(r) == .unsupportedMediaType, "\(accept)")
                 #expect(r.headers[.contentType] == "application/json")
                 let message = try api.decode(APIErrorBody.self, r).error.message
                 #expect(message.contains("Accept: \(RecordMediaType.page)") && message.contains("upgrade the client"), "\(message)")

@@ -48,22 +48,14 @@ struct Tools {
     private func runBlocking(_ tool: String, _ args: [String], home: String?, password: String?, extra: [String: String]) throws -> Result {
         let exe = Self.bin.appendingPathComponent(tool)
         guard FileManager.default.isExecutableFile(atPath: exe.path) else { throw ToolMissing(path: exe.path) }
-        let p = Process()
-        p.executableURL = exe
-        p.arguments = args
         var e = env.merging(extra) { _, b in b }
         if let home { e["CAREVAULT_HOME"] = root.appendingPathComponent(home).path }
         if let password { e["CAREVAULT_PASSWORD"] = password }
-        p.environment = e
         let out = root.appendingPathComponent("out-\(UUID().uuidString)")
         let err = root.appendingPathComponent("err-\(UUID().uuidString)")
-        p.standardOutput = try ChildStdio.output(to: out)
-        p.standardError = try ChildStdio.output(to: err)
-        p.standardInput = FileHandle.nullDevice
-        try p.runTracked()
-        try p.waitForExit()
+        let status = try Spawn.run(exe.path, args, environment: e, stdout: out.path, stderr: err.path)
         return Result(
-            status: p.terminationStatus,
+            status: status,
             stdout: try String(contentsOf: out, encoding: .utf8),
             stderr: try String(contentsOf: err, encoding: .utf8)
         )

@@ -182,11 +182,9 @@ struct WatchCLITests {
             defer { bob.process.stopIfRunning() }
             try await bob.waitFor("subscribed") { $0["event"] as? String == "subscribed" }
             // The operator serves the first version as the head; the patient's commitment names the second.
+            let first: String = try #require(before[superseded.key])
             try await queue.write { db in
-                try db.execute(
-                    sql: "UPDATE heads SET version_id = ? WHERE record_id = ?",
-                    arguments: [try #require(before[superseded.key]), superseded.key]
-                )
+                try db.execute(sql: "UPDATE heads SET version_id = ? WHERE record_id = ?", arguments: [first, superseded.key])
             }
             try queue.close()
             #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "exercise"]).status == 0)

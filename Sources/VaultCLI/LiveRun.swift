@@ -105,14 +105,22 @@ public struct SubscribedLine: Encodable {
     }
 }
 
-/// `{"event":"share",...}`: a share this account is party to changed state (the server's word; what
-/// follows from it is verified).
+/// `{"event":"share",...}`: a share this account is party to changed state, as the server claims it
+/// (`"source":"server"`, `"verified":false`): the event is not signed by anyone, so the line says only
+/// what the server said; what the tool does after it (shares read again, keys sealed) is verified.
 public struct ShareLine: Encodable {
     public var event = "share"
     public var share: UUID
     public var state: String
+    public var source = "server"
+    public var verified = false
     public init(share: UUID, state: String) {
         self.share = share
         self.state = state
+    }
+
+    /// The line without --json, plainly the server's word.
+    public static func text(share: UUID, state: String) -> String {
+        "the server says share \(share.uuidString.lowercased()) is now \(state) (not verified; the shares are read again)"
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import VaultAPI
 import VaultCore
 import VaultCrypto
@@ -19,6 +20,10 @@ public struct AppliedChange: Sendable {
     public var at: UInt64
     /// The record, decrypted; nil for a removal or a record under a key not granted to this doctor.
     public var record: CareRecord?
+    /// True when the refresh that stored it did not end with the patient's commitment confirming the
+    /// category (or failed): stored and signed by the patient, but not shown to be current and complete,
+    /// as `show` marks the records of such a category UNVERIFIED.
+    public var unconfirmed = false
 }
 
 extension SharedReplica {
@@ -48,12 +53,18 @@ public actor DoctorWatch {
     private var owners: [UUID: String] = [:]
     /// The verified shares of each patient seen, by username, as of the last `refreshAll`.
     private var verified: [String: (Certificate, [VerifiedShare])] = [:]
+    /// The patients whose shares verified and were pulled, until the server refuses them.
+    private var watching = Set<String>()
     /// Problems already reported.
     private var reported = Set<String>()
+    /// Told the username of a patient watched until now whose shares the server refuses and who shares
+    /// nothing verifiable any more.
+    private let notice: @Sendable (String) -> Void
 
-    public init(reader: DoctorReader, patient: String?) {
+    public init(reader: DoctorReader, patient: String?, notice: @escaping @Sendable (String) -> Void = { _ in }) {
         self.reader = reader
         only = patient?.lowercased()
+        self.notice = notice
     }
 
     /// Refreshes every patient watched. Returns the new integrity problems, in plain words.
@@ -68,6 +79,7 @@ public actor DoctorWatch {
         var problems: [String] = []
         verified = [:]
         for name in names { problems += try await refresh(username: name, report: report) }
+        for gone in watching.subtracting(names).sorted() { unwatch(gone) }
         return problems
     }
 
@@ -82,23 +94,53 @@ public actor DoctorWatch {
     }
 
     /// Pulls the shared categories of one patient. A patient who shares nothing (any more) is not an
-    /// error: there is nothing to watch until a share event says otherwise.
+    /// error: there is nothing to watch until a share event says otherwise. A pull the server refuses
+    /// (a share revoked or ended meanwhile) drops the shares verified before and reads them again; when
+    /// nothing is shared any more, `notice` says the patient is no longer watched.
     private func refresh(username: String, report: @escaping @Sendable (AppliedChange) -> Void) async throws -> [String] {
         let now = Date().unixMillis
         let current = verified[username].map { ($0.0, $0.1.filter { s in s.share.grant.expiresAt.map { now < $0 } ?? true }) }
-        if let current, !current.1.isEmpty { return fresh(try await pull(current.0, current.1, report: report)) }
+        if let current, !current.1.isEmpty {
+            do {
+                return fresh(try await pull(current.0, current.1, report: report))
+            } catch let error where Self.isRefused(error) {
+                // Read the shares again below.
+            }
+        }
+        verified[username] = nil
         let cert: Certificate
         let shares: [VerifiedShare]
         do {
             (cert, shares) = try await reader.verifiedShares(patient: username)
-        } catch let ClientError.notPermitted(code, _) where code == .shareNotActive {
+        } catch let error where Self.isRefused(error) {
+            unwatch(username)
             return []
         } catch let ClientError.integrity(message) {
             return fresh(["the shares of \(username) do not verify: \(message)"])
         }
         owners[cert.userID] = cert.username
         verified[username] = (cert, shares)
-        return fresh(try await pull(cert, shares, report: report))
+        do {
+            let problems = try await pull(cert, shares, report: report)
+            watching.insert(username)
+            return fresh(problems)
+        } catch let error where Self.isRefused(error) {
+            // Refused again with the shares just read: not watched until a share event says otherwise.
+            verified[username] = nil
+            unwatch(username)
+            return []
+        }
+    }
+
+    /// Says once that a patient watched until now is not any more.
+    private func unwatch(_ username: String) {
+        if watching.remove(username) != nil { notice(username) }
+    }
+
+    /// A pull or share read the server refused for this patient (403), not the session ending (401).
+    static func isRefused(_ error: any Error) -> Bool {
+        guard case let ClientError.notPermitted(code, _) = error else { return false }
+        return code == .shareNotActive || code == .forbidden
     }
 
     /// Pulls each shared tresor of one patient once. Returns its problems.
@@ -152,32 +194,57 @@ extension DoctorReader {
         let context = applier.checks.context
         let keys = share.tresor.keys
         let category = share.share.category
+        // Reported only once the pull ended: unconfirmed unless every commitment review passed.
+        let buffer = ChangeBuffer()
         applier.applied = { entries in
             for entry in entries {
                 let record = (try? StoredEnvelope.decode(entry.bytes)).flatMap { env in
                     try? env.openRecordVerifiedEarlier(keys: keys, expecting: context).record
                 }
-                report(
-                    AppliedChange(
-                        patient: patient.username,
-                        patientID: patient.userID,
-                        category: category,
-                        kind: entry.header.recordType,
-                        recordID: entry.header.recordID.hex,
-                        deleted: entry.header.deleted,
-                        at: entry.header.timestamp.physicalMs,
-                        record: record
+                buffer.changes.withLock {
+                    $0.append(
+                        AppliedChange(
+                            patient: patient.username,
+                            patientID: patient.userID,
+                            category: category,
+                            kind: entry.header.recordType,
+                            recordID: entry.header.recordID.hex,
+                            deleted: entry.header.deleted,
+                            at: entry.header.timestamp.physicalMs,
+                            record: record
+                        )
                     )
-                )
+                }
+            }
+        }
+        let flush = { @Sendable (unconfirmed: Bool) in
+            for var change in buffer.changes.withLock({ b in
+                defer { b = [] }
+                return b
+            }) {
+                change.unconfirmed = unconfirmed
+                report(change)
             }
         }
         let replica = ReplicaEngine(feed: feed, applier: applier, transport: transport, auth: try auth)
-        _ = try await replica.retryQuarantined()
-        var problems = try await replica.pull().problems
+        var problems: [String]
+        do {
+            _ = try await replica.retryQuarantined()
+            problems = try await replica.pull().problems
+        } catch {
+            flush(true)
+            throw error
+        }
+        flush(!problems.isEmpty)
         let held = try await cache.quarantined(owner: patient.userID, tresor: share.tresor.id)
         if let message = QuarantinedRecord.message(held, subject: "of \(patient.username)", notDone: "shown", hint: "") {
             problems.append(message)
         }
         return problems
     }
+}
+
+/// The changes one refresh stored, held until it ends.
+final class ChangeBuffer: Sendable {
+    let changes = Mutex<[AppliedChange]>([])
 }

@@ -13,7 +13,11 @@ struct Watch: AsyncParsableCommand {
             changed. Every line is a change this device pulled, verified and stored; the stream only says when to pull.
             With --json each line is one JSON object: {"event":"subscribed",...} once the stream is open and the first \
             refresh done, then {"event":"change","patient":...,"category":...,"kind":"activity"|"outcome","id":...} per \
-            change and {"event":"share",...} when a share changes state.
+            change, printed once the pull that stored it ended; with "unconfirmed":true (text: UNCONFIRMED) when \
+            the patient's commitment did not confirm the category then (the integrity failure is on stderr). \
+            {"event":"share",...,"source":"server","verified":false} repeats the server's unverified word that a \
+            share changed state; the shares are then read again, and {"event":"unwatched","patient":...} says a \
+            patient whose pulls the server refuses no longer shares anything verifiable with you.
             A server that is gone is said once on stderr and tried again with growing waits; the command does not end.
 
             Exit status: 0 on SIGINT or SIGTERM, 65 if an integrity failure was reported meanwhile (each is printed on \
@@ -29,9 +33,11 @@ struct Watch: AsyncParsableCommand {
         let live = LiveRun(tool: "carevault-doctor")
         live.endOnSignals()
         let reader = try openReader(options)
-        let watch = DoctorWatch(reader: reader, patient: patient)
-        let stream = try reader.account.events(try options.transport())
         let json = options.json
+        let watch = DoctorWatch(reader: reader, patient: patient) { name in
+            if json { live.json(UnwatchedLine(patient: name)) } else { live.line(UnwatchedLine.text(name)) }
+        }
+        let stream = try reader.account.events(try options.transport())
         let report: @Sendable (AppliedChange) -> Void = { change in
             if json { live.json(ChangeLine(change)) } else { live.line(ChangeLine.text(change)) }
         }
@@ -51,7 +57,7 @@ struct Watch: AsyncParsableCommand {
                     if json {
                         live.json(ShareLine(share: id, state: state))
                     } else {
-                        live.line("share \(id.uuidString.lowercased()) is now \(state)")
+                        live.line(ShareLine.text(share: id, state: state))
                     }
                     problems = try await watch.refreshAll(report: report)
                 case .resync:
@@ -90,6 +96,9 @@ struct ChangeLine: Encodable {
     var at: UInt64
     var title: String?
     var values: [String]?
+    /// Present (true) when the pull that stored it did not end with the patient's commitment confirming
+    /// the category: not shown to be current and complete, as `show` marks such records UNVERIFIED.
+    var unconfirmed: Bool?
 
     init(_ c: AppliedChange) {
         patient = c.patient
@@ -98,6 +107,7 @@ struct ChangeLine: Encodable {
         record = c.recordID
         deleted = c.deleted
         at = c.at
+        unconfirmed = c.unconfirmed ? true : nil
         switch c.record {
         case let .activity(a)?:
             id = a.id
@@ -122,6 +132,17 @@ struct ChangeLine: Encodable {
             what = "outcome \(line.id): \(line.values?.joined(separator: ", ") ?? "")\(note)"
         case nil: what = "\(line.kind) \(c.recordID.prefix(12)) \(c.deleted ? "removed" : "(no key granted for it)")"
         }
-        return "\(when)  \(c.patient)  \(c.category)  \(what)"
+        return "\(c.unconfirmed ? "UNCONFIRMED  " : "")\(when)  \(c.patient)  \(c.category)  \(what)"
+    }
+}
+
+/// `{"event":"unwatched","patient":...}`: the server refused a pull of this patient's data and the shares,
+/// read again, leave nothing to watch; a later share event reads them again.
+struct UnwatchedLine: Encodable {
+    var event = "unwatched"
+    var patient: String
+
+    static func text(_ patient: String) -> String {
+        "\(patient) no longer shares anything with you that verifies; not watched until a share changes"
     }
 }

@@ -56,7 +56,7 @@ struct SyncWatch {
                         if json {
                             live.json(ShareLine(share: id, state: shareState))
                         } else {
-                            live.line("share \(id.uuidString.lowercased()) is now \(shareState)")
+                            live.line(ShareLine.text(share: id, state: shareState))
                         }
                     case let .account(reason):
                         throw ClientError.notPermitted(code: .unauthorized, "the server ended this session's event stream (\(reason))")

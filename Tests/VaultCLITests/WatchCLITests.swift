@@ -147,6 +147,89 @@ struct WatchCLITests {
         }
     }
 
+    @Test func aChangeTheCommitmentContradictsIsPrintedOnlyMarkedUnconfirmed() async throws {
+        try await FaultWorld.run(.sqlite) { world in
+            try await world.addDoctor("drbob", home: "bob")
+            let add = try await world.patient([
+                "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00",
+            ])
+            #expect(add.status == 0, "\(add.stderr)")
+            #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+            #expect(try await world.admin(["approve", "--all"]).status == 0)
+            // A category the doctor is not shared yet: an activity, then a newer version of it.
+            let stretch = try await world.patient([
+                "activity", "add", "--id", "stretch", "--title", "Stretch", "--category", "exercise", "--schedule", "daily@09:00",
+            ])
+            #expect(stretch.status == 0, "\(stretch.stderr)")
+            #expect(try await world.patient(["sync"]).status == 0)
+            let queue = try DatabaseQueue(path: try #require(world.server.database.sqlitePath))
+            let heads = { @Sendable () async throws -> [String: String] in
+                try await queue.read { db in
+                    Dictionary(
+                        uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT record_id, version_id FROM heads").map {
+                            ($0[0] as String, $0[1] as String)
+                        }
+                    )
+                }
+            }
+            let before = try await heads()
+            let update = try await world.patient(["activity", "update", "--id", "stretch", "--title", "Stretch longer"])
+            #expect(update.status == 0, "\(update.stderr)")
+            #expect(try await world.patient(["sync"]).status == 0)
+            let superseded = try #require(try await heads().first { before[$0.key] != nil && before[$0.key] != $0.value })
+
+            let bob = try Watcher(world, "carevault-doctor", ["watch", "alice", "--json"], home: "bob", password: FaultWorld.doctorPassword)
+            defer { bob.process.stopIfRunning() }
+            try await bob.waitFor("subscribed") { $0["event"] as? String == "subscribed" }
+            // The operator serves the first version as the head; the patient's commitment names the second.
+            let first: String = try #require(before[superseded.key])
+            try await queue.write { db in
+                try db.execute(sql: "UPDATE heads SET version_id = ? WHERE record_id = ?", arguments: [first, superseded.key])
+            }
+            try queue.close()
+            #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "exercise"]).status == 0)
+            #expect(try await world.admin(["approve", "--all"]).status == 0)
+            _ = try await world.patient(["sync"])
+            let seen = try await bob.waitFor("the contradicted change", limit: 60) {
+                $0["event"] as? String == "change" && $0["category"] as? String == "exercise"
+            }
+            #expect(seen["unconfirmed"] as? Bool == true, "\(seen)")
+            let exercise = bob.objects.filter { $0["event"] as? String == "change" && $0["category"] as? String == "exercise" }
+            #expect(exercise.allSatisfy { $0["unconfirmed"] as? Bool == true }, "an unmarked change the commitment contradicts: \(exercise)")
+            #expect(bob.stderr.contains("integrity check failed"), "\(bob.stderr)")
+            #expect(try await bob.terminate() == 65, "\(bob.stderr)")
+        }
+    }
+
+    @Test func aRefusedPullDropsThatPatientAndTheWatchGoesOn() async throws {
+        try await FaultWorld.run(.sqlite) { world in
+            try await world.addDoctor("drbob", home: "bob")
+            let add = try await world.patient([
+                "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00",
+            ])
+            #expect(add.status == 0, "\(add.stderr)")
+            #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+            #expect(try await world.admin(["approve", "--all"]).status == 0)
+            #expect(try await world.patient(["sync"]).status == 0)
+            let bob = try Watcher(world, "carevault-doctor", ["watch", "--json"], home: "bob", password: FaultWorld.doctorPassword)
+            defer { bob.process.stopIfRunning() }
+            try await bob.waitFor("subscribed") { $0["event"] as? String == "subscribed" }
+            // The share ends on the server with no share event (as when a revoke races a push): the next pull is refused.
+            let queue = try DatabaseQueue(path: try #require(world.server.database.sqlitePath))
+            try await queue.write { db in try db.execute(sql: "UPDATE shares SET state = 'revoked'") }
+            try queue.close()
+            let later = try await world.patient([
+                "activity", "add", "--id", "stretch", "--title", "Stretch", "--category", "interventions", "--schedule", "daily@09:00",
+            ])
+            #expect(later.status == 0, "\(later.stderr)")
+            let gone = try await bob.waitFor("the patient dropped", limit: 30) { $0["event"] as? String == "unwatched" }
+            #expect(gone["patient"] as? String == "alice")
+            #expect(bob.process.isRunning, "\(bob.stderr)")
+            #expect(!bob.objects.contains { $0["id"] as? String == "stretch" })
+            #expect(try await bob.terminate() == 0, "\(bob.stderr)")
+        }
+    }
+
     /// Polls `show` as a doctor would until the activity `id` is shown (each try is a full verified read).
     static func waitUntilDoctorReads(_ id: String, world: FaultWorld, limit: TimeInterval) async throws {
         let deadline = Date().addingTimeInterval(limit)

@@ -72,8 +72,8 @@ enum ChildStdio {
 extension Process {
     /// One child is started at a time in this test process (the start is short; waiting for the children
     /// still runs in parallel). A precaution only: the SIGSEGV in `memcpy` inside Foundation's `Process.run()`
-    /// that this was added for happened with it too, beside the slow-client suite, which Scripts/test
-    /// therefore runs on its own.
+    /// that this was added for happened with it too, so the short tool runs use `Spawn` instead and only the
+    /// long-lived children (servers, `watch`) start here.
     static let spawning = NSLock()
 
     /// `run()`, then holds the child by a pidfd (see `ChildHandles`).

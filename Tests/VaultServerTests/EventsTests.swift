@@ -269,4 +269,21 @@ struct EventsTests {
             try await w.api.repository.attackerExecutes("ALTER TABLE sessions_away RENAME TO sessions")
         }
     }
+
+    @Test(arguments: Backend.allCases)
+    func aSessionThatStopsPassingBeforeTheStreamOpensIsRefused(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let (patient, other) = (try await w.api.user("pat", role: .patient), try await w.api.user("eve", role: .patient))
+            // Both passed the authenticator; then one session ends and the other account is suspended.
+            let (ended, suspended) = (try await w.caller(patient), try await w.caller(other))
+            try await w.api.repository.deleteSession(tokenHash: ended.tokenHash)
+            let (r, _) = try await w.api.adminSend(.post, Routes.adminSuspend(other.id.uuidString), json: SuspendRequest(reason: "test"))
+            #expect(r.status == .ok)
+            for (caller, status) in [(ended, HTTPResponse.Status.unauthorized), (suspended, .forbidden)] {
+                let error = await #expect(throws: APIError.self) { try await w.service.openEventStream(caller, lastEventID: nil) }
+                #expect(error?.status == status)
+            }
+            #expect(w.hub.openStreams == 0)
+        }
+    }
 }

@@ -92,11 +92,14 @@ struct EventsMultiInstanceTests {
             try await watcher.wait("the change from the other instance") { !$0.named("change").isEmpty }
             #expect(watcher.named("change").first?.change == ChangeEventData(owner: patient.id, sequence: sequence))
 
-            // The database connections are cut: the relay listens again and the watcher is told to resync.
+            // The database connections are cut: the relay listens again and the watcher is told to resync. A
+            // heartbeat that falls in the cut cannot check the session, so that stream ends (Docs/events.md §5)
+            // and is resumed from its last id, as a client does, missing nothing.
             let resyncs = watcher.named("resync").count
+            var taps = [watcher]
             try await cut()
-            try await watcher.wait("a resync after the cut", seconds: 20) { $0.named("resync").count > resyncs }
-            #expect(watcher.named("resync").last?.reason == "database-reconnected")
+            try await Self.follow(&taps, b, doctor, "a resync after the cut") { $0.filter { $0.name == "resync" }.count > resyncs }
+            #expect(taps.flatMap(\.events).last { $0.name == "resync" }?.reason == "database-reconnected")
             // And the path works again: the next push (retried while the pool recovers) wakes it.
             var next: UInt64?
             for _ in 0..<50 where next == nil {
@@ -104,8 +107,33 @@ struct EventsMultiInstanceTests {
                 if next == nil { try await Task.sleep(for: .milliseconds(200)) }
             }
             let stored = try #require(next)
-            try await watcher.wait("the change after the cut", seconds: 20) { $0.named("change").contains { $0.change?.sequence == stored } }
-            await watcher.close()
+            try await Self.follow(&taps, b, doctor, "the change after the cut") { $0.contains { $0.change?.sequence == stored } }
+            #expect(!taps.flatMap(\.events).contains { $0.name == "account" })
+            for t in taps { await t.close() }
+        }
+    }
+
+    /// Waits until `condition` holds over the events of every stream read so far, resuming the last one
+    /// from its last id whenever it ended.
+    static func follow(
+        _ taps: inout [StreamTap],
+        _ world: EventsWorld,
+        _ user: TestUser,
+        _ what: String,
+        until condition: ([ReadEvent]) -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !condition(taps.flatMap(\.events)) {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("timed out waiting for \(what); the streams so far:\n\(taps.map(\.raw).joined(separator: "--\n"))")
+                throw CancellationError()
+            }
+            if taps.last?.hasEnded == true, let id = taps.flatMap(\.events).last(where: { $0.id != nil })?.id,
+                let resumed = try? await world.open(user, lastEventID: id)
+            {
+                taps.append(resumed)
+            }
+            try await Task.sleep(for: .milliseconds(50))
         }
     }
 }

@@ -94,8 +94,17 @@ struct EventsWorld: Sendable {
 
     /// Opens `user`'s stream as `GET /v1/events` would.
     func open(_ user: TestUser, lastEventID: String? = nil) async throws -> StreamTap {
-        StreamTap(try await service.openEventStream(try await caller(user), lastEventID: lastEventID))
+        StreamTap(try await writer(user, lastEventID: lastEventID))
     }
+
+    /// Opens `user`'s stream without starting its writer: what is delivered waits in one step until a
+    /// `StreamTap` starts it.
+    func writer(_ user: TestUser, lastEventID: String? = nil) async throws -> EventStreamWriter {
+        try await service.openEventStream(try await caller(user), lastEventID: lastEventID)
+    }
+
+    /// The service's clock (the harness's, which a test moves).
+    var clock: TestClock { api.harness.clock }
 
     func caller(_ user: TestUser) async throws -> Caller {
         let row = try #require(try await api.repository.user(id: user.id))
@@ -103,15 +112,21 @@ struct EventsWorld: Sendable {
     }
 
     /// A patient with a declared tresor, and a doctor with an active share of it (keys delivered).
-    func sharedPair(_ p: String, _ d: String) async throws -> (TestUser, TestUser, Tresor) {
+    func sharedPair(_ p: String, _ d: String, expiresAt: UnixMillis? = nil) async throws -> (TestUser, TestUser, Tresor) {
+        let (patient, doctor, tresor, _) = try await sharedPairWithShare(p, d, expiresAt: expiresAt)
+        return (patient, doctor, tresor)
+    }
+
+    /// `sharedPair`, with the share as requested (whose grant a revocation names).
+    func sharedPairWithShare(_ p: String, _ d: String, expiresAt: UnixMillis? = nil) async throws -> (TestUser, TestUser, Tresor, ShareInfo) {
         let patient = try await api.user(p, role: .patient)
         let doctor = try await api.user(d, role: .doctor)
         let tresor = Tresor.create(ownerID: patient.id, category: "interventions")
         #expect(try await api.declareTresor(patient, tresor).status == .ok)
-        let share = try await api.requestShare(patient, doctor, tresor)
+        let share = try await api.requestShare(patient, doctor, tresor, expiresAt: expiresAt)
         #expect(try await api.approveShare(share).status == .ok)
         #expect(try await api.deliverKeys(patient, doctor, share, tresor).status == .ok)
-        return (patient, doctor, tresor)
+        return (patient, doctor, tresor, share)
     }
 
     /// Pushes one new record of `patient` in `tresor`; returns the sequence stored.

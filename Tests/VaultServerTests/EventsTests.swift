@@ -192,4 +192,98 @@ struct EventsTests {
             #expect(w.hub.openStreams == 0)
         }
     }
+
+    @Test(arguments: Backend.allCases)
+    func aShareThatReachesItsEndDateWhileTheStreamIsOpenStopsItsChanges(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let (patient, doctor, tresor) = try await w.sharedPair("pat", "doc", expiresAt: w.clock.millis + 60_000)
+            let (p, d) = (try await w.open(patient), try await w.open(doctor))
+            for s in [p, d] { try await s.wait("ready") { !$0.named("ready").isEmpty } }
+            let first = try await w.push(patient, tresor, "walk")
+            try await d.wait("the change") { !$0.named("change").isEmpty }
+            // The end date passes without any event; the doctor no longer hears of this patient.
+            w.clock.advance(by: 60_000)
+            try await w.push(patient, tresor, "run")
+            try await p.wait("the second change") { $0.named("change").count == 2 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(d.named("change").map(\.change) == [ChangeEventData(owner: patient.id, sequence: first)], "\(d.raw)")
+            for s in [p, d] { await s.close() }
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aChangeQueuedBeforeTheEndDateOrARevocationIsNotWrittenAfterIt(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let (patient, doctor, tresor) = try await w.sharedPair("pat", "doc", expiresAt: w.clock.millis + 60_000)
+            let p = try await w.open(patient)
+            try await p.wait("ready") { !$0.named("ready").isEmpty }
+            // The doctor's writer has not taken its step yet when the change is queued, nor when the end
+            // date passes.
+            let expiring = try await w.writer(doctor)
+            try await w.push(patient, tresor, "walk")
+            try await p.wait("the change") { $0.named("change").count == 1 }
+            w.clock.advance(by: 60_000)
+            let d = StreamTap(expiring)
+            try await d.wait("ready") { !$0.named("ready").isEmpty }
+            #expect(d.named("change").isEmpty, "\(d.raw)")
+            await d.close()
+        }
+        try await EventsWorld.run(backend) { w in
+            let (patient, doctor, tresor, share) = try await w.sharedPairWithShare("pat", "doc")
+            let p = try await w.open(patient)
+            try await p.wait("ready") { !$0.named("ready").isEmpty }
+            let revoked = try await w.writer(doctor)
+            try await w.push(patient, tresor, "walk")
+            let revocation = ShareRevocation.make(shareID: share.shareID, request: share.grant, patient: patient.identity, revokedAt: w.clock.millis)
+            let path = Routes.shareRevoke(share.shareID.uuidString)
+            #expect(try await w.api.send(.post, path, json: RevokeShareRequest(revocation: revocation), token: patient.token).status == .ok)
+            try await p.wait("the revocation") { $0.named("share").contains { $0.share?.state == "revoked" } }
+            let d = StreamTap(revoked)
+            try await d.wait("the revocation") { !$0.named("share").isEmpty }
+            #expect(d.events.map(\.name) == ["ready", "share"], "\(d.raw)")
+            await d.close()
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func anExpiredSessionGetsNoEventEvenWhenTheDatabaseDoesNotAnswerItsCheck(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let patient = try await w.api.user("pat", role: .patient)
+            let (expired, unchecked) = (try await w.writer(patient), try await w.writer(patient))
+            w.clock.advance(by: APILimits.sessionLifetimeMs + 1)
+            try await w.api.repository.attackerExecutes("ALTER TABLE sessions RENAME TO sessions_away")
+            // A change and a session check wait in the same step.
+            w.hub.deliver(.change(owner: patient.id, sequence: 1, tresors: []))
+            w.hub.deliver(.account(patient.id))
+            let s = StreamTap(expired)
+            try await s.wait("the end") { $0.hasEnded }
+            #expect(s.events.map(\.name) == ["account"], "\(s.raw)")
+            #expect(s.events.last?.reason == "session-ended")
+
+            // A session check the database does not answer ends the stream, without `account`: the client
+            // reconnects, and the authenticator decides.
+            w.clock.advance(by: -(APILimits.sessionLifetimeMs + 1))
+            let u = StreamTap(unchecked)
+            try await u.wait("the end") { $0.hasEnded }
+            #expect(!u.raw.contains("event: account"), "\(u.raw)")
+            try await w.api.repository.attackerExecutes("ALTER TABLE sessions_away RENAME TO sessions")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aSessionThatStopsPassingBeforeTheStreamOpensIsRefused(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let (patient, other) = (try await w.api.user("pat", role: .patient), try await w.api.user("eve", role: .patient))
+            // Both passed the authenticator; then one session ends and the other account is suspended.
+            let (ended, suspended) = (try await w.caller(patient), try await w.caller(other))
+            try await w.api.repository.deleteSession(tokenHash: ended.tokenHash)
+            let (r, _) = try await w.api.adminSend(.post, Routes.adminSuspend(other.id.uuidString), json: SuspendRequest(reason: "test"))
+            #expect(r.status == .ok)
+            for (caller, status) in [(ended, HTTPResponse.Status.unauthorized), (suspended, .forbidden)] {
+                let error = await #expect(throws: APIError.self) { try await w.service.openEventStream(caller, lastEventID: nil) }
+                #expect(error?.status == status)
+            }
+            #expect(w.hub.openStreams == 0)
+        }
+    }
 }

@@ -79,9 +79,16 @@ public final class EventHub: Service, Sendable {
     /// The text of an event id.
     func eventID(_ n: UInt64) -> String { "\(instance)-\(n)" }
 
-    /// Opens a stream for `account` (429 or 503 past the caps). Its first events are queued already:
-    /// the replay after `lastEventID` or a `resync`, then `ready`.
-    func subscribe(account: UUID, tokenHash: String, watch: Set<UUID>, lastEventID: String?) throws -> Subscription {
+    /// Opens a stream for `account` (429 or 503 past the caps), hearing of the tresors in `watch` until
+    /// their end dates by `now`. Its first events are queued already: the replay after `lastEventID` or a
+    /// `resync`, then `ready`.
+    func subscribe(
+        account: UUID,
+        tokenHash: String,
+        watch: [UUID: UnixMillis],
+        now: @escaping @Sendable () -> UnixMillis,
+        lastEventID: String?
+    ) throws -> Subscription {
         try state.withLockedValue { s in
             guard !s.closed else { throw Self.busy("the server is shutting down") }
             guard s.streams.count < limits.perInstance else { throw Self.busy("this server has as many event streams open as it serves") }
@@ -90,7 +97,7 @@ public final class EventHub: Service, Sendable {
             }
             // Heartbeats spread over the interval, so that session checks do not all fall on one second.
             let phase = Duration.milliseconds(Int64(RandomBytes.uniform(UInt32(max(1, Self.milliseconds(limits.heartbeat))))))
-            let sub = Subscription(account: account, tokenHash: tokenHash, watch: watch, firstBeat: .now + phase)
+            let sub = Subscription(account: account, tokenHash: tokenHash, watch: watch, now: now, firstBeat: .now + phase)
             if let lastEventID {
                 for event in resume(after: lastEventID, s) where Self.concerns(event, sub) { sub.enqueue(event, limit: limits.queue) }
             }

@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import VaultCore
 
 /// One open event stream as the hub sees it (Docs/events.md): whom it belongs to, which tresors shared
-/// with its account it hears of, and what waits to be written. The stream's writer sleeps on `wakes`
+/// with its account it hears of (each until its share's end date), and what waits to be written. The stream's writer sleeps on `wakes`
 /// (a buffer of one signal) and takes everything pending at once, so an idle stream holds this object,
 /// one suspended task and its connection, nothing more.
 final class Subscription: Sendable {
@@ -27,7 +27,7 @@ final class Subscription: Sendable {
     }
 
     private struct State {
-        var watch: Set<UUID>
+        var watch: [UUID: UnixMillis]
         var step = Step()
         var started = false
         var nextBeat: ContinuousClock.Instant
@@ -36,23 +36,34 @@ final class Subscription: Sendable {
     let account: UUID
     let tokenHash: String
     let openedAt = ContinuousClock.now
+    /// The service's clock, against which a watched tresor's end date is read.
+    let now: @Sendable () -> UnixMillis
     let wakes: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
     private let state: NIOLockedValueBox<State>
 
-    init(account: UUID, tokenHash: String, watch: Set<UUID>, firstBeat: ContinuousClock.Instant) {
+    init(
+        account: UUID,
+        tokenHash: String,
+        watch: [UUID: UnixMillis],
+        now: @escaping @Sendable () -> UnixMillis,
+        firstBeat: ContinuousClock.Instant
+    ) {
         self.account = account
         self.tokenHash = tokenHash
+        self.now = now
         (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         state = NIOLockedValueBox(State(watch: watch, nextBeat: firstBeat))
     }
 
-    /// Whether `notice` concerns this stream: its own records, a tresor shared with it, a share it is
-    /// party to, a resync for everyone.
+    /// Whether `notice` concerns this stream now: its own records, a tresor shared with it whose share has
+    /// not reached its end date, a share it is party to, a resync for everyone.
     func wants(_ notice: EventNotice) -> Bool {
         switch notice {
         case let .change(owner, _, tresors):
-            return owner == account || state.withLockedValue { s in tresors.contains { s.watch.contains($0) } }
+            guard owner != account else { return true }
+            let now = now()
+            return state.withLockedValue { s in tresors.contains { (s.watch[$0] ?? .min) > now } }
         case let .share(_, patient, doctor, _): return patient == account || doctor == account
         case let .account(a): return a == account
         case .resync: return true
@@ -98,7 +109,8 @@ final class Subscription: Sendable {
         }
     }
 
-    func setWatch(_ watch: Set<UUID>) { state.withLockedValue { $0.watch = watch } }
+    /// The tresors shared with the account, each with the end date of its share (`.max` for none).
+    func setWatch(_ watch: [UUID: UnixMillis]) { state.withLockedValue { $0.watch = watch } }
 
     /// The writer runs; a subscription that never starts (its response was never written) is dropped.
     func markStarted() { state.withLockedValue { $0.started = true } }

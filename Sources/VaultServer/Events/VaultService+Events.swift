@@ -26,13 +26,15 @@ extension VaultService {
     /// After an account was suspended or deleted, or sessions of it ended: its streams check their session.
     func announceAccount(_ id: UUID) { events.publish(.account(id)) }
 
-    /// The tresors shared with `caller` in active, unexpired shares (a doctor's; none for a patient, who
+    /// The tresors shared with `caller` in active, unexpired shares, each with its share's end date (`.max`
+    /// for none): the stream stops hearing of a tresor at that date (a doctor's; none for a patient, who
     /// hears of their own records by owner).
-    func watchedTresors(_ caller: Caller) async throws -> Set<UUID> {
-        guard caller.user.role == .doctor else { return [] }
+    func watchedTresors(_ caller: Caller) async throws -> [UUID: UnixMillis] {
+        guard caller.user.role == .doctor else { return [:] }
         let now = clock()
         let shares = try await repository.shares(doctorID: caller.id)
-        return Set(shares.filter { $0.state == .active && ($0.expiresAt ?? .max) > now }.map(\.tresorID))
+        let active = shares.filter { $0.state == .active && ($0.expiresAt ?? .max) > now }
+        return Dictionary(active.map { ($0.tresorID, $0.expiresAt ?? .max) }, uniquingKeysWith: max)
     }
 
     /// Why `caller`'s stream must end (the `account` reason), or nil while its session still passes every
@@ -58,15 +60,19 @@ extension VaultService {
         if let lastEventID, lastEventID.utf8.count > LiveEvent.maxIDBytes {
             throw APIError.badRequest("Last-Event-ID is longer than \(LiveEvent.maxIDBytes) bytes")
         }
-        let (_, expiresAt) = try await streamStanding(caller)
+        let (reason, expiresAt) = try await streamStanding(caller)
+        // The session passed the authenticator a moment ago; one that stopped since is answered like it.
+        if reason == "session-ended" { throw APIError(.unauthorized, .unauthorized, "session expired or logged out; log in again") }
+        if reason != nil { throw APIError(.forbidden, .forbidden, "account is suspended or not active") }
         let watch = try await watchedTresors(caller)
-        let sub = try events.subscribe(account: caller.id, tokenHash: caller.tokenHash, watch: watch, lastEventID: lastEventID)
+        let sub = try events.subscribe(account: caller.id, tokenHash: caller.tokenHash, watch: watch, now: clock, lastEventID: lastEventID)
         return EventStreamWriter(service: self, caller: caller, subscription: sub, expiresAt: expiresAt)
     }
 }
 
 /// Writes one subscriber's stream until it must end: the session fails a check (an `account` event, then
-/// the end), the stream reached its lifetime, the server shuts down, or a write fails (the client left).
+/// the end), the stream reached its lifetime, the server shuts down, a check could not reach the
+/// database, or a write fails (the client left).
 struct EventStreamWriter: Sendable {
     let service: VaultService
     let caller: Caller
@@ -88,21 +94,34 @@ struct EventStreamWriter: Sendable {
 
     private func loop(_ write: (ByteBuffer) async throws -> Void) async throws {
         let hub = service.events
+        var expiresAt = expiresAt
         for await _ in subscription.wakes {
             let step = subscription.take()
-            if step.refreshWatch, let watch = try? await service.watchedTresors(caller) { subscription.setWatch(watch) }
             var reason: String?
-            if step.checkSession || step.heartbeat {
-                // A database that does not answer is no reason to end a stream; the next beat checks again.
-                reason = (try? await service.streamStanding(caller))?.reason
-            } else if !step.events.isEmpty, service.clock() >= expiresAt {
-                reason = "session-ended"
+            do {
+                if step.checkSession || step.heartbeat, service.clock() < expiresAt {
+                    (reason, expiresAt) = try await service.streamStanding(caller)
+                }
+                if reason == nil, step.refreshWatch || step.checkSession || step.heartbeat {
+                    subscription.setWatch(try await service.watchedTresors(caller))
+                }
+            } catch {
+                // A check the database did not answer keeps no session standing and no share watched: the
+                // stream ends without `account`, and the client reconnects through the authenticator.
+                return
             }
+            if reason == nil, service.clock() >= expiresAt { reason = "session-ended" }
             if let reason {
                 try await write(ByteBuffer(string: Self.event(nil, .account, ReasonEventData(reason: reason))))
                 return
             }
-            var text = step.events.map { Self.render($0, hub) }.joined()
+            // A change queued under an older watch set is written only if it still concerns the stream: a
+            // share revoked, or past its end date, since then takes its tresor's changes with it.
+            let events = step.events.filter { event in
+                guard case let .notice(notice) = event.kind, case .change = notice else { return true }
+                return subscription.wants(notice)
+            }
+            var text = events.map { Self.render($0, hub) }.joined()
             if text.isEmpty, step.heartbeat { text = ": hb\n\n" }
             if !text.isEmpty { try await write(ByteBuffer(string: text)) }
             if ContinuousClock.now - subscription.openedAt >= hub.limits.lifetime { return }

@@ -7,6 +7,22 @@ import VaultCrypto
 /// admin key, the admin's approval of exactly this grant, the patient's signature on the grant (and on
 /// any later grant of newer epochs), and the keys opened with the doctor's own box key.
 public struct VerifiedShare: Sendable {
+    /// One reading per tresor, by category: two verified shares of one tresor (a request copied under a new
+    /// share id that this device has not seen revoked) add keys, never a second copy of each record.
+    static func onePerTresor(_ shares: [VerifiedShare]) -> [VerifiedShare] {
+        var tresors: [UUID: VerifiedShare] = [:]
+        for share in shares {
+            guard let seen = tresors[share.tresor.id] else {
+                tresors[share.tresor.id] = share
+                continue
+            }
+            var merged = seen.tresor
+            merged.merge(keys: share.tresor.keys)
+            tresors[share.tresor.id] = VerifiedShare(share: seen.share, tresor: merged)
+        }
+        return tresors.values.sorted { $0.share.category < $1.share.category }
+    }
+
     /// The share as the server listed it.
     public let share: ShareInfo
     /// The category's keys the grants opened (none while the patient's device has not delivered them).
@@ -230,19 +246,7 @@ public actor DoctorReader {
         if let category, chosen.isEmpty {
             throw ClientError.notPermitted(code: .shareNotActive, "'\(username)' has not shared \(category) with you (or the share is not active)")
         }
-        // One reading per tresor: two verified shares of one tresor (a request copied under a new share id
-        // that this device has not seen revoked) add keys, never a second copy of each record.
-        var tresors: [UUID: VerifiedShare] = [:]
-        for share in chosen {
-            guard let seen = tresors[share.tresor.id] else {
-                tresors[share.tresor.id] = share
-                continue
-            }
-            var merged = seen.tresor
-            merged.merge(keys: share.tresor.keys)
-            tresors[share.tresor.id] = VerifiedShare(share: seen.share, tresor: merged)
-        }
-        let reading = tresors.values.sorted { $0.share.category < $1.share.category }
+        let reading = VerifiedShare.onePerTresor(chosen)
         var view = PatientView(patient: cert, categories: reading.map(\.share.category), activities: [], outcomes: [], unreadable: 0)
         view.awaitingKeys = reading.filter(\.awaitingKeys).map(\.share.category).sorted()
         var unconfirmed = Set<String>()

@@ -151,19 +151,8 @@ public actor DoctorWatch {
     ) async throws
         -> [String]
     {
-        // One reading per tresor, keys merged (as a view does).
-        var tresors: [UUID: VerifiedShare] = [:]
-        for share in shares {
-            guard let seen = tresors[share.tresor.id] else {
-                tresors[share.tresor.id] = share
-                continue
-            }
-            var merged = seen.tresor
-            merged.merge(keys: share.tresor.keys)
-            tresors[share.tresor.id] = VerifiedShare(share: seen.share, tresor: merged)
-        }
         var problems: [String] = []
-        for share in tresors.values.sorted(by: { $0.share.category < $1.share.category }) {
+        for share in VerifiedShare.onePerTresor(shares) {
             do {
                 problems += try await reader.refreshReporting(cert, share, report: report)
             } catch let ClientError.integrity(message) {

@@ -201,12 +201,15 @@ struct EventsTests {
             for s in [p, d] { try await s.wait("ready") { !$0.named("ready").isEmpty } }
             let first = try await w.push(patient, tresor, "walk")
             try await d.wait("the change") { !$0.named("change").isEmpty }
-            // The end date passes without any event; the doctor no longer hears of this patient.
+            // The end date passes: both parties hear `share` `expired` once, within the hub's second; the doctor
+            // no longer hears of this patient.
             w.clock.advance(by: 60_000)
+            for s in [p, d] { try await s.wait("the expiry", seconds: 5) { $0.named("share").contains { $0.share?.state == "expired" } } }
             try await w.push(patient, tresor, "run")
             try await p.wait("the second change") { $0.named("change").count == 2 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await Task.sleep(for: .milliseconds(1_500))
             #expect(d.named("change").map(\.change) == [ChangeEventData(owner: patient.id, sequence: first)], "\(d.raw)")
+            for s in [p, d] { #expect(s.named("share").map { $0.share?.state } == ["expired"], "announced once: \(s.raw)") }
             for s in [p, d] { await s.close() }
         }
     }
@@ -267,6 +270,25 @@ struct EventsTests {
             try await u.wait("the end") { $0.hasEnded }
             #expect(!u.raw.contains("event: account"), "\(u.raw)")
             try await w.api.repository.attackerExecutes("ALTER TABLE sessions_away RENAME TO sessions")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aPatientWhoDeletesTheAccountEndsTheSharesForTheDoctor(_ backend: Backend) async throws {
+        try await EventsWorld.run(backend) { w in
+            let (patient, doctor, _, share) = try await w.sharedPairWithShare("pat", "doc")
+            let stranger = try await w.api.user("eve", role: .doctor)
+            let (d, e) = (try await w.open(doctor), try await w.open(stranger))
+            for s in [d, e] { try await s.wait("ready") { !$0.named("ready").isEmpty } }
+            let params = try await w.api.loginParameters("pat")
+            let key = try PasswordKeys.derive(password: patient.password, salt: params.salt, parameters: params.kdf).loginKey.copyBytes()
+            let body = DeleteAccountRequest(confirmUsername: "pat", currentLoginKey: Base64URL.encode(key))
+            #expect(try await w.api.send(.post, Routes.deleteAccount, json: body, token: patient.token).status == .ok)
+            try await d.wait("the end of the share") { !$0.named("share").isEmpty }
+            #expect(d.named("share").map(\.share) == [ShareEventData(share: share.shareID, state: "revoked")], "\(d.raw)")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(e.events.map(\.name) == ["ready"], "a doctor who was not party hears nothing: \(e.raw)")
+            for s in [d, e] { await s.close() }
         }
     }
 

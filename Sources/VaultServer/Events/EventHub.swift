@@ -39,6 +39,8 @@ public final class EventHub: Service, Sendable {
         var perAccount: [UUID: Int] = [:]
         var ticker: Task<Void, Never>?
         var closed = false
+        /// Shares whose end date this process announced, with when (forgotten after a day).
+        var ended: [UUID: ContinuousClock.Instant] = [:]
     }
 
     public let limits: Limits
@@ -76,6 +78,18 @@ public final class EventHub: Service, Sendable {
         }
     }
 
+    /// A share reached its end date while a stream of one of its parties was open: a `share` event `expired`
+    /// for this process's streams of both parties, once per process. It is not relayed: every instance
+    /// sees the end date of the shares its own streams are party to (Docs/events.md §3).
+    func announceEnded(_ share: UUID, _ end: Subscription.ShareEnd) {
+        let first = state.withLockedValue { s in
+            let now = ContinuousClock.now
+            s.ended = s.ended.filter { now - $0.value < .seconds(86_400) }
+            return s.ended.updateValue(now, forKey: share) == nil
+        }
+        if first { deliver(.share(id: share, patient: end.patient, doctor: end.doctor, state: .expired)) }
+    }
+
     /// The text of an event id.
     func eventID(_ n: UInt64) -> String { "\(instance)-\(n)" }
 
@@ -86,6 +100,7 @@ public final class EventHub: Service, Sendable {
         account: UUID,
         tokenHash: String,
         watch: [UUID: UnixMillis],
+        ends: [UUID: Subscription.ShareEnd] = [:],
         now: @escaping @Sendable () -> UnixMillis,
         lastEventID: String?
     ) throws -> Subscription {
@@ -97,7 +112,7 @@ public final class EventHub: Service, Sendable {
             }
             // Heartbeats spread over the interval, so that session checks do not all fall on one second.
             let phase = Duration.milliseconds(Int64(RandomBytes.uniform(UInt32(max(1, Self.milliseconds(limits.heartbeat))))))
-            let sub = Subscription(account: account, tokenHash: tokenHash, watch: watch, now: now, firstBeat: .now + phase)
+            let sub = Subscription(account: account, tokenHash: tokenHash, watch: watch, ends: ends, now: now, firstBeat: .now + phase)
             if let lastEventID {
                 for event in resume(after: lastEventID, s) where Self.concerns(event, sub) { sub.enqueue(event, limit: limits.queue) }
             }

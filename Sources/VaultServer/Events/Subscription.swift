@@ -3,7 +3,8 @@ import NIOConcurrencyHelpers
 import VaultCore
 
 /// One open event stream as the hub sees it (Docs/events.md): whom it belongs to, which tresors shared
-/// with its account it hears of (each until its share's end date), and what waits to be written. The stream's writer sleeps on `wakes`
+/// with its account it hears of (each until its share's end date), the end dates of the active shares it is
+/// party to (a `share` event `expired` is due at each), and what waits to be written. The stream's writer sleeps on `wakes`
 /// (a buffer of one signal) and takes everything pending at once, so an idle stream holds this object,
 /// one suspended task and its connection, nothing more.
 final class Subscription: Sendable {
@@ -24,10 +25,20 @@ final class Subscription: Sendable {
         var heartbeat = false
         var checkSession = false
         var refreshWatch = false
+        /// A share it is party to reached its end date.
+        var expiry = false
+    }
+
+    /// An active share the account is party to, with an end date.
+    struct ShareEnd: Sendable, Equatable {
+        var patient: UUID
+        var doctor: UUID
+        var end: UnixMillis
     }
 
     private struct State {
         var watch: [UUID: UnixMillis]
+        var ends: [UUID: ShareEnd] = [:]
         var step = Step()
         var started = false
         var nextBeat: ContinuousClock.Instant
@@ -46,6 +57,7 @@ final class Subscription: Sendable {
         account: UUID,
         tokenHash: String,
         watch: [UUID: UnixMillis],
+        ends: [UUID: ShareEnd] = [:],
         now: @escaping @Sendable () -> UnixMillis,
         firstBeat: ContinuousClock.Instant
     ) {
@@ -53,7 +65,7 @@ final class Subscription: Sendable {
         self.tokenHash = tokenHash
         self.now = now
         (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        state = NIOLockedValueBox(State(watch: watch, nextBeat: firstBeat))
+        state = NIOLockedValueBox(State(watch: watch, ends: ends, nextBeat: firstBeat))
     }
 
     /// Whether `notice` concerns this stream now: its own records, a tresor shared with it whose share has
@@ -90,13 +102,22 @@ final class Subscription: Sendable {
         wake.yield()
     }
 
-    /// A heartbeat (and a session check) if one is due at `now`.
+    /// A heartbeat (and a session check) if one is due at `now`; an expiry step if a share it is party to
+    /// reached its end date by the service's clock.
     func beatIfDue(_ now: ContinuousClock.Instant, every interval: Duration) {
+        let wall = self.now()
         let due = state.withLockedValue { s in
-            guard s.nextBeat <= now else { return false }
-            s.nextBeat = now + interval
-            s.step.heartbeat = true
-            return true
+            var due = false
+            if s.nextBeat <= now {
+                s.nextBeat = now + interval
+                s.step.heartbeat = true
+                due = true
+            }
+            if s.ends.values.contains(where: { $0.end <= wall }) {
+                s.step.expiry = true
+                due = true
+            }
+            return due
         }
         if due { wake.yield() }
     }
@@ -109,8 +130,23 @@ final class Subscription: Sendable {
         }
     }
 
-    /// The tresors shared with the account, each with the end date of its share (`.max` for none).
-    func setWatch(_ watch: [UUID: UnixMillis]) { state.withLockedValue { $0.watch = watch } }
+    /// The tresors shared with the account, each with the end date of its share (`.max` for none), and the
+    /// active shares it is party to that have an end date.
+    func setWatch(_ watch: [UUID: UnixMillis], ends: [UUID: ShareEnd]) {
+        state.withLockedValue { s in
+            s.watch = watch
+            s.ends = ends
+        }
+    }
+
+    /// The shares whose end date is at or before `now`, forgotten here (each is announced once).
+    func takeEnded(at now: UnixMillis) -> [(share: UUID, ShareEnd)] {
+        state.withLockedValue { s in
+            let ended = s.ends.filter { $0.value.end <= now }
+            for id in ended.keys { s.ends[id] = nil }
+            return ended.map { ($0.key, $0.value) }.sorted { $0.share.uuidString < $1.share.uuidString }
+        }
+    }
 
     /// The writer runs; a subscription that never starts (its response was never written) is dropped.
     func markStarted() { state.withLockedValue { $0.started = true } }

@@ -26,15 +26,24 @@ extension VaultService {
     /// After an account was suspended or deleted, or sessions of it ended: its streams check their session.
     func announceAccount(_ id: UUID) { events.publish(.account(id)) }
 
-    /// The tresors shared with `caller` in active, unexpired shares, each with its share's end date (`.max`
-    /// for none): the stream stops hearing of a tresor at that date (a doctor's; none for a patient, who
-    /// hears of their own records by owner).
-    func watchedTresors(_ caller: Caller) async throws -> [UUID: UnixMillis] {
-        guard caller.user.role == .doctor else { return [:] }
-        let now = clock()
-        let shares = try await repository.shares(doctorID: caller.id)
+    /// What `caller`'s stream follows at `now`: the tresors shared with a doctor in active, unexpired shares,
+    /// each with its share's end date (`.max` for none; the stream stops hearing of a tresor at that date; a
+    /// patient hears of their own records by owner), and the active, unexpired shares with an end date the
+    /// caller is party to (a `share` event `expired` is due at each).
+    func streamWatch(_ caller: Caller, at now: UnixMillis) async throws -> (watch: [UUID: UnixMillis], ends: [UUID: Subscription.ShareEnd]) {
+        let shares: [ShareRow]
+        switch caller.user.role {
+        case .doctor: shares = try await repository.shares(doctorID: caller.id)
+        case .patient: shares = try await repository.shares(patientID: caller.id)
+        default: return ([:], [:])
+        }
         let active = shares.filter { $0.state == .active && ($0.expiresAt ?? .max) > now }
-        return Dictionary(active.map { ($0.tresorID, $0.expiresAt ?? .max) }, uniquingKeysWith: max)
+        let watch = caller.user.role == .doctor ? Dictionary(active.map { ($0.tresorID, $0.expiresAt ?? .max) }, uniquingKeysWith: max) : [:]
+        let ends = Dictionary(
+            active.compactMap { row in row.expiresAt.map { (row.id, Subscription.ShareEnd(patient: row.patientID, doctor: row.doctorID, end: $0)) } },
+            uniquingKeysWith: { a, _ in a }
+        )
+        return (watch, ends)
     }
 
     /// Why `caller`'s stream must end (the `account` reason), or nil while its session still passes every
@@ -64,8 +73,8 @@ extension VaultService {
         // The session passed the authenticator a moment ago; one that stopped since is answered like it.
         if reason == "session-ended" { throw APIError(.unauthorized, .unauthorized, "session expired or logged out; log in again") }
         if reason != nil { throw APIError(.forbidden, .forbidden, "account is suspended or not active") }
-        let watch = try await watchedTresors(caller)
-        let sub = try events.subscribe(account: caller.id, tokenHash: caller.tokenHash, watch: watch, now: clock, lastEventID: lastEventID)
+        let (watch, ends) = try await streamWatch(caller, at: clock())
+        let sub = try events.subscribe(account: caller.id, tokenHash: caller.tokenHash, watch: watch, ends: ends, now: clock, lastEventID: lastEventID)
         return EventStreamWriter(service: self, caller: caller, subscription: sub, expiresAt: expiresAt)
     }
 }
@@ -98,12 +107,17 @@ struct EventStreamWriter: Sendable {
         for await _ in subscription.wakes {
             let step = subscription.take()
             var reason: String?
+            // Shares that reached their end date are announced before the shares are read again, at the same
+            // instant, so that none passes between the two unannounced.
+            let now = service.clock()
+            for (share, end) in subscription.takeEnded(at: now) { hub.announceEnded(share, end) }
             do {
                 if step.checkSession || step.heartbeat, service.clock() < expiresAt {
                     (reason, expiresAt) = try await service.streamStanding(caller)
                 }
                 if reason == nil, step.refreshWatch || step.checkSession || step.heartbeat {
-                    subscription.setWatch(try await service.watchedTresors(caller))
+                    let (watch, ends) = try await service.streamWatch(caller, at: now)
+                    subscription.setWatch(watch, ends: ends)
                 }
             } catch {
                 // A check the database did not answer keeps no session standing and no share watched: the

@@ -320,6 +320,10 @@ extension VaultService {
         event.details["sharesEnded"] = String(shares.count)
         let d = try await repository.deleteAccount(userID: caller.id, now: now, audit: event)
         announceAccount(caller.id)
+        // The shares went with the account: each doctor that was party to a pending or active one hears so.
+        for row in shares where row.state == .pending || row.state == .active {
+            events.publish(.share(id: row.id, patient: row.patientID, doctor: row.doctorID, state: .revoked))
+        }
         return DeleteAccountResponse(versions: d.versions, tresors: d.tresors, shares: d.shares)
     }
 

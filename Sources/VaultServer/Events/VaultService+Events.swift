@@ -74,7 +74,14 @@ extension VaultService {
         if reason == "session-ended" { throw APIError(.unauthorized, .unauthorized, "session expired or logged out; log in again") }
         if reason != nil { throw APIError(.forbidden, .forbidden, "account is suspended or not active") }
         let (watch, ends) = try await streamWatch(caller, at: clock())
-        let sub = try events.subscribe(account: caller.id, tokenHash: caller.tokenHash, watch: watch, ends: ends, now: clock, lastEventID: lastEventID)
+        let sub = try events.subscribe(
+            account: caller.id,
+            tokenHash: caller.tokenHash,
+            watch: watch,
+            ends: ends,
+            now: clock,
+            lastEventID: lastEventID
+        )
         return EventStreamWriter(service: self, caller: caller, subscription: sub, expiresAt: expiresAt)
     }
 }

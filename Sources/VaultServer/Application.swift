@@ -24,6 +24,8 @@ public struct ServerConfiguration: Sendable {
     public var trustedProxies: [IPNetwork]
     /// Header, body and idle timeouts and the connection cap (Docs/operations.md §"Timeouts and connections").
     public var limits: ConnectionLimits
+    /// Registration attempts one client address may make per hour (Docs/operations.md §3).
+    public var registrationsPerHour: Int
 
     public init(
         host: String = "127.0.0.1",
@@ -33,7 +35,8 @@ public struct ServerConfiguration: Sendable {
         logLevel: Logger.Level = .info,
         tls: TLSFiles? = nil,
         trustedProxies: [IPNetwork] = [],
-        limits: ConnectionLimits = .init()
+        limits: ConnectionLimits = .init(),
+        registrationsPerHour: Int = 20
     ) {
         self.host = host
         self.port = port
@@ -43,6 +46,7 @@ public struct ServerConfiguration: Sendable {
         self.tls = tls
         self.trustedProxies = trustedProxies
         self.limits = limits
+        self.registrationsPerHour = registrationsPerHour
     }
 }
 
@@ -72,7 +76,13 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
     let scheme = configuration.tls == nil ? "http" : "https"
     let (repository, service) = try makeRepository(databaseURL: configuration.databaseURL, logger: logger)
     let events = EventHub(limits: .init(perInstance: max(1, configuration.limits.maxConnections / 2)))
-    let router = buildRouter(repository: repository, adminKey: configuration.adminKey, trustedProxies: configuration.trustedProxies, events: events)
+    let router = buildRouter(
+        repository: repository,
+        adminKey: configuration.adminKey,
+        trustedProxies: configuration.trustedProxies,
+        events: events,
+        registrationsPerHour: configuration.registrationsPerHour
+    )
     var app = Application(
         router: router,
         server: server,
@@ -107,9 +117,16 @@ public func buildRouter(
     adminKey: SigningPublicKey,
     clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis },
     trustedProxies: [IPNetwork] = [],
-    events: EventHub = EventHub()
+    events: EventHub = EventHub(),
+    registrationsPerHour: Int = 20
 ) -> Router<VaultRequestContext> {
-    let service = VaultService(repository: repository, adminKey: adminKey, clock: clock, events: events)
+    let service = VaultService(
+        repository: repository,
+        adminKey: adminKey,
+        clock: clock,
+        registrationLimits: .init(perAddress: registrationsPerHour),
+        events: events
+    )
     // Before any metric exists: the first use of `shared` sets the process's metrics backend.
     let metrics = ServerMetrics.shared
     let router = Router(context: VaultRequestContext.self)

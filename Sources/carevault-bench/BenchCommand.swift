@@ -120,7 +120,7 @@ struct BenchCommand: AsyncParsableCommand {
 
         if sections.contains(.live) {
             Progress.say("8. live updates: a patient's push to a watching doctor's printed line, \(plan.liveReps) changes")
-            do { report.live = try await LiveBench(reps: plan.liveReps, root: root).run() } catch { report.fail("live", error) }
+            do { report.live = try await LiveBench(reps: plan.liveReps, idle: plan.liveIdle, root: root).run() } catch { report.fail("live", error) }
         }
 
         if sections.contains(.login) {

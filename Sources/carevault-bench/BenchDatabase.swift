@@ -15,12 +15,21 @@ final class BenchDatabase: Sendable {
     let kind: BackendKind
     let repository: any VaultRepository
     let floor: any DatabaseFloor
+    /// The database as a server process's `--database` names it.
+    let url: String?
     private let cleanup: @Sendable () async -> Void
 
-    private init(kind: BackendKind, repository: any VaultRepository, floor: any DatabaseFloor, cleanup: @escaping @Sendable () async -> Void) {
+    private init(
+        kind: BackendKind,
+        repository: any VaultRepository,
+        floor: any DatabaseFloor,
+        url: String?,
+        cleanup: @escaping @Sendable () async -> Void
+    ) {
         self.kind = kind
         self.repository = repository
         self.floor = floor
+        self.url = url
         self.cleanup = cleanup
     }
 
@@ -48,7 +57,7 @@ final class BenchDatabase: Sendable {
         let path = dir.appendingPathComponent("carevault.sqlite").path
         let repo = try SQLiteRepository(path: path)
         try await repo.migrate()
-        return BenchDatabase(kind: .sqlite, repository: repo, floor: try SQLiteFloor(path: path)) {
+        return BenchDatabase(kind: .sqlite, repository: repo, floor: try SQLiteFloor(path: path), url: "sqlite:" + path) {
             try? FileManager.default.removeItem(at: dir)
         }
     }
@@ -87,7 +96,15 @@ final class BenchDatabase: Sendable {
             await dropAll()
             throw error
         }
-        return BenchDatabase(kind: .postgres, repository: repo, floor: PostgresFloor(client: client, logger: logger), cleanup: dropAll)
+        var components = URLComponents(string: url)
+        components?.path = "/" + name
+        return BenchDatabase(
+            kind: .postgres,
+            repository: repo,
+            floor: PostgresFloor(client: client, logger: logger),
+            url: components?.string,
+            cleanup: dropAll
+        )
     }
 
     func close() async { await cleanup() }

@@ -28,6 +28,8 @@ struct BenchPlan: Sendable {
 
     // §8 live updates: changes pushed one at a time while a doctor watches.
     var liveReps: Int { quick ? 30 : 200 }
+    /// Other streams open while the doctor watches (the full run's figure is `live_p99_ms_1000`).
+    var liveIdle: Int { quick ? 200 : 1_000 }
 }
 
 /// The parts of the benchmark, selectable with `--only` (all by default).

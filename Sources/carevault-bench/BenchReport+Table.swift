@@ -22,7 +22,7 @@ extension BenchReport {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         out.append("CareVault benchmark (\(plan.quick ? "quick" : "full") run, \(cores) cores\(cpu), libsodium \(Sodium.version))")
         out.append("Every figure is shown beside its floor measured in the same run; ratio = figure / floor (1.00 = as fast as the floor).")
-        out += cryptoSection() + throughputSections() + incrementalSection() + loadSection() + loginSection() + doctorMemorySection()
+        out += cryptoSection() + throughputSections() + incrementalSection() + loadSection() + loginSection() + doctorMemorySection() + liveSection()
         out.append("")
         out.append("Notes:")
         for n in notesForOutput { out.append("  - " + n) }
@@ -204,6 +204,36 @@ extension BenchReport {
             out.append(Self.row(["floor: Argon2id alone", fmt(l.medianArgon2Ms, 0) + " ms", "", ratio, "", ""], w))
         } else {
             out.append("   not measured")
+        }
+        return out
+    }
+
+    func liveSection() -> [String] {
+        let w = Self.widths
+        var out = ["", "8. Live updates: a patient's push returning to a watching doctor's printed line (carevault-doctor watch, release)"]
+        guard let l = live else { return out + ["   not measured"] }
+        func line(_ label: String, _ r: LiveResult?, target: Double?) {
+            guard let r else { return out.append(Self.row([label, "not measured", "", "", "", ""], w)) }
+            let status = target.map { Self.status(r.p99Ms <= $0) } ?? ""
+            out.append(
+                Self.row(
+                    [label, "p99 " + fmt(r.p99Ms, 1) + " ms", "p50 " + fmt(r.p50Ms, 1) + " ms", "", target.map { "<= " + fmt($0, 0) } ?? "", status],
+                    w
+                )
+            )
+        }
+        line("SQLite, alone", l.alone, target: nil)
+        line("SQLite, \(l.idle) idle streams", l.crowded, target: 250)
+        line("PostgreSQL, two instances", l.pg2, target: 500)
+        if let k = l.kibPerSubscriber {
+            out.append(Self.row(["server memory per idle stream", fmt(k, 1) + " KiB", "", "", "<= 32", Self.status(k <= 32)], w))
+        }
+        if let k = l.kibPerSubscriberCold {
+            out.append(Self.row(["  the same, a fresh server's first streams", fmt(k, 1) + " KiB", "", "", "", ""], w))
+        }
+        if let c = l.kibPerConnection {
+            let ratio = l.kibPerSubscriber.map { fmt($0 / c, 2) } ?? ""
+            out.append(Self.row(["floor: idle keep-alive connection", fmt(c, 1) + " KiB", "", ratio, "", ""], w))
         }
         return out
     }

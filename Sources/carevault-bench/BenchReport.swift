@@ -14,7 +14,7 @@ struct BenchReport {
     var load: [LoadLevelResult] = []
     var login: LoginResult?
     var doctorMemory: DoctorMemoryResult?
-    var live: LiveResult?
+    var live: LiveReport?
     var notes: [String] = []
     var errors: [String] = []
     var elapsedSeconds: Double = 0
@@ -117,8 +117,16 @@ struct BenchReport {
         f.append(("pull_100k_peak_rss_mib", .num(doctorMemory?.peakRSSMiB, 1)))
         f.append(("pull_100k_seconds", .num(doctorMemory?.seconds, 2)))
         f.append(("pull_100k_records", doctorMemory.map { .int($0.records) } ?? .null))
-        f.append(("live_p50_ms", .num(live?.p50Ms, 1)))
-        f.append(("live_p99_ms", .num(live?.p99Ms, 1)))
+        f.append(("live_p50_ms", .num(live?.alone.p50Ms, 1)))
+        f.append(("live_p99_ms", .num(live?.alone.p99Ms, 1)))
+        f.append(("live_idle_streams", live.map { .int($0.idle) } ?? .null))
+        f.append(("live_p50_ms_1000", .num(live?.crowded?.p50Ms, 1)))
+        f.append(("live_p99_ms_1000", .num(live?.crowded?.p99Ms, 1)))
+        f.append(("live_kib_per_subscriber", .num(live?.kibPerSubscriber, 1)))
+        f.append(("live_kib_per_subscriber_cold", .num(live?.kibPerSubscriberCold, 1)))
+        f.append(("live_kib_per_connection_floor", .num(live?.kibPerConnection, 1)))
+        f.append(("live_p50_ms_pg2", .num(live?.pg2?.p50Ms, 1)))
+        f.append(("live_p99_ms_pg2", .num(live?.pg2?.p99Ms, 1)))
 
         // Details: every figure beside its floor.
         for s in RecordSize.allCases {

@@ -8,97 +8,122 @@ import VaultCrypto
 import Glibc
 #endif
 
-/// From a patient's push returning to a watching doctor's tool printing the change (Docs/events.md §9).
+/// From a patient's push returning to a watching doctor's tool printing the change (Docs/benchmarks.md §8).
 struct LiveResult: Sendable {
     var samples: Int
     var p50Ms: Double
     var p99Ms: Double
 }
 
+/// Everything the live section measured: alone on SQLite, with `idle` other streams open (and the server's
+/// memory per stream), and across two PostgreSQL instances.
+struct LiveReport: Sendable {
+    var alone: LiveResult
+    var idle: Int
+    var crowded: LiveResult?
+    var kibPerSubscriber: Double?
+    /// The same, for the first streams a fresh server ever opens (what it grows once included).
+    var kibPerSubscriberCold: Double?
+    /// The floor: the server's memory per idle keep-alive connection with no stream on it.
+    var kibPerConnection: Double?
+    var pg2: LiveResult?
+}
+
 /// The release carevault-doctor running `watch PATIENT --json` in its own process against the release
-/// carevault-server (SQLite); the patient, in this process, adds one activity and syncs, `reps` times, one
-/// at a time. Each sample is the time from `sync()` returning to the tool's line for that activity being
-/// read from its stdout. A line read before the push returned (the event can outrun the push's answer)
-/// counts as 0.
+/// carevault-server; the patient, in this process, adds one activity and syncs, `reps` times, one at a
+/// time. Each sample is the time from `sync()` returning to the tool's line for that activity being read
+/// from its stdout. A line read before the push returned (the event can outrun the push's answer) counts
+/// as 0.
 struct LiveBench {
     let reps: Int
+    /// Other streams open during the crowded run (`live_p99_ms_1000` names the full run's 1,000).
+    let idle: Int
     let root: URL
 
-    func run() async throws -> LiveResult {
+    func run() async throws -> LiveReport {
         let admin = SigningKeyPair.generate()
-        let id = shortID()
-        let folder = root.appendingPathComponent("live-\(id)")
+        let folder = root.appendingPathComponent("live-\(shortID())")
         defer { try? FileManager.default.removeItem(at: folder) }
-        return try await withServerProcess(adminKey: admin.publicKey, folder: folder.appendingPathComponent("server")) { server in
-            let world = BenchWorld(baseURL: server.baseURL, admin: admin, root: folder.appendingPathComponent("devices"))
-            let patientName = "patient-\(id)"
-            let doctorName = "doctor-\(id)"
-            let vault = try await world.patient(patientName)
-            _ = try await world.doctor(doctorName, remember: true)
-            try await vault.addActivities([try BenchRecords.activity(id: "first")])
-            _ = try await vault.grant(doctor: doctorName, category: BenchRecords.category)
-            try await world.approveAll()
-            _ = try await vault.sync()
-
-            let keyFile = folder.appendingPathComponent("admin.pub")
-            try Data((admin.publicKey.base64URL + "\n").utf8).write(to: keyFile)
-            let tool = Process()
-            tool.executableURL = URL(fileURLWithPath: try DoctorMemoryBench.doctorTool())
-            tool.arguments = ["watch", patientName, "--json"]
-            tool.environment = ProcessInfo.processInfo.environment.merging([
-                "CAREVAULT_HOME": world.root.appendingPathComponent(doctorName).path,
-                "CAREVAULT_SERVER": server.baseURL,
-                "CAREVAULT_ADMIN_KEY": keyFile.path,
-                "CAREVAULT_PASSWORD": BenchWorld.password,
-            ]) { _, new in new }
-            let pipe = Pipe()
-            tool.standardOutput = pipe
-            tool.standardError = FileHandle.nullDevice
-            tool.standardInput = FileHandle.nullDevice
-            let seen = NIOLockedValueBox<[String: ContinuousClock.Instant]>([:])
-            try tool.run()
-            defer {
-                if tool.isRunning { kill(tool.processIdentifier, SIGTERM) }
-                tool.waitUntilExit()
+        // Twice the streams for the connection cap: the hub's per-instance cap is half of it.
+        let cap = 2 * (idle + 64)
+        var report = try await withServerProcess(adminKey: admin.publicKey, folder: folder.appendingPathComponent("server"), maxConnections: cap) {
+            server in
+            let pair = try await LivePair.make(admin: admin, patientURL: server.baseURL, doctorURL: server.baseURL, root: folder)
+            return try await pair.watching(folder: folder) { watch in
+                let alone = try await watch.samples(reps, label: "alone")
+                var report = LiveReport(alone: alone, idle: idle)
+                guard idle > 0 else { return report }
+                // Twice the accounts: the first crowd opens and closes its streams so that what the server
+                // grows once (its database connections' caches, the pools of its event loops) has grown before
+                // the measurement; the second crowd is measured. The first crowd's streams end at their next
+                // heartbeat (at most 20 s), when writing to a closed connection fails.
+                let warm = try await IdleStreams.accounts(idle, world: pair.world)
+                try await Task.sleep(for: .seconds(1))
+                let cold = server.currentMiB()
+                let first = try await IdleStreams.open(warm, baseURL: server.baseURL)
+                try await Task.sleep(for: .seconds(2))
+                if let cold, let grown = server.currentMiB() { report.kibPerSubscriberCold = (grown - cold) * 1_024 / Double(idle) }
+                await first.close()
+                let crowd = try await IdleStreams.accounts(idle, world: pair.world)
+                try await Task.sleep(for: .seconds(25))
+                let before = server.currentMiB()
+                let streams = try await IdleStreams.open(crowd, baseURL: server.baseURL)
+                try await Task.sleep(for: .seconds(2))
+                let after = server.currentMiB()
+                if let before, let after { report.kibPerSubscriber = (after - before) * 1_024 / Double(idle) }
+                Progress.say("live: \(idle) idle streams open; server RSS \(fmt(before ?? 0, 1)) -> \(fmt(after ?? 0, 1)) MiB")
+                report.crowded = try await watch.samples(reps, label: "with \(idle) idle streams")
+                await streams.close()
+                return report
             }
-            let reader = pipe.fileHandleForReading
-            Thread.detachNewThread {
-                var pending = Data()
-                while true {
-                    let chunk = reader.availableData
-                    if chunk.isEmpty { return }
-                    pending.append(chunk)
-                    while let newline = pending.firstIndex(of: 0x0A) {
-                        let line = pending[pending.startIndex..<newline]
-                        pending = Data(pending[pending.index(after: newline)...])
-                        let now = ContinuousClock.now
-                        guard let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any] else { continue }
-                        let key = (object["event"] as? String == "change" ? object["id"] as? String : object["event"] as? String) ?? ""
-                        seen.withLockedValue { $0[key] = $0[key] ?? now }
-                    }
-                }
-            }
-            _ = try await Self.waitFor("subscribed", in: seen, process: tool)
-            var samples: [Double] = []
-            for i in 0..<reps {
-                let name = "live-\(i)"
-                try await vault.addActivities([try BenchRecords.activity(id: name, title: "Live \(i)")])
-                _ = try await vault.sync()
-                let returned = ContinuousClock.now
-                let printed = try await Self.waitFor(name, in: seen, process: tool)
-                samples.append(max(0, Measure.seconds(printed - returned) * 1000))
-            }
-            samples.sort()
-            let result = LiveResult(
-                samples: samples.count,
-                p50Ms: Measure.percentile(sorted: samples, 50),
-                p99Ms: Measure.percentile(sorted: samples, 99)
-            )
-            Progress.say("live: \(reps) changes, push returned to the doctor's line p50 \(fmt(result.p50Ms, 1)) ms, p99 \(fmt(result.p99Ms, 1)) ms")
-            return result
         }
+        // The floor, on a server of its own (memory freed by one measurement would be reused by the other):
+        // as many idle keep-alive connections with no stream on them.
+        if idle > 0 {
+            report.kibPerConnection = try await withServerProcess(
+                adminKey: admin.publicKey,
+                folder: folder.appendingPathComponent("plain"),
+                maxConnections: cap
+            ) { server in
+                // Opened and closed once first, as the streams' second crowd is measured.
+                try PlainConnections.open(idle, baseURL: server.baseURL).close()
+                try await Task.sleep(for: .seconds(2))
+                let before = server.currentMiB()
+                let plain = try PlainConnections.open(idle, baseURL: server.baseURL)
+                try await Task.sleep(for: .seconds(2))
+                let after = server.currentMiB()
+                plain.close()
+                guard let before, let after else { return nil }
+                Progress.say("live: \(idle) idle keep-alive connections; server RSS \(fmt(before, 1)) -> \(fmt(after, 1)) MiB")
+                return (after - before) * 1_024 / Double(idle)
+            }
+        }
+        if let url = BenchDatabase.postgresURL {
+            report.pg2 = try await pg2(url: url, admin: admin, folder: folder)
+        } else {
+            Progress.say("live: no PostgreSQL (CAREVAULT_TEST_POSTGRES_URL); live_p99_ms_pg2 not measured")
+        }
+        return report
     }
 
+    /// Two server processes on one fresh PostgreSQL database: the patient pushes to the first, the doctor's
+    /// tool watches through the second, so every change crosses LISTEN/NOTIFY.
+    func pg2(url: String, admin: SigningKeyPair, folder: URL) async throws -> LiveResult {
+        try await withDatabase(.postgres, root: folder) { db in
+            guard let dbURL = db.url else { throw BenchError("the PostgreSQL benchmark database has no URL") }
+            return try await withServerProcess(adminKey: admin.publicKey, folder: folder.appendingPathComponent("a"), database: dbURL) { a in
+                try await withServerProcess(adminKey: admin.publicKey, folder: folder.appendingPathComponent("b"), database: dbURL) { b in
+                    let pair = try await LivePair.make(
+                        admin: admin,
+                        patientURL: a.baseURL,
+                        doctorURL: b.baseURL,
+                        root: folder.appendingPathComponent("pg2")
+                    )
+                    return try await pair.watching(folder: folder) { try await $0.samples(reps, label: "PostgreSQL, two instances") }
+                }
+            }
+        }
+    }
     /// When the line `key` was read; the tool must print it within 30 s.
     static func waitFor(
         _ key: String,

@@ -30,17 +30,21 @@ final class ServerProcess: Sendable {
         return beside
     }
 
-    /// Starts the server on a fresh SQLite database in `folder` and returns once it listens.
-    static func start(adminKey: SigningPublicKey, folder: URL) async throws -> ServerProcess {
+    /// Starts the server on `database` (default: a fresh SQLite database in `folder`) and returns once it
+    /// listens; `maxConnections` raises its connection cap (and with it the cap on event streams, half of it).
+    static func start(adminKey: SigningPublicKey, folder: URL, database: String? = nil, maxConnections: Int? = nil) async throws -> ServerProcess {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let keyFile = folder.appendingPathComponent("admin.pub")
         try Data((adminKey.base64URL + "\n").utf8).write(to: keyFile)
         let process = Process()
         process.executableURL = try executable()
-        process.arguments = [
-            "--host", "127.0.0.1", "--port", "0", "--database", "sqlite:" + folder.appendingPathComponent("carevault.sqlite").path,
-            "--admin-key", keyFile.path, "--log-level", "error",
-        ]
+        process.arguments =
+            [
+                "--host", "127.0.0.1", "--port", "0", "--database", database ?? ("sqlite:" + folder.appendingPathComponent("carevault.sqlite").path),
+                "--admin-key", keyFile.path, "--log-level", "error",
+                // The live section registers its crowd of idle subscribers from this one address.
+                "--registrations-per-hour", "100000",
+            ] + (maxConnections.map { ["--max-connections", String($0)] } ?? [])
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.standardError
@@ -98,6 +102,16 @@ final class ServerProcess: Sendable {
 }
 
 /// Runs `body` with a started server process and always stops it afterwards.
-func withServerProcess<T: Sendable>(adminKey: SigningPublicKey, folder: URL, _ body: (ServerProcess) async throws -> T) async throws -> T {
-    try await using(try await ServerProcess.start(adminKey: adminKey, folder: folder), release: { await $0.stop() }, body)
+func withServerProcess<T: Sendable>(
+    adminKey: SigningPublicKey,
+    folder: URL,
+    database: String? = nil,
+    maxConnections: Int? = nil,
+    _ body: (ServerProcess) async throws -> T
+) async throws -> T {
+    try await using(
+        try await ServerProcess.start(adminKey: adminKey, folder: folder, database: database, maxConnections: maxConnections),
+        release: { await $0.stop() },
+        body
+    )
 }

@@ -75,6 +75,15 @@ struct CareVaultServer: AsyncParsableCommand {
     @Option(name: .customLong("max-connections"), help: "The most connections open at once; keep it below the descriptor limit.")
     var maxConnections = 512
 
+    @Option(
+        name: .customLong("registrations-per-hour"),
+        help: ArgumentHelp(
+            "Registration attempts one client address may make per hour (a clinic enrolling through one address raises it).",
+            valueName: "n"
+        )
+    )
+    var registrationsPerHour = 20
+
     /// The timeouts and the cap, checked (Docs/operations.md §"Timeouts and connections").
     func limits() throws -> ConnectionLimits {
         func duration(_ seconds: Double, _ flag: String) throws -> Duration {
@@ -97,6 +106,7 @@ struct CareVaultServer: AsyncParsableCommand {
         guard (0...65_535).contains(port) else { throw ValidationError("port must be 0...65535") }
         _ = try trustedProxies()
         _ = try limits()
+        guard (1...1_000_000).contains(registrationsPerHour) else { throw ValidationError("--registrations-per-hour must be 1...1000000") }
     }
 
     /// The `--trusted-proxy` blocks, each checked (a malformed one is a usage error).
@@ -134,7 +144,8 @@ struct CareVaultServer: AsyncParsableCommand {
             logLevel: Logger.Level(rawValue: logLevel) ?? .info,
             tls: tls,
             trustedProxies: try trustedProxies(),
-            limits: try limits()
+            limits: try limits(),
+            registrationsPerHour: registrationsPerHour
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.

@@ -66,6 +66,23 @@ struct AbuseAPITests {
         }
     }
 
+    @Test func theOperatorSetsHowManyRegistrationsAnAddressMayMake() async throws {
+        try await APIHarness.run(.sqlite, registrationsPerHour: 3) { api in
+            for name in ["ann", "ben", "cat"] {
+                let answer = try await api.register(name, role: .patient).2
+                #expect(answer.status == .accepted)
+            }
+            let limited = try await api.register("dan", role: .patient).2
+            #expect(limited.status == .tooManyRequests && api.errorCode(limited) == .rateLimited)
+        }
+        try await APIHarness.run(.sqlite, registrationsPerHour: 40) { api in
+            for k in 0..<25 {
+                let answer = try await api.register("bulk\(k)", role: .patient).2
+                #expect(answer.status == .accepted, "registration \(k + 1) of 25 under a limit of 40")
+            }
+        }
+    }
+
     @Test func oversizedFieldsAreRefusedFarBelowTheBodyLimit() async throws {
         try await APIHarness.run(.sqlite) { api in
             let (_, reg, _) = try await api.register("sizes", role: .patient)

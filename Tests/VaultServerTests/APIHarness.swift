@@ -18,10 +18,20 @@ struct APIHarness: Sendable {
     let clock = TestClock()
 
     /// Runs `body` against the router of a fresh database of `backend`.
-    static func run(_ backend: Backend, _ body: @escaping @Sendable (APIClient) async throws -> Void) async throws {
+    static func run(
+        _ backend: Backend,
+        registrationsPerHour: Int = 20,
+        _ body: @escaping @Sendable (APIClient) async throws -> Void
+    ) async throws {
         try await TestDatabase.with(backend) { repo in
             let h = APIHarness(repository: repo)
-            let app = Application(router: buildRouter(repository: repo, adminKey: h.admin.publicKey, clock: h.clock.function))
+            let router = buildRouter(
+                repository: repo,
+                adminKey: h.admin.publicKey,
+                clock: h.clock.function,
+                registrationsPerHour: registrationsPerHour
+            )
+            let app = Application(router: router)
             try await app.test(.router) { client in
                 try await body(APIClient(client: client, harness: h))
             }

@@ -35,7 +35,6 @@ extension VaultService {
         switch caller.user.role {
         case .doctor: shares = try await repository.shares(doctorID: caller.id)
         case .patient: shares = try await repository.shares(patientID: caller.id)
-        default: return ([:], [:])
         }
         let active = shares.filter { $0.state == .active && ($0.expiresAt ?? .max) > now }
         let watch = caller.user.role == .doctor ? Dictionary(active.map { ($0.tresorID, $0.expiresAt ?? .max) }, uniquingKeysWith: max) : [:]

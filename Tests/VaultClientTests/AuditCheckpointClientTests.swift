@@ -182,9 +182,8 @@ struct AuditCheckpointClientTests {
             let head = try #require(try await Self.entries(world.repository).last)
             func post(_ c: AuditCheckpoint) async throws -> AuditCheckpoint {
                 try await admin.transport.send(
-                    .POST,
-                    Routes.adminAuditCheckpoints,
-                    body: c,
+                    AdminEndpoints.signCheckpoint,
+                    c,
                     auth: .admin(world.admin, deploymentID: try await admin.deploymentID())
                 )
             }
@@ -290,7 +289,7 @@ struct AuditCheckpointClientTests {
             try await Self.replaceLog(world.repository, backend, with: legacy)
             try await world.repository.appendAudit([AuditEvent(actor: "server", action: "records.read", patientID: me)], now: 9)
             let read = try #require(try await Self.entries(world.repository).last)
-            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            let page = try await patient.transport.send(AccessLogEndpoints.entries, auth: try patient.account.sessionAuth)
             let key = try Hex.decode(try #require(page.patientKey))
             let previous = legacy.last { $0.patientID == me }?.hash
             #expect(read.format == 2 && read.patientLink == AuditChain.patientLink(key: key, previous: previous))
@@ -313,7 +312,7 @@ struct AuditCheckpointClientTests {
         try await ClientWorld.run(backend) { world in
             let patient = try await Self.readByDoctor(world)
             _ = try await patient.verifiedAccessLog()
-            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            let page = try await patient.transport.send(AccessLogEndpoints.entries, auth: try patient.account.sessionAuth)
             #expect(page.patientKey?.count == 64)
             // Without the key, no link shows which entry it continues: none names another entry's hash.
             let links = try await world.repository.auditLinks(after: 0, limit: 1_000)

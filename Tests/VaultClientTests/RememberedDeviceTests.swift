@@ -291,7 +291,8 @@ struct RememberedDeviceTests {
                 salt: salt,
                 requestedAt: Date().unixMillis
             )
-            let _: RegisterResponse = try await legacy.transport.send(.POST, Routes.register, body: request)
+            // A client from before recovery keys sends the bare request, as it did.
+            _ = try await legacy.transport.send(Endpoint<RegistrationRequest, RegisterResponse>(.POST, Routes.register), request)
             try await world.approveAll()
             let old = try await legacy.accounts.login(username: "leon", password: nfd)
             #expect(old.identity.signing.publicKey == identity.signing.publicKey)

@@ -23,7 +23,7 @@ struct CredentialReplayTests {
             var account = try await phone.accounts.login(username: "alice", password: "password one")
             // The laptop knows the account from before any change (its profile holds the registration's salt).
             _ = try await laptop.accounts.login(username: "alice", password: "password one")
-            let lifecycle = try #require(world.repository as? any AccountLifecycleRepository)
+            let lifecycle: any AccountLifecycleRepository = world.repository
             try await phone.accounts.changePassword(account, current: "password one", new: "password two")
             let older = try #require(try await lifecycle.accountState(userID: account.profile.userID).credentialUpdate)
             account = try await phone.accounts.login(username: "alice", password: "password two")

@@ -54,6 +54,52 @@ public struct ServerOperator: Sendable {
         try await repository.attackerExecutes("DELETE FROM tresor_commitments")
     }
 
+    /// Stores `bytes` as the envelope of version `versionID` (the versions' guard must be dropped first).
+    public func replaceStoredEnvelope(of versionID: String, with bytes: [UInt8]) async throws {
+        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        let literal = backend == .sqlite ? "X'\(hex)'" : "'\\x\(hex)'::bytea"
+        try await repository.attackerExecutes("UPDATE versions SET envelope = \(literal) WHERE version_id = \(Self.text(versionID))")
+    }
+
+    /// Keeps a copy of every record head as it is now, for `restoreRecordHeads`.
+    public func snapshotRecordHeads() async throws {
+        try await repository.attackerExecutes("CREATE TABLE heads_backup AS SELECT * FROM heads")
+    }
+
+    /// Puts back every record head as `snapshotRecordHeads` kept it.
+    public func restoreRecordHeads() async throws {
+        try await repository.attackerExecutes("DELETE FROM heads")
+        try await repository.attackerExecutes("INSERT INTO heads SELECT * FROM heads_backup")
+    }
+
+    /// Keeps a copy of every tresor's state commitment as it is now, for `restoreCommitments`.
+    public func snapshotCommitments() async throws {
+        try await repository.attackerExecutes("CREATE TABLE commitments_backup AS SELECT * FROM tresor_commitments")
+    }
+
+    /// Puts back the state commitments `snapshotCommitments` kept (older ones, say), and only those.
+    public func restoreCommitments() async throws {
+        try await repository.attackerExecutes("DELETE FROM tresor_commitments")
+        try await repository.attackerExecutes("INSERT INTO tresor_commitments SELECT * FROM commitments_backup")
+    }
+
+    /// Changes the first character of the signature of every stored state commitment (SQLite only).
+    public func alterCommitmentSignatures() async throws {
+        guard backend == .sqlite else { throw OperatorError.sqliteOnly("alterCommitmentSignatures") }
+        try await repository.attackerExecutes(
+            """
+            UPDATE tresor_commitments SET statement = CAST(json_set(CAST(statement AS TEXT), '$.signature',
+                CASE WHEN substr(json_extract(CAST(statement AS TEXT), '$.signature'), 1, 1) = 'A' THEN 'B' ELSE 'A' END
+                || substr(json_extract(CAST(statement AS TEXT), '$.signature'), 2)) AS BLOB)
+            """
+        )
+    }
+
+    /// An edit written for one backend only.
+    public enum OperatorError: Error {
+        case sqliteOnly(String)
+    }
+
     /// Sets every owner's change sequence to `value` (a stored counter edited out of range).
     public func setChangeSequences(to value: Int64) async throws {
         try await repository.attackerExecutes("UPDATE owner_sequences SET last_sequence = \(value)")
@@ -101,16 +147,6 @@ public struct ServerOperator: Sendable {
     /// Sets every login back-off row's counts and times to `value`.
     public func setLoginThrottle(to value: Int64) async throws {
         try await repository.attackerExecutes("UPDATE login_throttle SET failures = \(value), last_failure = \(value), expires_at = \(value)")
-    }
-
-    // MARK: Shares
-
-    /// Sets the state of the share `id`, and forgets its revocation and reason when `clearingEnd`.
-    public func setShareState(_ id: UUID, _ state: ShareState, clearingEnd: Bool = true) async throws {
-        let clear = clearingEnd ? ", revocation_json = NULL, reason = NULL" : ""
-        try await repository.attackerExecutes(
-            "UPDATE shares SET state = '\(state.rawValue)'\(clear) WHERE id = \(Self.text(id.uuidString.lowercased()))"
-        )
     }
 
     /// An SQL string literal (quotes doubled).

@@ -229,9 +229,7 @@ struct RememberedDeviceTests {
             let moderateMem = #""memLimitBytes":268435456"#
             let interactiveMem = #""memLimitBytes":67108864"#
             func edit(_ pairs: [(String, String)]) async throws {
-                var column = "registration"
-                for (from, to) in pairs { column = "replace(\(column), '\(from)', '\(to)')" }
-                try await world.repository.attackerExecutes("UPDATE users SET registration = \(column) WHERE username = 'wes'")
+                try await world.repository.databaseOperator.editRegistration(of: "wes", replacing: pairs)
             }
             func refusal(_ expected: String) async throws {
                 let error = await #expect(throws: ClientError.self) { _ = try await accounts.login(username: "wes", password: "strong-pass-1") }

@@ -10,7 +10,7 @@ extension ServerOperator {
     /// and moves the recorded head to match. Drops the log's append-only guard and its format rule first.
     public func replaceAuditLog(with entries: [AuditEntry]) async throws {
         try await dropGuard(of: .auditLog)
-        try await repository.attackerExecutes(
+        try await execute(
             backend == .sqlite ? "DROP TRIGGER IF EXISTS audit_format_2" : "DROP TRIGGER IF EXISTS audit_format_2 ON audit_log"
         )
         let encoder = JSONEncoder()
@@ -28,7 +28,7 @@ extension ServerOperator {
         }
         let head = entries.last
         sql.append("UPDATE audit_head SET sequence = \(head?.sequence ?? 0), hash = \(Self.text(head?.hash ?? AuditChain.genesis)) WHERE id = 1")
-        try await repository.attackerExecutes(sql.joined(separator: ";\n"))
+        try await execute(sql.joined(separator: ";\n"))
     }
 
     /// Rewrites the audit entry at `sequence` in place, its hash, digest and the chain left as stored:
@@ -40,14 +40,14 @@ extension ServerOperator {
         if let format { set.append("format = \(format)") }
         if unlinked { set.append("patient_link = NULL") }
         try await dropGuard(of: .auditLog)
-        try await repository.attackerExecutes("UPDATE audit_log SET \(set.joined(separator: ", ")) WHERE sequence = \(sequence)")
+        try await execute("UPDATE audit_log SET \(set.joined(separator: ", ")) WHERE sequence = \(sequence)")
     }
 
     /// Clears the patient of every audit entry about `patient` after `sequence`, hashes left as stored.
     /// Drops the log's append-only guard first.
     public func untagAuditEntries(of patient: UUID, after sequence: UInt64) async throws {
         try await dropGuard(of: .auditLog)
-        try await repository.attackerExecutes(
+        try await execute(
             "UPDATE audit_log SET patient_id = NULL WHERE patient_id = \(Self.text(patient.uuidString.lowercased())) AND sequence > \(sequence)"
         )
     }
@@ -55,12 +55,12 @@ extension ServerOperator {
     /// Deletes every audit checkpoint (their guard dropped first).
     public func dropAuditCheckpoints() async throws {
         try await dropGuard(of: .auditCheckpoints)
-        try await repository.attackerExecutes("DELETE FROM audit_checkpoints")
+        try await execute("DELETE FROM audit_checkpoints")
     }
 
     /// Stores `checkpoint` as if the admin had signed it, without any check, at `storedAt`.
     public func insertAuditCheckpoint(_ checkpoint: AuditCheckpoint, storedAt: UnixMillis = 1) async throws {
-        try await repository.attackerExecutes(
+        try await execute(
             "INSERT INTO audit_checkpoints (sequence, head_hash, signed_at, signature, stored_at) "
                 + "VALUES (\(checkpoint.sequence), \(Self.text(checkpoint.headHash)), \(checkpoint.signedAt), "
                 + "\(Self.text(checkpoint.signature.base64URL)), \(storedAt))"
@@ -71,6 +71,6 @@ extension ServerOperator {
     public func replaceServerSecret(with bytes: [UInt8]) async throws {
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let value = backend == .sqlite ? "X'\(hex)'" : "'\\x\(hex)'::bytea"
-        try await repository.attackerExecutes("UPDATE meta SET value = \(value) WHERE key = 'server_secret'")
+        try await execute("UPDATE meta SET value = \(value) WHERE key = 'server_secret'")
     }
 }

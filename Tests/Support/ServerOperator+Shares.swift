@@ -60,7 +60,7 @@ extension ServerOperator {
         if let state { set.append("state = '\(state.rawValue)'") }
         if let revocation { set.append("revocation_json = \(try Self.json(revocation))") }
         for end in [ShareEnd.revocation, .reason, .expiry] where forgetting.contains(end) { set.append("\(end.column) = NULL") }
-        try await repository.attackerExecutes("UPDATE shares SET \(set.joined(separator: ", ")) WHERE \(rows.condition)")
+        try await execute("UPDATE shares SET \(set.joined(separator: ", ")) WHERE \(rows.condition)")
     }
 
     /// Sets the state of the share `id`, and forgets its revocation and reason when `clearingEnd`.
@@ -73,12 +73,12 @@ extension ServerOperator {
         var set: [String] = []
         if let patient { set.append("patient_id = \(Self.userID(patient))") }
         if let doctor { set.append("doctor_id = \(Self.userID(doctor))") }
-        try await repository.attackerExecutes("UPDATE shares SET \(set.joined(separator: ", ")) WHERE \(rows.condition)")
+        try await execute("UPDATE shares SET \(set.joined(separator: ", ")) WHERE \(rows.condition)")
     }
 
     /// Gives the shares `rows` the admin's approval of the share `from` names (the first such row).
     public func copyShareApproval(from: ShareRows, to rows: ShareRows) async throws {
-        try await repository.attackerExecutes(
+        try await execute(
             "UPDATE shares SET approval = (SELECT o.approval FROM shares o WHERE o.\(from.condition)) WHERE \(rows.condition)"
         )
     }
@@ -86,7 +86,7 @@ extension ServerOperator {
     /// Files a copy of the share `id` under the new id `copy`, pending: same parties, tresor, request and
     /// dates, without its approval, delivered grant or end.
     public func copyShare(_ id: UUID, as copy: UUID) async throws {
-        try await repository.attackerExecutes(
+        try await execute(
             """
             INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, created_at, updated_at, expires_at)
             SELECT \(Self.text(copy.uuidString.lowercased())), patient_id, doctor_id, tresor_id, category, 'pending', grant_json, created_at, updated_at, expires_at
@@ -97,38 +97,38 @@ extension ServerOperator {
 
     /// Drops the rule that a doctor holds at most one open share of a tresor.
     public func allowSeveralOpenShares() async throws {
-        try await repository.attackerExecutes("DROP INDEX shares_open")
+        try await execute("DROP INDEX shares_open")
     }
 
     // MARK: Directory and tresors
 
     /// Shows `certificate` as the directory's certificate of `username`.
     public func setCertificate(of username: String, _ certificate: Certificate) async throws {
-        try await repository.attackerExecutes("UPDATE users SET certificate = \(try Self.json(certificate)) WHERE username = \(Self.text(username))")
+        try await execute("UPDATE users SET certificate = \(try Self.json(certificate)) WHERE username = \(Self.text(username))")
     }
 
     /// Renames the user `username` to `newName`.
     public func rename(_ username: String, to newName: String) async throws {
-        try await repository.attackerExecutes("UPDATE users SET username = \(Self.text(newName)) WHERE username = \(Self.text(username))")
+        try await execute("UPDATE users SET username = \(Self.text(newName)) WHERE username = \(Self.text(username))")
     }
 
     /// Rewrites the stored registration request of `username`, each `(from, to)` replaced in its text in order.
     public func editRegistration(of username: String, replacing pairs: [(String, String)]) async throws {
         var column = "registration"
         for (from, to) in pairs { column = "replace(\(column), \(Self.text(from)), \(Self.text(to)))" }
-        try await repository.attackerExecutes("UPDATE users SET registration = \(column) WHERE username = \(Self.text(username))")
+        try await execute("UPDATE users SET registration = \(column) WHERE username = \(Self.text(username))")
     }
 
     /// Shows `update` as the newest credential change of the user `userID`.
     public func setCredentialUpdate(of userID: UUID, _ update: some Encodable) async throws {
-        try await repository.attackerExecutes(
+        try await execute(
             "UPDATE account_credentials SET credential_update = \(try Self.json(update)) WHERE user_id = \(Self.text(userID.uuidString.lowercased()))"
         )
     }
 
     /// Puts back a self-grant of the tresor of `category` owned by `owner` (a username), at `epoch`.
     public func setSelfGrant(owner: String, category: String, _ selfGrant: Grant, epoch: UInt32) async throws {
-        try await repository.attackerExecutes(
+        try await execute(
             "UPDATE tresors SET self_grant = \(try Self.json(selfGrant)), current_epoch = \(epoch) "
                 + "WHERE owner_id = \(Self.userID(owner)) AND category = \(Self.text(category))"
         )
@@ -136,9 +136,9 @@ extension ServerOperator {
 
     /// Swaps the category labels of the tresors of categories `a` and `b`.
     public func swapTresorCategories(_ a: String, _ b: String) async throws {
-        try await repository.attackerExecutes("UPDATE tresors SET category = 'tmp' WHERE category = \(Self.text(a))")
-        try await repository.attackerExecutes("UPDATE tresors SET category = \(Self.text(a)) WHERE category = \(Self.text(b))")
-        try await repository.attackerExecutes("UPDATE tresors SET category = \(Self.text(b)) WHERE category = 'tmp'")
+        try await execute("UPDATE tresors SET category = 'tmp' WHERE category = \(Self.text(a))")
+        try await execute("UPDATE tresors SET category = \(Self.text(a)) WHERE category = \(Self.text(b))")
+        try await execute("UPDATE tresors SET category = \(Self.text(b)) WHERE category = 'tmp'")
     }
 
     /// The id of the user `username`, as an SQL expression.

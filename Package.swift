@@ -146,7 +146,7 @@ let package = Package(
         .testTarget(
             name: "VaultCLITests",
             dependencies: [
-                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI", "VaultTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -89,5 +89,22 @@ public enum AccessLogEndpoints {
 
 /// Shares between a patient and a doctor (Docs/design.md §3).
 public enum ShareEndpoints {
+    public static let list = Endpoint<NoBody, ShareList>(.GET, Routes.shares)
+    public static let create = Endpoint<CreateShareRequest, ShareInfo>(.POST, Routes.shares)
+    public static func revoke(_ shareID: String) -> Endpoint<RevokeShareRequest, ShareInfo> { Endpoint(.POST, Routes.shareRevoke(shareID)) }
     public static func updateGrant(_ shareID: String) -> Endpoint<UpdateShareGrantRequest, ShareInfo> { Endpoint(.PUT, Routes.shareGrant(shareID)) }
+    /// A doctor's patients: those with a share naming the doctor.
+    public static let doctorPatients = Endpoint<NoBody, PatientList>(.GET, Routes.doctorPatients)
+}
+
+/// A patient's tresors and their self-grants (Docs/design.md §2).
+public enum TresorEndpoints {
+    public static let list = Endpoint<NoBody, TresorList>(.GET, Routes.tresors)
+    public static let put = Endpoint<PutTresorRequest, TresorInfo>(.PUT, Routes.tresors)
+}
+
+/// The directory of approved users and their certificates.
+public enum DirectoryEndpoints {
+    public static func user(named username: String) -> Endpoint<NoBody, DirectoryEntry> { Endpoint(.GET, Routes.userByName(username)) }
+    public static func user(id: String) -> Endpoint<NoBody, DirectoryEntry> { Endpoint(.GET, Routes.userByID(id)) }
 }

@@ -130,7 +130,7 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     public func logout() async throws {
         let store = try currentStore()
         if let session = try store.loadSession() {
-            try? await transport().sendIgnoringBody(.POST, Routes.logout, auth: .session(session.token))
+            _ = try? await transport().send(AccountEndpoints.logout, auth: .session(session.token))
         }
         store.forgetSecrets()
     }

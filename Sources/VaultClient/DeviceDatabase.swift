@@ -44,6 +44,7 @@ enum DeviceDatabase {
         DoctorCache.binaryEnvelopes,
         DoctorCache.revokedRequestsTable,
         DoctorCache.binaryCommitments,
+        DoctorCache.quarantineByTresor,
     ]
 
     /// The one migrator of `migrations`.

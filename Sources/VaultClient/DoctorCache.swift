@@ -163,6 +163,7 @@ final class DoctorCache: Sendable {
 
     /// Shared records that failed their integrity check (Docs/design.md §5), added after the first schema:
     /// one row per patient and change sequence, never shown, fetched again by every view of the share.
+    /// Keyed by share since `quarantineByTresor`.
     static let quarantineTable = DeviceDatabase.Migration(
         "v2-doctor-quarantine",
         sql: """
@@ -174,6 +175,31 @@ final class DoctorCache: Sendable {
                 version_id TEXT,
                 reason TEXT NOT NULL,
                 PRIMARY KEY (owner_id, sequence));
+            """
+    )
+
+    /// The quarantine keyed by share (Docs/design.md §5): patient, tresor and change sequence, where it was
+    /// patient and sequence. Under the old key a change that a hostile server put in another share's page
+    /// at a quarantined sequence overwrote or released the row, so the failure of the first share was no
+    /// longer reported. Every row already names its tresor (the column was always written), so each is
+    /// carried over as it is, still held by its share. A row such a server already moved or released
+    /// under the old key cannot be told apart and is not brought back: that share holds nothing aside, so
+    /// its next view checks the patient's commitment against the cached heads, which miss the record.
+    static let quarantineByTresor = DeviceDatabase.Migration(
+        "v8-doctor-quarantine-by-tresor",
+        sql: """
+            CREATE TABLE quarantine_by_tresor (
+                owner_id TEXT NOT NULL,
+                tresor_id TEXT NOT NULL,
+                sequence INTEGER NOT NULL,
+                record_id TEXT,
+                version_id TEXT,
+                reason TEXT NOT NULL,
+                PRIMARY KEY (owner_id, tresor_id, sequence));
+            INSERT INTO quarantine_by_tresor (owner_id, tresor_id, sequence, record_id, version_id, reason)
+                SELECT owner_id, tresor_id, sequence, record_id, version_id, reason FROM quarantine;
+            DROP TABLE quarantine;
+            ALTER TABLE quarantine_by_tresor RENAME TO quarantine;
             """
     )
 

@@ -113,8 +113,8 @@ public actor DoctorReader {
     /// revoked share shown again) is left out and counted in `unverified`. Each summary's categories are the
     /// verified ones; its last change is the server's word.
     public func patients() async throws -> (patients: [PatientSummary], unverified: Int) {
-        let summaries: PatientList = try await transport.send(.GET, Routes.doctorPatients, auth: try auth)
-        let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
+        let summaries = try await transport.send(ShareEndpoints.doctorPatients, auth: try auth)
+        let list = try await transport.send(ShareEndpoints.list, auth: try auth)
         var out: [PatientSummary] = []
         var unverified = 0
         var seen = Set<UUID>()
@@ -140,7 +140,7 @@ public actor DoctorReader {
 
     /// The patient's certificate, verified under the pinned admin key.
     func patientCertificate(id: UUID, username: String?) async throws -> Certificate {
-        let entry: DirectoryEntry = try await transport.send(.GET, Routes.userByID(id.uuidString), auth: try auth)
+        let entry = try await transport.send(DirectoryEndpoints.user(id: id.uuidString), auth: try auth)
         do { try entry.certificate.verify(adminKey: adminKey, userID: id, username: username, role: .patient) } catch {
             throw ClientError.integrity("the patient's certificate does not verify under the pinned admin key: \(error)")
         }
@@ -149,7 +149,7 @@ public actor DoctorReader {
 
     /// Every active share of `patient` (a username), each verified end to end.
     public func verifiedShares(patient username: String) async throws -> (Certificate, [VerifiedShare]) {
-        let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
+        let list = try await transport.send(ShareEndpoints.list, auth: try auth)
         let listed = list.shares.filter { $0.patientUsername == username.lowercased() }
         guard let first = listed.first(where: { $0.state == .active }) ?? listed.first else {
             throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username))

@@ -26,7 +26,7 @@ extension PatientVault {
     /// role (not checked against the pins: its user id is what the admin signed, whatever the key).
     func directoryCertificate(username: String, role: Role) async throws -> Certificate {
         let entry: DirectoryEntry
-        do { entry = try await transport.send(.GET, Routes.userByName(username), auth: try auth) } catch ClientError.notFound {
+        do { entry = try await transport.send(DirectoryEndpoints.user(named: username), auth: try auth) } catch ClientError.notFound {
             throw ClientError.notFound("no approved \(role.rawValue) named '\(username)'")
         }
         do { try entry.certificate.verify(adminKey: adminKey, username: username, role: role) } catch {
@@ -40,7 +40,7 @@ extension PatientVault {
     /// the server's current certificate must verify and carry exactly that fingerprint.
     public func confirmCertificateChange(username: String, role: Role = .doctor, fingerprint: String) async throws -> Certificate {
         let entry: DirectoryEntry
-        do { entry = try await transport.send(.GET, Routes.userByName(username), auth: try auth) } catch ClientError.notFound {
+        do { entry = try await transport.send(DirectoryEndpoints.user(named: username), auth: try auth) } catch ClientError.notFound {
             throw ClientError.notFound("no approved \(role.rawValue) named '\(username)'")
         }
         do { try entry.certificate.verify(adminKey: adminKey, username: username, role: role) } catch {
@@ -78,7 +78,7 @@ extension PatientVault {
                 expiresAt: expiresAt?.unixMillis
             )
         } catch { throw ClientError.from(error) }
-        let filed: ShareInfo = try await transport.send(.POST, Routes.shares, body: CreateShareRequest(grant: request), auth: try auth)
+        let filed = try await transport.send(ShareEndpoints.create, CreateShareRequest(grant: request), auth: try auth)
         guard filed.grant == request, filed.doctorID == doctor.userID, filed.patientID == me else {
             throw ClientError.integrity("the server did not file the share request this patient signed")
         }
@@ -99,7 +99,7 @@ extension PatientVault {
 
     /// This patient's shares, newest last.
     public func shares() async throws -> [ShareInfo] {
-        let list: ShareList = try await transport.send(.GET, Routes.shares, auth: try auth)
+        let list = try await transport.send(ShareEndpoints.list, auth: try auth)
         return list.shares
     }
 
@@ -186,12 +186,7 @@ extension PatientVault {
     /// holds exactly that statement; the owed statement is then done. Returns the server's answer.
     func sendRevocation(of shareID: UUID, request: Grant, listed: ShareInfo, at: UnixMillis) async throws -> ShareInfo {
         let revocation = ShareRevocation.make(shareID: shareID, request: request, patient: account.identity, revokedAt: at)
-        let answer: ShareInfo = try await transport.send(
-            .POST,
-            Routes.shareRevoke(shareID.uuidString),
-            body: RevokeShareRequest(revocation: revocation),
-            auth: try auth
-        )
+        let answer = try await transport.send(ShareEndpoints.revoke(shareID.uuidString), RevokeShareRequest(revocation: revocation), auth: try auth)
         guard answer.shareID == shareID, answer.revocation == revocation,
             answer.state == .revoked || (listed.state.isFinal && answer.state == listed.state)
         else {

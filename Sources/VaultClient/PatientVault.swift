@@ -86,12 +86,7 @@ public actor PatientVault {
     /// Declares `t`'s keys and `ledger` to the server with a fresh self-grant at `ledger.version`, which
     /// must be the server's version plus one; another device's change of that version is a conflict.
     func declare(_ t: Tresor, ledger: TresorLedger) async throws {
-        let _: TresorInfo = try await transport.send(
-            .PUT,
-            Routes.tresors,
-            body: PutTresorRequest(selfGrant: try selfGrant(t, ledger: ledger)),
-            auth: try auth
-        )
+        _ = try await transport.send(TresorEndpoints.put, PutTresorRequest(selfGrant: try selfGrant(t, ledger: ledger)), auth: try auth)
         try store.saveLedgerState(
             TresorLedgerState(ledger: ledger, seenVersion: ledger.version, topEpoch: t.currentEpoch),
             category: t.category,
@@ -107,7 +102,7 @@ public actor PatientVault {
     /// two devices made the same epoch offline, the server's keys win and this device re-seals its records
     /// under them in the same transaction.
     func reconcileTresors(attempt: Int = 0) async throws {
-        let list: TresorList = try await transport.send(.GET, Routes.tresors, auth: try auth)
+        let list = try await transport.send(TresorEndpoints.list, auth: try auth)
         let served = try list.tresors.map(openSelfGrant)
         var legacy: [String: TresorLedger] = [:]
         for s in served where s.ledger.version == 0 {

@@ -98,14 +98,12 @@ struct QuarantineError: Error {
 
 /// One change of a pull page, its envelope decoded on its own: a change whose envelope does not parse
 /// is still a change (with its sequence), so one damaged envelope cannot make the page unreadable.
-struct PulledChange: Decodable, Sendable {
+struct PulledChange: Sendable {
     var sequence: UInt64
     /// The envelope, or nil when it did not parse.
     var envelope: Envelope?
     /// The record id the envelope names, when it is well-formed (also when the rest did not parse).
     var recordID: String?
-
-    private enum Keys: String, CodingKey { case sequence, envelope, header, recordID }
 
     /// A change whose envelope parsed.
     init(sequence: UInt64, envelope: Envelope) {
@@ -114,28 +112,15 @@ struct PulledChange: Decodable, Sendable {
         recordID = envelope.header.recordID.hex
     }
 
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: Keys.self)
-        sequence = try c.decode(UInt64.self, forKey: .sequence)
-        envelope = try? c.decode(Envelope.self, forKey: .envelope)
-        if let envelope {
-            recordID = envelope.header.recordID.hex
-        } else {
-            // Only a well-formed id is kept: this text came from a damaged envelope and may be shown.
-            let text = try? c.nestedContainer(keyedBy: Keys.self, forKey: .envelope).nestedContainer(keyedBy: Keys.self, forKey: .header)
-                .decode(String.self, forKey: .recordID)
-            recordID = text.flatMap { try? RecordID(hex: $0).hex }
-        }
-    }
-
     /// The quarantine entry of this change for `reason`.
     func quarantined(_ reason: QuarantineReason) -> QuarantinedRecord {
         QuarantinedRecord(sequence: sequence, recordID: recordID, versionID: envelope?.versionID, reason: reason)
     }
 }
 
-/// A page of `GET /v1/records`, parsed as a list of changes before any envelope is decoded.
-struct PulledPage: Decodable, Sendable {
+/// A page of `GET /v1/records` (a page frame, `PulledPage+Binary`), read as a list of changes before any
+/// envelope is decoded.
+struct PulledPage: Sendable {
     var changes: [PulledChange]
     var nextCursor: UInt64
     var done: Bool

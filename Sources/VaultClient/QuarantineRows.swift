@@ -5,17 +5,19 @@ import VaultCore
 /// The quarantine of one replica's feed (Docs/design.md §5), the same rules in a patient's store and a
 /// doctor's cache: one row per change sequence, a newer failed version of a record in place of the older
 /// ones, and a verified version of a record or a sequence that holds no change any more taking them out.
-/// A patient's store follows one feed, so its rows name no owner; a doctor's cache names the owner (whose
-/// sequences they are) and the tresor of each row.
+/// A patient's store follows one feed, so its rows name no owner; a doctor's cache follows one feed per
+/// share, and every row, and every statement, names the feed's owner and tresor: a row is held, released
+/// and listed by the feed of its share only, so a change another share's page carries (the server chooses
+/// what each page holds) can neither overwrite nor release it.
 struct QuarantineRows {
     let db: Database
     /// The owner and tresor of the feed, in a table that holds several feeds.
     let feed: (owner: String, tresor: String)?
 
-    /// `WHERE` clause prefix and arguments that keep a statement to the feed's owner.
+    /// `WHERE` clause prefix and arguments that keep a statement to the feed's owner and tresor.
     private var scope: (sql: String, arguments: [any DatabaseValueConvertible]) {
         guard let feed else { return ("", []) }
-        return ("owner_id = ? AND ", [feed.owner])
+        return ("owner_id = ? AND tresor_id = ? AND ", [feed.owner, feed.tresor])
     }
 
     /// Keeps a record aside in place of any older quarantined version of it: the server's head of that
@@ -60,14 +62,8 @@ struct QuarantineRows {
 
     /// The feed's quarantined records, by sequence.
     func all() throws -> [QuarantinedRecord] {
-        var sql = "SELECT sequence, record_id, version_id, reason FROM quarantine"
-        var arguments: [any DatabaseValueConvertible] = []
-        if let feed {
-            sql += " WHERE owner_id = ? AND tresor_id = ?"
-            arguments = [feed.owner, feed.tresor]
-        }
-        return try Row.fetchAll(db.cachedStatement(sql: sql + " ORDER BY sequence"), arguments: StatementArguments(arguments)).map(
-            QuarantinedRecord.init(row:)
-        )
+        let (where_, arguments) = scope
+        let sql = "SELECT sequence, record_id, version_id, reason FROM quarantine WHERE \(where_)1 = 1 ORDER BY sequence"
+        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments)).map(QuarantinedRecord.init(row:))
     }
 }

@@ -75,22 +75,6 @@ public final class Transport: Sendable {
         case admin(SigningKeyPair, deploymentID: String)
     }
 
-    /// Sends a request and decodes the JSON answer.
-    public func send<Response: Decodable>(
-        _ method: HTTPMethod,
-        _ path: String,
-        body: (any Encodable & Sendable)? = nil,
-        auth: Auth = .none,
-        as: Response.Type = Response.self
-    ) async throws -> Response {
-        try Self.decode(try await sendRaw(method, path, body: body, auth: auth), method, path)
-    }
-
-    /// Sends a request whose answer has no body worth decoding.
-    public func sendIgnoringBody(_ method: HTTPMethod, _ path: String, body: (any Encodable & Sendable)? = nil, auth: Auth = .none) async throws {
-        _ = try await sendRaw(method, path, body: body, auth: auth)
-    }
-
     /// One answer as it came off the wire, body already bounded by the route's limit.
     struct Answer: Sendable {
         var status: Int
@@ -142,10 +126,6 @@ public final class Transport: Sendable {
 
     static func answerLimit(_ method: HTTPMethod, _ path: String) -> Int {
         method == .GET && pageRoutes.contains(withoutQuery(path)) ? AnswerLimit.page : AnswerLimit.object
-    }
-
-    func sendRaw(_ method: HTTPMethod, _ path: String, body: (any Encodable & Sendable)?, auth: Auth) async throws -> Answer {
-        try await sendRaw(method, path, payload: try body.map { Array(try Self.encoder.encode($0)) } ?? [], auth: auth)
     }
 
     func sendRaw(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth, media: Media = .json) async throws -> Answer {

@@ -75,6 +75,6 @@ enum EnvelopeFactory {
             createdAt: Date().unixMillis
         )
         let transport = try Transport(baseURL: baseURL, maxAttempts: 1)
-        let _: TresorInfo = try await transport.send(.PUT, Routes.tresors, body: PutTresorRequest(selfGrant: grant), auth: .session(token))
+        _ = try await transport.send(TresorEndpoints.put, PutTresorRequest(selfGrant: grant), auth: .session(token))
     }
 }

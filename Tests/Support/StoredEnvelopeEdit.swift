@@ -29,18 +29,11 @@ public enum StoredEnvelopeEdit {
         return bytes
     }
 
-    /// SQL that stores `bytes` as the envelope of version `versionID`.
-    public static func update(_ backend: Backend, versionID: String, bytes: [UInt8]) -> String {
-        let hex = bytes.map { String(format: "%02x", $0) }.joined()
-        let literal = backend == .sqlite ? "X'\(hex)'" : "'\\x\(hex)'::bytea"
-        return "UPDATE versions SET envelope = \(literal) WHERE version_id = '\(versionID)'"
-    }
 }
 
 extension VaultRepository {
     /// Rewrites the stored envelope of `envelope`'s version with `StoredEnvelopeEdit.edited` (tests only).
     public func attackerEdits(_ backend: Backend, _ envelope: Envelope, from: String, to: String) async throws {
-        let bytes = try StoredEnvelopeEdit.edited(envelope, from: from, to: to)
-        try await attackerExecutes(StoredEnvelopeEdit.update(backend, versionID: envelope.versionID, bytes: bytes))
+        try await databaseOperator.replaceStoredEnvelope(of: envelope.versionID, with: try StoredEnvelopeEdit.edited(envelope, from: from, to: to))
     }
 }

@@ -140,6 +140,7 @@ struct SetupStalled: Error, CustomStringConvertible {
 
     /// `body`'s result, or `SetupStalled` after `seconds` (the stalled work is cancelled and left behind:
     /// a stalled wait may not answer its cancellation either).
+    @discardableResult
     static func deadline<T: Sendable>(
         _ step: String,
         seconds: Int = 60,

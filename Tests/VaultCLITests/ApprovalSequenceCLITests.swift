@@ -1,22 +1,11 @@
 import Foundation
-import GRDB
 import Testing
+import VaultTestSupport
 
 /// One crafted number in the server's database (an approval sequence at the edge of 64 bits): the admin
 /// tool and the server answer in words and go on working (Docs/design.md §2, "Approval").
 @Suite("End to end: an approval sequence edited to the edge of its type", .serialized)
 struct ApprovalSequenceCLITests {
-    /// Runs `sql` on the server's database as someone with access to it would.
-    static func edit(_ database: ServerDatabase, _ sql: String) throws {
-        if let path = database.sqlitePath {
-            var config = Configuration()
-            config.busyMode = .timeout(5)
-            try DatabaseQueue(path: path, configuration: config).write { try $0.execute(sql: sql) }
-        } else if let url = database.url.hasPrefix("postgres") ? database.url : nil {
-            _ = try ServerDatabase.psql(url, sql)
-        }
-    }
-
     @Test(arguments: FaultBackend.allCases)
     func theAdminToolAndTheServerRefuseInWordsAndKeepWorking(backend: FaultBackend) async throws {
         try await FaultWorld.run(backend) { world in
@@ -24,9 +13,9 @@ struct ApprovalSequenceCLITests {
                 try await world.tools.run("carevault-admin", args, extra: world.common)
             }
             // alice's approval (sequence 1) raised to 2^64 - 2 underneath the server.
-            try Self.edit(
-                world.server.database,
-                "UPDATE users SET approval = replace(approval, '\"sequence\":1,', '\"sequence\":18446744073709551614,')"
+            try await ServerOperator.of(world.server.database).editUserApprovals(
+                replacing: #""sequence":1,"#,
+                with: #""sequence":18446744073709551614,"#
             )
             #expect(try await world.patient(["register", "--username", "carol"], home: "carol").status == 0)
             let approve = try await admin(["approve", "--all"])

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import VaultTestSupport
 
 /// `carevault-admin audit checkpoint|verify` and `carevault-patient access-log` as a user runs them
 /// (Docs/design.md §6, §7): the signed checkpoint is reported, and a log edited in the server's database
@@ -41,12 +42,11 @@ struct AuditCLITests {
 
         // Someone with the database file edits the patient's registration entry in place.
         let queue = try DatabaseQueue(path: db.path)
-        let edited = try await queue.write { db -> Int64 in
-            try db.execute(sql: "DROP TRIGGER IF EXISTS audit_append_only_u")
-            let sequence = try Int64.fetchOne(db, sql: "SELECT sequence FROM audit_log WHERE action = 'account.registered'")!
-            try db.execute(sql: "UPDATE audit_log SET at = at + 1 WHERE sequence = ?", arguments: [sequence])
-            return sequence
+        let op = ServerOperator.sqliteFile(db.path)
+        let edited = try await queue.read { db in try UInt64.fetchOne(db, sql: "SELECT sequence FROM audit_log WHERE action = 'account.registered'")!
         }
+        try await op.dropGuard(of: .auditLog)
+        try await op.shiftAuditTime(sequence: edited, by: 1)
         let broken = try await admin(["audit", "verify"])
         #expect(broken.status == 65, "\(broken.stderr)")
         #expect(broken.stderr.contains("audit log broken at entry \(edited) (edited entry)"), "\(broken.stderr)")
@@ -56,10 +56,8 @@ struct AuditCLITests {
 
         // The entry put back, then no longer tagged with the patient, every hash left as stored: the patient's
         // own links still name it (Docs/envelope-v1.md §3.1).
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE audit_log SET at = at - 1 WHERE sequence = ?", arguments: [edited])
-            try db.execute(sql: "UPDATE audit_log SET patient_id = NULL WHERE sequence = ?", arguments: [edited])
-        }
+        try await op.shiftAuditTime(sequence: edited, by: -1)
+        try await op.rewriteAuditEntry(sequence: edited, untagged: true)
         let untagged = try await patient(["access-log"])
         #expect(untagged.status == 65 && untagged.stderr.contains("missing entry"), "\(untagged.stderr)")
         #expect(!untagged.stdout.contains("account.registered"))

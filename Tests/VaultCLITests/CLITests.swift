@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import VaultTestSupport
 
 @testable import VaultCLI
 @testable import VaultClient
@@ -219,29 +220,26 @@ struct CLITests {
 
         // The server's database is tampered with before the doctor's first read: integrity failure, 65.
         let queue = try DatabaseQueue(path: db.path)
-        let original = try await queue.write { db -> (String, Data) in
-            try db.execute(sql: "DROP TRIGGER IF EXISTS versions_append_only_u")
+        let op = ServerOperator.sqliteFile(db.path)
+        let original = try await queue.read { db -> (String, Data) in
             let row = try Row.fetchOne(
                 db,
                 sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1"
             )!
-            let id: String = row[0]
-            let data: Data = row[1]
-            let tampered = try StoredEnvelopeText.edit(data) { text in
-                var text = text
-                let i = text.range(of: "\"ciphertext\":\"")!.upperBound
-                text.replaceSubrange(i...i, with: text[i] == "A" ? "B" : "A")
-                return text
-            }
-            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [tampered, id])
-            return (id, data)
+            return (row[0], row[1])
         }
+        let altered = try StoredEnvelopeText.edit(original.1) { text in
+            var text = text
+            let i = text.range(of: "\"ciphertext\":\"")!.upperBound
+            text.replaceSubrange(i...i, with: text[i] == "A" ? "B" : "A")
+            return text
+        }
+        try await op.dropGuard(of: .versions)
+        try await op.replaceStoredEnvelope(of: original.0, with: [UInt8](altered))
         let tampered = try await doctor(["show", "alice"])
         #expect(tampered.status == 65, "tampered ciphertext: \(tampered.stderr)")
         #expect(tampered.stderr.contains("integrity"))
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [original.1, original.0])
-        }
+        try await op.replaceStoredEnvelope(of: original.0, with: [UInt8](original.1))
         // The keys follow the approval from the patient's device, at its next sync.
         let waiting = try await doctor(["show", "alice"])
         #expect(waiting.status == 0 && waiting.stderr.contains("keys not delivered yet"), "\(waiting.stderr)")

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import VaultTestSupport
 
 /// What `carevault-doctor show` prints when the server's database was edited underneath (Docs/design.md
 /// §5.1): "complete" only with a matching commitment of the patient's, and nothing that contradicts the
@@ -54,9 +55,8 @@ struct CompletenessCLITests {
             try Row.fetchAll(db, sql: "SELECT record_id, version_id FROM heads WHERE deleted").map { ($0[0] as String, $0[1] as String) }
         }
         let resurrect = try #require(live.first { r in tombstones.contains { $0.0 == r.0 } })
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE heads SET version_id = ?, deleted = 0 WHERE record_id = ?", arguments: [resurrect.1, resurrect.0])
-        }
+        let op = ServerOperator.sqliteFile(db.path)
+        try await op.pointRecordHead(resurrect.0, at: resurrect.1, deleted: false)
         // A doctor device that has not cached this patient yet pulls the bent head and checks it.
         #expect(try await doctor(["login", "--username", "drbob", "--remember"], home: "bob-2").status == 0)
         let contradicted = try await doctor(["show", "alice"], home: "bob-2")
@@ -73,10 +73,8 @@ struct CompletenessCLITests {
         #expect(((object?["unverified"] as? [String: Any])?["activities"] as? [Any])?.count == 2)
         #expect(object?["complete"] as? Bool == false)
 
-        try await queue.write { db in
-            try db.execute(sql: "DELETE FROM tresor_commitments")
-            try db.execute(sql: "DELETE FROM heads WHERE record_id = ?", arguments: [try #require(live.first { $0.0 != resurrect.0 }).0])
-        }
+        try await op.dropCommitments()
+        try await op.dropRecordHead(try #require(live.first { $0.0 != resurrect.0 }).0)
         #expect(try await doctor(["login", "--username", "drbob", "--remember"], home: "bob-new").status == 0)
         let fresh = try await doctor(["show", "alice", "--json"], home: "bob-new")
         #expect(fresh.status == 0, "\(fresh.stderr)")

@@ -59,7 +59,7 @@ enum ChildStdio {
     /// `url`, created empty, open for a child's output at a descriptor above 2.
     static func output(to url: URL) throws -> FileHandle {
         claimLowDescriptors()
-        FileManager.default.createFile(atPath: url.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: url.path, contents: nil)
         let handle = try FileHandle(forWritingTo: url)
         guard handle.fileDescriptor <= 2 else { return handle }
         let moved = fcntl(handle.fileDescriptor, F_DUPFD_CLOEXEC, 3)

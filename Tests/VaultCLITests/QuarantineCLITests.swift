@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import VaultTestSupport
 
 /// A record damaged on the server, seen through the tools: the login on a new device is saved, the rest
 /// of the records arrive, and the commands end with exit status 65 naming the record (Docs/design.md §5).
@@ -33,17 +34,17 @@ struct QuarantineCLITests {
 
         // The envelope of the first record no longer parses.
         let queue = try DatabaseQueue(path: db.path)
-        let original = try await queue.write { db -> (String, Data) in
-            try db.execute(sql: "DROP TRIGGER IF EXISTS versions_append_only_u")
+        let op = ServerOperator.sqliteFile(db.path)
+        let original = try await queue.read { db -> (String, Data) in
             let row = try Row.fetchOne(
                 db,
                 sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1"
             )!
-            let data: Data = row[1]
-            let broken = try StoredEnvelopeText.edit(data) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
-            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [broken, row[0] as String])
-            return (row[0], data)
+            return (row[0], row[1])
         }
+        try await op.dropGuard(of: .versions)
+        let broken = try StoredEnvelopeText.edit(original.1) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
+        try await op.replaceStoredEnvelope(of: original.0, with: [UInt8](broken))
 
         let login = try await patient(["login", "--username", "alice", "--remember"], home: "second")
         // The login succeeds (the account is fine) and warns about the record kept aside.
@@ -60,9 +61,7 @@ struct QuarantineCLITests {
         #expect(sync.stderr.contains("kept aside: sequence"))
         #expect(sync.stderr.contains("malformed"))
 
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [original.1, original.0])
-        }
+        try await op.replaceStoredEnvelope(of: original.0, with: [UInt8](original.1))
         let healed = try await patient(["sync", "--verbose"], home: "second")
         #expect(healed.status == 0, "\(healed.stderr)")
         #expect(!healed.stderr.contains("kept aside"))

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import VaultTestSupport
 
 /// `carevault-doctor watch` and `carevault-patient sync --watch` as processes (Docs/events.md, README
 /// "Live updates"): a change appears within seconds, SIGTERM ends with 0, a server restart is survived,
@@ -123,15 +124,18 @@ struct WatchCLITests {
             #expect(try await world.patient(["sync"]).status == 0)
             // The operator breaks the stored envelope of every record before the doctor first reads them.
             let queue = try DatabaseQueue(path: try #require(world.server.database.sqlitePath))
-            try await queue.write { db in
-                try db.execute(sql: "DROP TRIGGER IF EXISTS versions_append_only_u")
-                for row in try Row.fetchAll(db, sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id") {
-                    let data: Data = row[1]
-                    let broken = try StoredEnvelopeText.edit(data) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
-                    try db.execute(sql: "UPDATE versions SET envelope = ? WHERE version_id = ?", arguments: [broken, row[0] as String])
+            let heads = try await queue.read { db in
+                try Row.fetchAll(db, sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id").map {
+                    ($0[0] as String, $0[1] as Data)
                 }
             }
             try queue.close()
+            let op = ServerOperator.of(world.server.database)
+            try await op.dropGuard(of: .versions)
+            for (versionID, data) in heads {
+                let broken = try StoredEnvelopeText.edit(data) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
+                try await op.replaceStoredEnvelope(of: versionID, with: [UInt8](broken))
+            }
 
             let bob = try Watcher(world, "carevault-doctor", ["watch", "alice", "--json"], home: "bob", password: FaultWorld.doctorPassword)
             defer { bob.process.stopIfRunning() }
@@ -183,10 +187,8 @@ struct WatchCLITests {
             try await bob.waitFor("subscribed") { $0["event"] as? String == "subscribed" }
             // The operator serves the first version as the head; the patient's commitment names the second.
             let first: String = try #require(before[superseded.key])
-            try await queue.write { db in
-                try db.execute(sql: "UPDATE heads SET version_id = ? WHERE record_id = ?", arguments: [first, superseded.key])
-            }
             try queue.close()
+            try await ServerOperator.of(world.server.database).pointRecordHead(superseded.key, at: first)
             #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "exercise"]).status == 0)
             #expect(try await world.admin(["approve", "--all"]).status == 0)
             _ = try await world.patient(["sync"])
@@ -215,9 +217,7 @@ struct WatchCLITests {
             defer { bob.process.stopIfRunning() }
             try await bob.waitFor("subscribed") { $0["event"] as? String == "subscribed" }
             // The share ends on the server with no share event (as when a revoke races a push): the next pull is refused.
-            let queue = try DatabaseQueue(path: try #require(world.server.database.sqlitePath))
-            try await queue.write { db in try db.execute(sql: "UPDATE shares SET state = 'revoked'") }
-            try queue.close()
+            try await ServerOperator.of(world.server.database).editShares(.all, state: .revoked)
             let later = try await world.patient([
                 "activity", "add", "--id", "stretch", "--title", "Stretch", "--category", "interventions", "--schedule", "daily@09:00",
             ])

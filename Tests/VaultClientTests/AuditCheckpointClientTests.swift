@@ -44,28 +44,7 @@ struct AuditCheckpointClientTests {
 
     /// Replaces the whole stored log with `entries`, exactly as given, and moves the head to match.
     static func replaceLog(_ repo: any VaultRepository, _ backend: Backend, with entries: [AuditEntry]) async throws {
-        try await repo.attackerExecutes(
-            backend == .sqlite
-                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d; DROP TRIGGER IF EXISTS audit_format_2"
-                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only; DROP TRIGGER IF EXISTS audit_format_2 ON audit_log"
-        )
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        func text(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "''") + "'" }
-        var sql = ["DELETE FROM audit_log"]
-        for e in entries {
-            let details = String(decoding: try encoder.encode(e.details), as: UTF8.self)
-            let patient = e.patientID.map { text($0.uuidString.lowercased()) } ?? "NULL"
-            let patientLink = e.patientLink.map(text) ?? "NULL"
-            sql.append(
-                "INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link) "
-                    + "VALUES (\(e.sequence), \(e.at), \(text(e.actor)), \(text(e.action)), \(patient), \(text(details)), "
-                    + "\(text(e.previousHash)), \(text(e.hash)), \(e.entryFormat), \(text(AuditChain.digest(of: e))), \(patientLink))"
-            )
-        }
-        let head = entries.last
-        sql.append("UPDATE audit_head SET sequence = \(head?.sequence ?? 0), hash = '\(head?.hash ?? AuditChain.genesis)' WHERE id = 1")
-        try await repo.attackerExecutes(sql.joined(separator: ";\n"))
+        try await repo.databaseOperator.replaceAuditLog(with: entries)
     }
 
     static func store(_ world: ClientWorld, _ name: String = "admin") -> AuditCheckpointStore {
@@ -116,11 +95,7 @@ struct AuditCheckpointClientTests {
             #expect(try await admin.verifyAuditChain(store: store).report.ok)
 
             // The checkpoint row deleted: the admin's own memory of it catches that.
-            try await world.repository.attackerExecutes(
-                backend == .sqlite
-                    ? "DROP TRIGGER audit_checkpoints_append_only_d; DELETE FROM audit_checkpoints"
-                    : "ALTER TABLE audit_checkpoints DISABLE TRIGGER audit_checkpoints_append_only; DELETE FROM audit_checkpoints"
-            )
+            try await world.repository.databaseOperator.dropAuditCheckpoints()
             let dropped = try await admin.verifyAuditChain(store: store).report.broken
             #expect(dropped?.reason == .checkpointMissing && dropped?.sequence == checkpoint.sequence)
             #expect(try await admin.verifyAuditChain(store: Self.store(world, "elsewhere")).report.ok, "without the memory it goes unnoticed")
@@ -165,11 +140,7 @@ struct AuditCheckpointClientTests {
 
             // Rolled back to before the checkpoint, checkpoint and all: the device remembers it.
             try await Self.replaceLog(world.repository, backend, with: original)
-            try await world.repository.attackerExecutes(
-                backend == .sqlite
-                    ? "DROP TRIGGER audit_checkpoints_append_only_d; DELETE FROM audit_checkpoints"
-                    : "ALTER TABLE audit_checkpoints DISABLE TRIGGER audit_checkpoints_append_only; DELETE FROM audit_checkpoints"
-            )
+            try await world.repository.databaseOperator.dropAuditCheckpoints()
             #expect(await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }?.contains("checkpoint missing") == true)
         }
     }
@@ -182,9 +153,8 @@ struct AuditCheckpointClientTests {
             let head = try #require(try await Self.entries(world.repository).last)
             func post(_ c: AuditCheckpoint) async throws -> AuditCheckpoint {
                 try await admin.transport.send(
-                    .POST,
-                    Routes.adminAuditCheckpoints,
-                    body: c,
+                    AdminEndpoints.signCheckpoint,
+                    c,
                     auth: .admin(world.admin, deploymentID: try await admin.deploymentID())
                 )
             }
@@ -208,31 +178,17 @@ struct AuditCheckpointClientTests {
             // Written into the database directly, a forged checkpoint is refused by the admin and the patient.
             let atOne = try #require(try await Self.entries(world.repository).first)
             let fake = AuditCheckpoint.sign(sequence: 1, headHash: atOne.hash, signedAt: 1, adminKey: rogue)
-            try await world.repository.attackerExecutes(
-                "INSERT INTO audit_checkpoints (sequence, head_hash, signed_at, signature, stored_at) "
-                    + "VALUES (1, '\(fake.headHash)', 1, '\(fake.signature.base64URL)', 1)"
-            )
+            try await world.repository.databaseOperator.insertAuditCheckpoint(fake, storedAt: 1)
             let broken = try await admin.verifyAuditChain(store: nil).report.broken
             #expect(broken?.reason == .forgedCheckpoint && broken?.sequence == 1)
             #expect(await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }?.contains("forged checkpoint") == true)
         }
     }
 
-    /// What a hostile operator changes in place, triggers dropped, leaving every stored hash alone.
-    static func attackerUpdates(_ repo: any VaultRepository, _ backend: Backend, _ sql: String) async throws {
-        try await repo.attackerExecutes(
-            backend == .sqlite
-                ? "DROP TRIGGER IF EXISTS audit_append_only_u; DROP TRIGGER IF EXISTS audit_append_only_d"
-                : "ALTER TABLE audit_log DISABLE TRIGGER audit_append_only"
-        )
-        try await repo.attackerExecutes(sql)
-    }
-
     @Test(arguments: Backend.allCases)
     func aPatientDetectsADoctorsReadNoLongerTaggedWithItsID(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
             let patient = try await Self.readByDoctor(world)
-            let me = patient.account.profile.userID.uuidString.lowercased()
             _ = try await world.adminClient.checkpointAudit(store: Self.store(world))
             let reads = try await patient.verifiedAccessLog().entries.filter { $0.action == "records.read" }
             #expect(reads.count == 1)
@@ -243,28 +199,26 @@ struct AuditCheckpointClientTests {
 
             // The read's patient cleared, hashes, digest and links left as stored: the later entry links to a
             // hash the patient's log does not list.
-            let untag = "UPDATE audit_log SET patient_id = NULL WHERE sequence = \(reads[0].sequence)"
-            try await Self.attackerUpdates(world.repository, backend, untag)
+            let op = world.repository.databaseOperator
+            try await op.rewriteAuditEntry(sequence: reads[0].sequence, untagged: true)
             #expect(try await patient.accessLog().allSatisfy { $0.action != "records.read" }, "the read is hidden")
             let middle = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(middle?.contains("missing entry") == true, "\(middle ?? "no error")")
 
             // Every later entry about the patient untagged too: the read is the newest link continuing the
             // patient's own links, and it is not in the access log.
-            let after = "UPDATE audit_log SET patient_id = NULL WHERE patient_id = '\(me)' AND sequence > \(reads[0].sequence)"
-            try await Self.attackerUpdates(world.repository, backend, after)
+            try await op.untagAuditEntries(of: patient.account.profile.userID, after: reads[0].sequence)
             let newest = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(newest?.contains("entry \(reads[0].sequence): missing entry") == true, "\(newest ?? "no error")")
 
             // The link rewritten as well, so it no longer names the patient's previous entry: its hash no longer
             // matches what the chain lists for it.
-            let relink = "UPDATE audit_log SET patient_link = NULL WHERE sequence = \(reads[0].sequence)"
-            try await Self.attackerUpdates(world.repository, backend, relink)
+            try await op.rewriteAuditEntry(sequence: reads[0].sequence, unlinked: true)
             let relinked = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(relinked?.contains("edited entry") == true, "\(relinked ?? "no error")")
 
             // Presented as an entry of the old format instead: formats never go back.
-            try await Self.attackerUpdates(world.repository, backend, "UPDATE audit_log SET format = 1 WHERE sequence = \(reads[0].sequence)")
+            try await op.rewriteAuditEntry(sequence: reads[0].sequence, format: 1)
             let downgraded = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(downgraded?.contains("broken link") == true, "\(downgraded ?? "no error")")
 
@@ -290,15 +244,14 @@ struct AuditCheckpointClientTests {
             try await Self.replaceLog(world.repository, backend, with: legacy)
             try await world.repository.appendAudit([AuditEvent(actor: "server", action: "records.read", patientID: me)], now: 9)
             let read = try #require(try await Self.entries(world.repository).last)
-            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            let page = try await patient.transport.send(AccessLogEndpoints.entries, auth: try patient.account.sessionAuth)
             let key = try Hex.decode(try #require(page.patientKey))
             let previous = legacy.last { $0.patientID == me }?.hash
             #expect(read.format == 2 && read.patientLink == AuditChain.patientLink(key: key, previous: previous))
             #expect(try await patient.verifiedAccessLog().entries.contains(read))
 
             // The read untagged and shown as format 1 without its link: no entry of this patient's is of format 2.
-            let hide = "UPDATE audit_log SET patient_id = NULL, format = 1, patient_link = NULL WHERE sequence = \(read.sequence)"
-            try await Self.attackerUpdates(world.repository, backend, hide)
+            try await world.repository.databaseOperator.rewriteAuditEntry(sequence: read.sequence, untagged: true, format: 1, unlinked: true)
             let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(message?.contains("entry \(read.sequence): broken link") == true, "\(message ?? "no error")")
             // A device that never saw format 2 cannot tell (Docs/design.md §6).
@@ -313,16 +266,14 @@ struct AuditCheckpointClientTests {
         try await ClientWorld.run(backend) { world in
             let patient = try await Self.readByDoctor(world)
             _ = try await patient.verifiedAccessLog()
-            let page: AuditPage = try await patient.transport.send(.GET, Routes.accessLog, auth: try patient.account.sessionAuth)
+            let page = try await patient.transport.send(AccessLogEndpoints.entries, auth: try patient.account.sessionAuth)
             #expect(page.patientKey?.count == 64)
             // Without the key, no link shows which entry it continues: none names another entry's hash.
             let links = try await world.repository.auditLinks(after: 0, limit: 1_000)
             let hashes = Set(links.map(\.hash))
             #expect(links.contains { $0.patientLink != nil } && links.allSatisfy { $0.patientLink.map { !hashes.contains($0) } ?? true })
             // The database's secret replaced: the server now derives another key, and the device refuses it.
-            let hex = String(repeating: "ab", count: 32)
-            let value = backend == .sqlite ? "X'\(hex)'" : "'\\x\(hex)'::bytea"
-            try await world.repository.attackerExecutes("UPDATE meta SET value = \(value) WHERE key = 'server_secret'")
+            try await world.repository.databaseOperator.replaceServerSecret(with: [UInt8](repeating: 0xab, count: 32))
             let message = await Self.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(message?.contains("another audit key") == true, "\(message ?? "no error")")
         }

@@ -32,8 +32,7 @@ struct CertificatePinTests {
                 issuedAt: stored.issuedAt + 1,
                 adminKey: world.admin
             )
-            let json = String(decoding: try JSONEncoder().encode(certified), as: UTF8.self).replacingOccurrences(of: "'", with: "''")
-            try await world.repository.attackerExecutes("UPDATE users SET certificate = '\(json)' WHERE username = 'doc'")
+            try await world.repository.databaseOperator.setCertificate(of: "doc", certified)
 
             // Sharing another category with "doc" is refused with both fingerprints, and nothing is submitted.
             do {

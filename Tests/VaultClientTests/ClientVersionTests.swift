@@ -38,8 +38,10 @@ struct ClientVersionTests {
         let server = try Self.upgradeServer()
         defer { server.stop() }
         let transport = try Transport(baseURL: "http://127.0.0.1:\(server.port)", maxAttempts: 3, baseDelayMs: 10, timeout: .seconds(10))
-        let get = await #expect(throws: ClientError.self) { try await transport.sendIgnoringBody(.GET, Routes.me) }
-        let post = await #expect(throws: ClientError.self) { try await transport.sendIgnoringBody(.POST, Routes.login, body: ["username": "x"]) }
+        let get = await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, NoAnswer>(.GET, Routes.me)) }
+        let post = await #expect(throws: ClientError.self) {
+            _ = try await transport.send(Endpoint<[String: String], NoAnswer>(.POST, Routes.login), ["username": "x"])
+        }
         for error in [get, post] {
             #expect(error == .upgradeRequired("this server serves clients from 9.0.0 on: upgrade"))
             #expect(error.map { "\($0)" } == "upgrade required: this server serves clients from 9.0.0 on: upgrade")

@@ -50,7 +50,7 @@ struct CommitmentTests {
         #expect(view.activities.map(\.title) == ["Walk", "v2"], "run, and walk's newest version")
         let outcome = try #require(try vault.store.records(type: .outcome).first).envelope.header.recordID.hex
         try await MaliciousServerTests.allowTampering(world.repository, backend)
-        try await world.repository.attackerExecutes("CREATE TABLE heads_backup AS SELECT * FROM heads")
+        try await world.repository.databaseOperator.snapshotRecordHeads()
         return Story(
             vault: vault,
             password: password,
@@ -74,14 +74,15 @@ struct CommitmentTests {
     func everyAttackOnTheSetIsReportedByFreshReaders(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
             let s = try await Self.story(world, backend)
-            let attacks: [(String, String)] = [
-                ("a head set back to an older version", "UPDATE heads SET version_id = '\(s.walkV1)' WHERE record_id = '\(s.walk)'"),
-                ("a head row deleted", "DELETE FROM heads WHERE record_id = '\(s.run)'"),
-                ("a tombstone removed", "UPDATE heads SET version_id = '\(s.swimLive)', deleted = false WHERE record_id = '\(s.swim)'"),
-                ("an outcome version removed", "DELETE FROM heads WHERE record_id = '\(s.outcome)'"),
+            let op = world.repository.databaseOperator
+            let attacks: [(String, () async throws -> Void)] = [
+                ("a head set back to an older version", { try await op.pointRecordHead(s.walk, at: s.walkV1) }),
+                ("a head row deleted", { try await op.dropRecordHead(s.run) }),
+                ("a tombstone removed", { try await op.pointRecordHead(s.swim, at: s.swimLive, deleted: false) }),
+                ("an outcome version removed", { try await op.dropRecordHead(s.outcome) }),
             ]
-            for (n, (what, sql)) in attacks.enumerated() {
-                try await world.repository.attackerExecutes(sql)
+            for (n, (what, attack)) in attacks.enumerated() {
+                try await attack()
                 let view = try await Self.freshDoctor(world, "doc-\(n)").view(patient: "pat")
                 #expect(view.completenessMessage != nil, "\(what): the doctor is told")
                 #expect(view.asOf.isEmpty, "\(what): nothing is shown as current")
@@ -92,8 +93,7 @@ struct CommitmentTests {
                     #expect(m.contains("not the set the patient committed to"), "\(what): \(m)")
                 }
                 #expect(try await fresh.pendingCount() == 0, "\(what): the fresh device pushed nothing")
-                try await world.repository.attackerExecutes("DELETE FROM heads")
-                try await world.repository.attackerExecutes("INSERT INTO heads SELECT * FROM heads_backup")
+                try await op.restoreRecordHeads()
             }
             // Restored, a fresh doctor and a fresh patient device accept the view.
             let view = try await Self.freshDoctor(world, "doc-ok").view(patient: "pat")
@@ -108,21 +108,20 @@ struct CommitmentTests {
             let s = try await Self.story(world, backend)
             let doctor = try await Self.freshDoctor(world, "doc-b")
             #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
-            try await world.repository.attackerExecutes("CREATE TABLE commitments_backup AS SELECT * FROM tresor_commitments")
+            try await world.repository.databaseOperator.snapshotCommitments()
             try await s.vault.addActivity(try Sample.activity("yoga"))
             _ = try await s.vault.sync()
             let newer = try await doctor.view(patient: "pat")
             #expect(newer.completenessMessage == nil)
             #expect(newer.activities.contains { $0.id == "yoga" })
             // The server shows the older commitment again, with the heads it described.
-            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
-            try await world.repository.attackerExecutes("INSERT INTO tresor_commitments SELECT * FROM commitments_backup")
+            try await world.repository.databaseOperator.restoreCommitments()
             let rolledBack = try await doctor.view(patient: "pat")
             #expect(rolledBack.completenessMessage?.contains("older state of interventions") == true)
             #expect(rolledBack.asOf.isEmpty)
             await #expect(throws: ClientError.self, "the patient's device saw the newer one") { _ = try await s.vault.sync() }
             // A commitment that vanishes is as bad.
-            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
+            try await world.repository.databaseOperator.dropCommitments()
             #expect(try await doctor.view(patient: "pat").completenessMessage?.contains("no longer shows") == true)
         }
     }
@@ -200,13 +199,7 @@ struct CommitmentTests {
             let doctor = try await Self.freshDoctor(world, "doc-s")
             #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
             _ = try await s.vault.sync()
-            try await world.repository.attackerExecutes(
-                """
-                UPDATE tresor_commitments SET statement = CAST(json_set(CAST(statement AS TEXT), '$.signature',
-                    CASE WHEN substr(json_extract(CAST(statement AS TEXT), '$.signature'), 1, 1) = 'A' THEN 'B' ELSE 'A' END
-                    || substr(json_extract(CAST(statement AS TEXT), '$.signature'), 2)) AS BLOB)
-                """
-            )
+            try await world.repository.databaseOperator.alterCommitmentSignatures()
             do {
                 _ = try await s.vault.sync()
                 Issue.record("the patient's device accepted a commitment whose signature was changed")
@@ -222,7 +215,7 @@ struct CommitmentTests {
     @Test func aCommitmentRememberedAsJSONIsConvertedAndStillCatchesARollback() async throws {
         try await ClientWorld.run(.sqlite) { world in
             let s = try await Self.story(world, .sqlite)
-            try await world.repository.attackerExecutes("CREATE TABLE commitments_backup AS SELECT * FROM tresor_commitments")
+            try await world.repository.databaseOperator.snapshotCommitments()
             try await s.vault.addActivity(try Sample.activity("yoga"))
             _ = try await s.vault.sync()
             let accepted = try s.vault.store.serverStates().commitments
@@ -240,10 +233,9 @@ struct CommitmentTests {
             let converted = try await s.vault.store.queue.read { db in try Data.fetchAll(db, sql: "SELECT commitment FROM server_state") }
             #expect(!converted.isEmpty && converted.allSatisfy { $0.first != UInt8(ascii: "{") }, "stored in binary")
             #expect(try s.vault.store.serverStates().commitments == accepted)
-            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
-            try await world.repository.attackerExecutes("INSERT INTO tresor_commitments SELECT * FROM commitments_backup")
+            try await world.repository.databaseOperator.restoreCommitments()
             await #expect(throws: ClientError.self, "the older commitment is refused") { _ = try await s.vault.sync() }
-            try await world.repository.attackerExecutes("DELETE FROM tresor_commitments")
+            try await world.repository.databaseOperator.dropCommitments()
             await #expect(throws: ClientError.self, "a vanished commitment is refused") { _ = try await s.vault.sync() }
             #expect(try s.vault.store.serverStates().commitments == accepted, "nothing older was accepted")
         }

@@ -23,7 +23,7 @@ struct CredentialReplayTests {
             var account = try await phone.accounts.login(username: "alice", password: "password one")
             // The laptop knows the account from before any change (its profile holds the registration's salt).
             _ = try await laptop.accounts.login(username: "alice", password: "password one")
-            let lifecycle = try #require(world.repository as? any AccountLifecycleRepository)
+            let lifecycle: any AccountLifecycleRepository = world.repository
             try await phone.accounts.changePassword(account, current: "password one", new: "password two")
             let older = try #require(try await lifecycle.accountState(userID: account.profile.userID).credentialUpdate)
             account = try await phone.accounts.login(username: "alice", password: "password two")
@@ -37,11 +37,7 @@ struct CredentialReplayTests {
 
             // The server goes back to the older change, validly signed once, which "password two" (leaked,
             // say: why it was changed) opens.
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let json = String(decoding: try encoder.encode(older), as: UTF8.self)
-            let id = account.profile.userID.uuidString.lowercased()
-            try await world.repository.attackerExecutes("UPDATE account_credentials SET credential_update = '\(json)' WHERE user_id = '\(id)'")
+            try await world.repository.databaseOperator.setCredentialUpdate(of: account.profile.userID, older)
             let before = try await world.repository.auditEntries(after: 0, limit: 1_000, patientID: nil).count
             for (device, password) in [(laptop, "password two"), (laptop, "password three"), (phone, "password two")] {
                 do {
@@ -56,8 +52,7 @@ struct CredentialReplayTests {
                 "refused before any login was sent"
             )
             // The newest change again: accepted as before.
-            let newest = String(decoding: try encoder.encode(newer), as: UTF8.self)
-            try await world.repository.attackerExecutes("UPDATE account_credentials SET credential_update = '\(newest)' WHERE user_id = '\(id)'")
+            try await world.repository.databaseOperator.setCredentialUpdate(of: account.profile.userID, newer)
             #expect(try await laptop.accounts.login(username: "alice", password: "password three").profile.userID == account.profile.userID)
         }
     }

@@ -24,6 +24,7 @@ struct DeviceDatabaseTests {
             DeviceDatabase.doctor.map(\.identifier) == [
                 "v1-doctor-cache", "v2-doctor-quarantine", "v3-doctor-revoked-shares", "v4-doctor-commitments",
                 "v5-doctor-binary-envelopes", "v6-doctor-revoked-requests", "v7-doctor-binary-commitments",
+                "v8-doctor-quarantine-by-tresor",
             ]
         )
     }
@@ -80,7 +81,8 @@ struct DeviceDatabaseTests {
             let sealed = SealedRecords()
             let owner = sealed.identity.userID
             let accepted = Self.commitment(sealed)
-            let previous = try DeviceDatabase.open(at: url, migrations: Array(DeviceDatabase.doctor.dropLast()))
+            // A version that still wrote commitments as JSON: its schema ended at v6.
+            let previous = try DeviceDatabase.open(at: url, migrations: Array(DeviceDatabase.doctor.prefix(6)))
             try await previous.write { db in
                 try db.execute(
                     sql: "INSERT INTO cursors (owner_id, tresor_id, cursor) VALUES (?, ?, 7)",
@@ -103,6 +105,48 @@ struct DeviceDatabaseTests {
             let cache = try DoctorCache(url: url)
             #expect(try await cache.cursor(owner: owner, tresor: sealed.tresor.id) == 7)
             #expect(try await cache.acceptedCommitments(owner: owner) == [sealed.tresor.id: accepted])
+        }
+    }
+
+    /// The quarantine of a cache written before it was keyed by tresor: every row carried over under the
+    /// tresor it recorded, and from then on held and released by that share only.
+    @Test func aDoctorsQuarantineFromBeforeTheTresorKeyKeepsEachRowWithItsShare() async throws {
+        try await SealedRecords.withTemporaryFile("store.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let other = Tresor.create(ownerID: owner, category: "assessments")
+            let rows = [
+                (
+                    sealed.tresor.id,
+                    QuarantinedRecord(sequence: 5, recordID: sealed.recordID("walk").hex, versionID: "v-walk", reason: .invalidSignature)
+                ),
+                (other.id, QuarantinedRecord(sequence: 6, recordID: nil, versionID: nil, reason: .malformed)),
+            ]
+            let previous = try DeviceDatabase.open(
+                at: url,
+                migrations: Array(DeviceDatabase.doctor.prefix { $0.identifier != "v8-doctor-quarantine-by-tresor" })
+            )
+            try await previous.write { db in
+                for (tresor, q) in rows {
+                    // As the previous version wrote them.
+                    try db.execute(
+                        sql:
+                            "INSERT OR REPLACE INTO quarantine (owner_id, tresor_id, sequence, record_id, version_id, reason) VALUES (?, ?, ?, ?, ?, ?)",
+                        arguments: [owner.uuidString, tresor.uuidString, Int64(q.sequence), q.recordID, q.versionID, q.reason.rawValue]
+                    )
+                }
+            }
+            try previous.close()
+
+            let cache = try DoctorCache(url: url)
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id) == [rows[0].1])
+            #expect(try await cache.quarantined(owner: owner, tresor: other.id) == [rows[1].1])
+            // The key now names the tresor: the other share's row at the same sequence and its release leave this one.
+            let moved = QuarantinedRecord(sequence: 5, recordID: nil, versionID: nil, reason: .wrongContext)
+            try await cache.store([.failed(moved)], release: [6], owner: owner, tresor: other.id, cursor: nil)
+            try await cache.store([], release: [5], owner: owner, tresor: other.id, cursor: nil)
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id) == [rows[0].1])
+            #expect(try await cache.quarantined(owner: owner, tresor: other.id).isEmpty)
         }
     }
 }

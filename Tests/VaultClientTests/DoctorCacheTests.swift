@@ -88,6 +88,39 @@ struct DoctorCacheTests {
             #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id).isEmpty)
         }
     }
+
+    /// Each share holds, releases and lists its own quarantined rows, whatever sequence another share's
+    /// page names (the server chooses both): a hold, a release and a verified change of one share leave
+    /// the rows of another alone.
+    @Test func aQuarantinedRowIsHeldAndReleasedByItsShareOnly() async throws {
+        try await SealedRecords.withTemporaryFile("store.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let other = SealedRecords(category: "assessments")
+            let cache = try DoctorCache(url: url)
+            let held = QuarantinedRecord(sequence: 5, recordID: sealed.recordID("walk").hex, versionID: nil, reason: .invalidSignature)
+            try await cache.store([.failed(held)], release: [], owner: owner, tresor: sealed.tresor.id, cursor: 5)
+
+            let moved = QuarantinedRecord(sequence: 5, recordID: held.recordID, versionID: nil, reason: .wrongContext)
+            try await cache.store([.failed(moved)], release: [], owner: owner, tresor: other.tresor.id, cursor: 5)
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id) == [held], "not overwritten by another share's row")
+            #expect(try await cache.quarantined(owner: owner, tresor: other.tresor.id) == [moved])
+            try await cache.store([], release: [5], owner: owner, tresor: other.tresor.id, cursor: nil)
+            #expect(try await cache.quarantined(owner: owner, tresor: other.tresor.id).isEmpty)
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id) == [held], "not released by another share")
+            // A verified change of the other share at that sequence, even naming the record, releases nothing here.
+            try await cache.store(
+                [try Self.entry(try other.activity("walk", at: 1_000), sequence: 5)],
+                release: [],
+                owner: owner,
+                tresor: other.tresor.id,
+                cursor: 5
+            )
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id) == [held])
+            try await cache.store([], release: [5], owner: owner, tresor: sealed.tresor.id, cursor: nil)
+            #expect(try await cache.quarantined(owner: owner, tresor: sealed.tresor.id).isEmpty, "its own share releases it")
+        }
+    }
 }
 
 extension DoctorCache {

@@ -165,7 +165,7 @@ struct EventStreamTests {
             try await vault.addActivity(try Sample.activity("walk"))
             _ = try await vault.sync()
             try await Self.until { collected.withLockedValue { $0.contains { if case .change(me, _) = $0 { true } else { false } } } }
-            try await device.transport.sendIgnoringBody(.POST, Routes.logout, auth: .session(token))
+            _ = try await device.transport.send(AccountEndpoints.logout, auth: .session(token))
             try await reader.value
             #expect(collected.withLockedValue { $0.last } == .account(reason: "session-ended"))
         }

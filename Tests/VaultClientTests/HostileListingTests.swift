@@ -16,8 +16,6 @@ import VaultTestSupport
 struct HostileListingTests {
     typealias H = HostileMembershipTests
 
-    static func id(_ share: UUID) -> String { "'\(share.uuidString.lowercased())'" }
-
     @Test(arguments: Backend.allCases)
     func aViewWithoutItsCommitmentIsNeverCalledComplete(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
@@ -68,16 +66,14 @@ struct HostileListingTests {
             #expect(try await doc.patients().patients.isEmpty)
 
             // The operator files pat's share with doc2 under doc as well: doc's list must not show pat.
-            try await world.repository.attackerExecutes("UPDATE shares SET doctor_id = \(H.userID("doc")) WHERE patient_id = \(H.userID("pat"))")
+            try await world.repository.databaseOperator.refileShares(.patient("pat"), doctor: "doc")
             let listed = try await doc.patients()
             #expect(listed.patients.isEmpty && listed.unverified == 1)
-            try await world.repository.attackerExecutes("UPDATE shares SET doctor_id = \(H.userID("doc2")) WHERE patient_id = \(H.userID("pat"))")
+            try await world.repository.databaseOperator.refileShares(.patient("pat"), doctor: "doc2")
 
             // The operator shows other's share to pat as pat's own: pat's doctors come from pat's ledger.
             #expect(try await pat.doctors().doctors.map { "\($0.doctor) \($0.category) \($0.state)" } == ["doc2 interventions active"])
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET patient_id = \(H.userID("pat")), doctor_id = \(H.userID("doc")) WHERE id = \(Self.id(foreign.shareID))"
-            )
+            try await world.repository.databaseOperator.refileShares(.id(foreign.shareID), patient: "pat", doctor: "doc")
             let mine = try await pat.doctors()
             #expect(mine.doctors.map(\.doctor) == ["doc2"] && mine.unlisted == 1)
         }
@@ -102,13 +98,7 @@ struct HostileListingTests {
 
             // The operator copies the revoked request into a new pending share.
             let copy = UUID()
-            try await world.repository.attackerExecutes(
-                """
-                INSERT INTO shares (id, patient_id, doctor_id, tresor_id, category, state, grant_json, created_at, updated_at, expires_at)
-                SELECT \(Self.id(copy)), patient_id, doctor_id, tresor_id, category, 'pending', grant_json, created_at, updated_at, expires_at
-                FROM shares WHERE id = \(Self.id(share.shareID))
-                """
-            )
+            try await world.repository.databaseOperator.copyShare(share.shareID, as: copy)
             // The admin who decided the request before refuses it.
             let refused = await H.expectFailure([.integrity], "the copied request") { try await admin.approveAll() }
             #expect(refused?.contains("twice") == true, "\(refused ?? "")")
@@ -122,10 +112,8 @@ struct HostileListingTests {
             #expect(try await drw.patients().patients.isEmpty)
 
             // A fresh device of drw, shown both copies as active and no revocation, reads each record once.
-            try await world.repository.attackerExecutes("DROP INDEX shares_open")
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'active', revocation_json = NULL, reason = NULL WHERE id = \(Self.id(share.shareID))"
-            )
+            try await world.repository.databaseOperator.allowSeveralOpenShares()
+            try await world.repository.databaseOperator.setShareState(share.shareID, .active)
             let fresh = try await H.freshReader(world, "drw", device: "d2")
             let view = try await fresh.view(patient: "fay")
             #expect(view.activities.map(\.title) == ["before"], "one copy of each record")

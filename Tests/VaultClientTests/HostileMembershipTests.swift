@@ -36,16 +36,6 @@ struct HostileMembershipTests {
         return nil
     }
 
-    /// The SQL expression for the id of user `name`.
-    static func userID(_ name: String) -> String { "(SELECT id FROM users WHERE username = '\(name)')" }
-
-    /// A value as SQL text literal of its JSON.
-    static func literal(_ value: some Encodable) throws -> String {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return "'" + String(decoding: try e.encode(value), as: UTF8.self).replacingOccurrences(of: "'", with: "''") + "'"
-    }
-
     /// The only share row of doctor `name`.
     static func shareRow(_ world: ClientWorld, doctor: DoctorReader) async throws -> ShareRow {
         let rows = try await world.repository.shares(doctorID: doctor.account.profile.userID)
@@ -91,9 +81,7 @@ struct HostileMembershipTests {
             #expect(try await Self.serverEpoch(world, vault) == 2)
 
             // The server revives doc1's share and hides the patient's revocation.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'active', revocation_json = NULL, reason = NULL WHERE doctor_id = \(Self.userID("doc1"))"
-            )
+            try await world.repository.databaseOperator.editShares(.doctor("doc1"), state: .active, forgetting: [.revocation, .reason])
             _ = try await vault.revoke(doctor: "doc2", category: "interventions")
             try await vault.addActivity(try Sample.activity("run", title: "after"))
             _ = try await vault.sync()
@@ -136,9 +124,7 @@ struct HostileMembershipTests {
 
             skew.withLock { $0 = 7200 }
             // The server keeps the share alive past its end date, for good.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'active', expires_at = NULL WHERE doctor_id = \(Self.userID("doc"))"
-            )
+            try await world.repository.databaseOperator.editShares(.doctor("doc"), state: .active, forgetting: [.expiry])
             _ = try await vault.sync()
             #expect(try await Self.serverEpoch(world, vault) == before + 1, "the expiry rotated the tresor")
             #expect(try Self.member(vault, share.shareID)?.status == .expired)
@@ -159,9 +145,7 @@ struct HostileMembershipTests {
             await Self.expectFailure([.notPermitted], "doctor after the revocation") { _ = try await doc.view(patient: "pat") }
 
             // Reviving it again changes nothing.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'active', revocation_json = NULL WHERE doctor_id = \(Self.userID("doc"))"
-            )
+            try await world.repository.databaseOperator.editShares(.doctor("doc"), state: .active, forgetting: [.revocation])
             try await vault.rotate(category: "interventions", reencrypt: false)
             try await vault.addActivity(try Sample.activity("swim", title: "later"))
             _ = try await vault.sync()
@@ -193,10 +177,7 @@ struct HostileMembershipTests {
             #expect(try await Self.serverEpoch(world, a) == old.currentEpoch + 1)
 
             // The server puts back the self-grant from before the revocation: the doctor holds its keys.
-            try await world.repository.attackerExecutes(
-                "UPDATE tresors SET self_grant = \(try Self.literal(old.selfGrant)), current_epoch = \(old.currentEpoch) "
-                    + "WHERE owner_id = \(Self.userID("pat")) AND category = 'interventions'"
-            )
+            try await world.repository.databaseOperator.setSelfGrant(owner: "pat", category: "interventions", old.selfGrant, epoch: old.currentEpoch)
             // (a) The device that saw the newer version refuses, naming the older one.
             let message = await Self.expectFailure([.integrity], "device A") { _ = try await a.sync() }
             #expect(message?.contains("version \(oldVersion)") == true, "\(message ?? "")")
@@ -231,13 +212,10 @@ struct HostileMembershipTests {
             let share = try await vault.grant(doctor: "doc", category: "interventions")
 
             // Active with no approval at all.
-            try await world.repository.attackerExecutes("UPDATE shares SET state = 'active' WHERE doctor_id = \(Self.userID("doc"))")
+            try await world.repository.databaseOperator.editShares(.doctor("doc"), state: .active)
             await Self.expectFailure([.integrity, .notPermitted], "no approval") { _ = try await doc.view(patient: "pat") }
             // Active with the admin's approval of doc2's share.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET approval = (SELECT o.approval FROM shares o WHERE o.doctor_id = \(Self.userID("doc2"))) "
-                    + "WHERE doctor_id = \(Self.userID("doc"))"
-            )
+            try await world.repository.databaseOperator.copyShareApproval(from: .doctor("doc2"), to: .doctor("doc"))
             #expect(try await Self.shareRow(world, doctor: doc).approval != nil)
             await Self.expectFailure([.integrity, .notPermitted], "a copied approval") { _ = try await doc.view(patient: "pat") }
             // The patient's device refuses to deliver to it.
@@ -295,7 +273,7 @@ struct HostileMembershipTests {
             #expect(try await doc.view(patient: "pat").categories == ["assessments", "interventions"])
             let ended = try await world.repository.shares(doctorID: doc.account.profile.userID).first { $0.category == "medications" }
             let real = try #require(ended?.revocation)
-            let target = "doctor_id = \(Self.userID("doc")) AND category = 'interventions'"
+            let target = ServerOperator.ShareRows.doctorCategory("doc", "interventions")
 
             let rogue = Identity.generate(userID: vault.account.profile.userID)
             let forgeries = [
@@ -306,11 +284,9 @@ struct HostileMembershipTests {
                 ("naming another share", real),
             ]
             for (what, forged) in forgeries {
-                try await world.repository.attackerExecutes(
-                    "UPDATE shares SET state = 'revoked', revocation_json = \(try Self.literal(forged)) WHERE \(target)"
-                )
+                try await world.repository.databaseOperator.editShares(target, state: .revoked, revocation: forged)
                 await Self.expectFailure([.integrity], what) { _ = try await doc.view(patient: "pat") }
-                try await world.repository.attackerExecutes("UPDATE shares SET state = 'active', revocation_json = NULL WHERE \(target)")
+                try await world.repository.databaseOperator.editShares(target, state: .active, forgetting: [.revocation])
                 let after = try await doc.view(patient: "pat")
                 #expect(after.categories == ["assessments", "interventions"], "\(what): the valid share stays")
                 #expect(after.activities.map(\.id) == ["mood", "walk"], "\(what)")
@@ -337,7 +313,7 @@ struct HostileMembershipTests {
                     issuedAt: stored.issuedAt,
                     adminKey: admin
                 )
-                try await world.repository.attackerExecutes("UPDATE users SET certificate = \(try Self.literal(fake)) WHERE username = 'doc'")
+                try await world.repository.databaseOperator.setCertificate(of: "doc", fake)
             }
             try await world.approveAll()
 
@@ -373,9 +349,7 @@ struct HostileMembershipTests {
             #expect(try await Self.serverEpoch(world, vault) == 2)
 
             // The server shows the withdrawn request as pending, and the admin approves it.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'pending', revocation_json = NULL, reason = NULL WHERE doctor_id = \(Self.userID("doc"))"
-            )
+            try await world.repository.databaseOperator.editShares(.doctor("doc"), state: .pending, forgetting: [.revocation, .reason])
             try await world.approveAll()
             #expect(try await world.repository.share(id: share.shareID)?.state == .active)
             _ = try await vault.sync()
@@ -400,11 +374,12 @@ struct HostileMembershipTests {
             _ = try await vault.sync()
 
             // The server shows doc1's share under doc2's name; revoking "doc2" must not end doc1's share.
-            try await world.repository.attackerExecutes("UPDATE users SET username = 'tmp' WHERE username = 'doc2'")
-            try await world.repository.attackerExecutes("UPDATE users SET username = 'doc2' WHERE username = 'doc1'")
+            let op = world.repository.databaseOperator
+            try await op.rename("doc2", to: "tmp")
+            try await op.rename("doc1", to: "doc2")
             await Self.expectFailure([.integrity], "relabelled share") { _ = try await vault.revoke(doctor: "doc2", category: "interventions") }
-            try await world.repository.attackerExecutes("UPDATE users SET username = 'doc1' WHERE username = 'doc2'")
-            try await world.repository.attackerExecutes("UPDATE users SET username = 'doc2' WHERE username = 'tmp'")
+            try await op.rename("doc2", to: "doc1")
+            try await op.rename("tmp", to: "doc2")
 
             #expect(try await world.repository.share(id: share.shareID)?.state == .active)
             #expect(try Self.member(vault, share.shareID)?.status == .delivered)

@@ -17,11 +17,6 @@ struct HostileRevocationTests {
     typealias H = HostileMembershipTests
 
     /// The share row's revocation as SQL text, to put back what the operator removed.
-    static func revocationLiteral(_ world: ClientWorld, _ shareID: UUID) async throws -> String {
-        let row = try #require(try await world.repository.share(id: shareID))
-        return try H.literal(try #require(row.revocation))
-    }
-
     @Test(arguments: Backend.allCases)
     func aRevocationDivertedToAnEndedShareIsRefused(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
@@ -38,16 +33,12 @@ struct HostileRevocationTests {
             _ = try await vault.sync()
             #expect(try await H.serverEpoch(world, vault) == 2)
             #expect(try await drx.view(patient: "fay").activities.map(\.title) == ["before"])
-            let firstRevocation = try await Self.revocationLiteral(world, first.shareID)
+            let firstRevocation = try #require(try await world.repository.share(id: first.shareID)?.revocation)
 
             // The operator hides the current share from the patient (files it under the doctor's own id) and
             // shows the old, revoked share as active again, its revocation removed.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET patient_id = \(H.userID("drx")) WHERE id = '\(second.shareID.uuidString.lowercased())'"
-            )
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'active', revocation_json = NULL, reason = NULL WHERE id = '\(first.shareID.uuidString.lowercased())'"
-            )
+            try await world.repository.databaseOperator.refileShares(.id(second.shareID), patient: "drx")
+            try await world.repository.databaseOperator.setShareState(first.shareID, .active)
             let message = await H.expectFailure([.integrity], "revocation diverted to the ended share") {
                 _ = try await vault.revoke(doctor: "drx", category: "interventions")
             }
@@ -56,20 +47,14 @@ struct HostileRevocationTests {
             #expect(try H.member(vault, first.shareID)?.status == .revoked)
 
             // Once the server shows the truth again, the revocation ends the current share and rotates.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'revoked', revocation_json = \(firstRevocation) WHERE id = '\(first.shareID.uuidString.lowercased())'"
-            )
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET patient_id = \(H.userID("fay")) WHERE id = '\(second.shareID.uuidString.lowercased())'"
-            )
+            try await world.repository.databaseOperator.editShares(.id(first.shareID), state: .revoked, revocation: firstRevocation)
+            try await world.repository.databaseOperator.refileShares(.id(second.shareID), patient: "fay")
             let done = try await vault.revoke(doctor: "drx", category: "interventions")
             #expect(done.shares.map(\.shareID) == [second.shareID] && done.rotated && done.epoch == 3)
             try await vault.addActivity(try Sample.activity("run", title: "after"))
             _ = try await vault.sync()
             // Even with the share shown as active to the doctor again, nothing written after opens.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'active', revocation_json = NULL, reason = NULL WHERE id = '\(second.shareID.uuidString.lowercased())'"
-            )
+            try await world.repository.databaseOperator.setShareState(second.shareID, .active)
             let fresh = try await H.freshReader(world, "drx", device: "d2")
             let view = try await fresh.view(patient: "fay")
             #expect(view.activities.map(\.title) == ["before"] && view.unreadable == 1)
@@ -94,9 +79,11 @@ struct HostileRevocationTests {
             _ = try await b.sync()
             #expect(try await H.shareRow(world, doctor: drx).latestGrant?.epochs == [1], "B delivered the keys")
             #expect(try await drx.view(patient: "fay").activities.map(\.title) == ["before"])
-            try await world.repository.attackerExecutes(
-                "UPDATE tresors SET self_grant = \(try H.literal(seenByA.selfGrant)), current_epoch = \(seenByA.currentEpoch) "
-                    + "WHERE owner_id = \(H.userID("fay")) AND category = 'interventions'"
+            try await world.repository.databaseOperator.setSelfGrant(
+                owner: "fay",
+                category: "interventions",
+                seenByA.selfGrant,
+                epoch: seenByA.currentEpoch
             )
             #expect(try H.member(a, share.shareID)?.status == .requested, "A was never shown the delivery")
 
@@ -107,9 +94,7 @@ struct HostileRevocationTests {
             _ = try await a.sync()
 
             // The operator hides the revocation from the doctor: what was written after still does not open.
-            try await world.repository.attackerExecutes(
-                "UPDATE shares SET state = 'active', revocation_json = NULL, reason = NULL WHERE id = '\(share.shareID.uuidString.lowercased())'"
-            )
+            try await world.repository.databaseOperator.setShareState(share.shareID, .active)
             let fresh = try await H.freshReader(world, "drx", device: "d2")
             let view = try await fresh.view(patient: "fay")
             #expect(view.activities.map(\.title) == ["before"] && view.unreadable == 1)

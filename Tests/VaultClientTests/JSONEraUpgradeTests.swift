@@ -22,7 +22,7 @@ struct JSONEraUpgradeTests {
             let envelope = try Envelope(binary: change.envelope)
             let bytes = Array(try VaultResponseEncoder.json.encode(envelope))
             json[envelope.versionID] = bytes
-            try await world.repository.attackerExecutes(StoredEnvelopeEdit.update(backend, versionID: envelope.versionID, bytes: bytes))
+            try await world.repository.databaseOperator.replaceStoredEnvelope(of: envelope.versionID, with: bytes)
         }
         let stored = try await world.repository.changes(ownerID: owner, tresorID: nil, since: 0, limit: 100_000)
         #expect(stored.allSatisfy { $0.envelope.first == UInt8(ascii: "{") }, "every head is JSON, as an older server left it")

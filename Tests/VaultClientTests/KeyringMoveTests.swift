@@ -141,10 +141,7 @@ struct KeyringMoveTests {
             // of interventions.
             let b = try await world.device("b").loginPatient("pat", password: password)
             try await b.rotate(category: "assessments", reencrypt: false)
-            try await world.repository.attackerExecutes(
-                "UPDATE tresors SET self_grant = \(try H.literal(old.selfGrant)), current_epoch = \(old.currentEpoch) "
-                    + "WHERE owner_id = \(H.userID("pat")) AND category = 'interventions'"
-            )
+            try await world.repository.databaseOperator.setSelfGrant(owner: "pat", category: "interventions", old.selfGrant, epoch: old.currentEpoch)
             let before = try a.store.ledgerState(category: "assessments")
             await #expect(throws: ClientError.self) { _ = try await a.sync() }
             let seal = Keyring.Seal(key: a.account.localStorageKey, ownerID: a.account.profile.userID)

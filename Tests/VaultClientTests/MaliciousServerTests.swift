@@ -53,8 +53,7 @@ struct MaliciousServerTests {
                 issuedAt: stored.issuedAt,
                 adminKey: rogue
             )
-            let json = String(decoding: try JSONEncoder().encode(fake), as: UTF8.self).replacingOccurrences(of: "'", with: "''")
-            try await world.repository.attackerExecutes("UPDATE users SET certificate = '\(json)' WHERE username = 'doc'")
+            try await world.repository.databaseOperator.setCertificate(of: "doc", fake)
             await #expect(throws: ClientError.self) { _ = try await vault.grant(doctor: "doc", category: "interventions") }
             do { _ = try await vault.grant(doctor: "doc", category: "interventions") } catch let e as ClientError {
                 guard case .integrity = e else {
@@ -175,9 +174,7 @@ struct KeyRedirectionTests {
             _ = try await vault.sync()
             let before = try await vault.activities().count
             // Swap the category labels of the two tresor rows.
-            try await world.repository.attackerExecutes("UPDATE tresors SET category = 'tmp' WHERE category = 'interventions'")
-            try await world.repository.attackerExecutes("UPDATE tresors SET category = 'interventions' WHERE category = 'assessments'")
-            try await world.repository.attackerExecutes("UPDATE tresors SET category = 'assessments' WHERE category = 'tmp'")
+            try await world.repository.databaseOperator.swapTresorCategories("interventions", "assessments")
             do {
                 _ = try await vault.sync()
                 Issue.record("a relabelled self-grant was accepted")
@@ -197,7 +194,7 @@ struct KeyRedirectionTests {
             _ = try await vault.sync()
             let share = try await vault.grant(doctor: "doc", category: "interventions")
             // The server pretends the pending share is active.
-            try await world.repository.attackerExecutes("UPDATE shares SET state = 'active'")
+            try await world.repository.databaseOperator.editShares(.all, state: .active)
             await #expect(throws: ClientError.self) { try await vault.rotate(category: "interventions", reencrypt: false) }
             #expect(try await world.repository.share(id: share.shareID)?.latestGrant == nil, "no new key was sealed to the doctor")
         }

@@ -176,7 +176,7 @@ struct TransportTests {
         let server = try FakeServer.answering("200 OK", contentType: "text/html", "<html><body>Please log in to the Wi-Fi</body></html>")
         defer { server.stop() }
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
+            _ = try await Self.transport(server).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         #expect(error?.isUnreadableAnswer == true)
         guard case let .integrity(message)? = error else { return }
@@ -189,7 +189,7 @@ struct TransportTests {
         let wrongShape = try FakeServer.answering("200 OK", contentType: "application/json; charset=utf-8", #"{"changes": [], "done": true}"#)
         defer { wrongShape.stop() }
         let missing = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(wrongShape).send(.GET, Self.pullPage, as: ListingPage.self)
+            _ = try await Self.transport(wrongShape).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         #expect(missing?.isUnreadableAnswer == true)
         #expect("\(missing!)".contains("the field 'nextCursor' is missing"), "\(missing!)")
@@ -198,7 +198,7 @@ struct TransportTests {
         let wrongType = try FakeServer.answering("200 OK", contentType: "application/json", #"{"changes": [7], "done": true, "nextCursor": 1}"#)
         defer { wrongType.stop() }
         let mismatch = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(wrongType).send(.GET, Self.pullPage, as: ListingPage.self)
+            _ = try await Self.transport(wrongType).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         #expect("\(mismatch!)".contains("the field 'changes.0' has the wrong kind of value"), "\(mismatch!)")
         Self.expectPlain(mismatch)
@@ -207,7 +207,7 @@ struct TransportTests {
         let mislabelled = try FakeServer.answering("200 OK", contentType: "text/plain", #"{"changes": [], "done": true, "nextCursor": 0}"#)
         defer { mislabelled.stop() }
         let label = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(mislabelled).send(.GET, Self.pullPage, as: ListingPage.self)
+            _ = try await Self.transport(mislabelled).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         #expect(label?.isUnreadableAnswer == true)
     }
@@ -217,10 +217,10 @@ struct TransportTests {
         let body = #"{"changes": [], "done": true, "nextCursor": 42, "padding": ""# + String(repeating: "x", count: 3 << 20) + #""}"#
         let server = try FakeServer.answering("200 OK", contentType: "application/json", body)
         defer { server.stop() }
-        let page = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
+        let page = try await Self.transport(server).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         #expect(page.nextCursor == 42 && page.done)
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Routes.me, as: ListingPage.self)
+            _ = try await Self.transport(server).send(Endpoint<NoBody, ListingPage>(.GET, Routes.me))
         }
         #expect("\(error!)".contains("more than 1 MiB from GET /v1/accounts/me"), "\(error!)")
     }
@@ -235,7 +235,7 @@ struct TransportTests {
         }
         defer { server.stop() }
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
+            _ = try await Self.transport(server).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         #expect(error?.isUnreadableAnswer == true)
         #expect("\(error!)".contains("more than 16 MiB from GET /v1/records, the most this tool accepts there"), "\(error!)")
@@ -254,7 +254,7 @@ struct TransportTests {
         defer { server.stop() }
         let started = ContinuousClock.now
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
+            _ = try await Self.transport(server).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         #expect(error?.isUnreadableAnswer == true)
         // Reading on would have waited for the 10 s budget and ended as a timeout, not as this refusal.
@@ -274,7 +274,7 @@ struct TransportTests {
             }
             defer { server.stop() }
             let error = await #expect(throws: ClientError.self) {
-                _ = try await Self.transport(server).send(.GET, Self.pullPage, as: ListingPage.self)
+                _ = try await Self.transport(server).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
             }
             #expect(error == .temporary("the server's answer was cut off or malformed; try again"), "\(reply)")
             #expect(server.requests == 2, "a broken answer is temporary, so it is tried again")
@@ -289,7 +289,7 @@ struct TransportTests {
         defer { server.stop() }
         let started = ContinuousClock.now
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server, attempts: 4, timeout: .seconds(2)).send(.GET, Self.pullPage, as: ListingPage.self)
+            _ = try await Self.transport(server, attempts: 4, timeout: .seconds(2)).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         let elapsed = ContinuousClock.now - started
         #expect(error == .temporary("the server did not answer within 2 s"))
@@ -306,7 +306,7 @@ struct TransportTests {
         defer { server.stop() }
         let transport = try Transport(baseURL: "http://127.0.0.1:\(server.port)", maxAttempts: 50, baseDelayMs: 400, timeout: .seconds(2))
         let started = ContinuousClock.now
-        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(.GET, Routes.me, as: ListingPage.self) }
+        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, ListingPage>(.GET, Routes.me)) }
         #expect(error == .temporary("busy"))
         #expect(ContinuousClock.now - started < .seconds(3))
         #expect(server.requests >= 2 && server.requests < 50, "\(server.requests) tries")
@@ -320,7 +320,7 @@ struct TransportTests {
         )
         defer { server.stop() }
         let error = await #expect(throws: ClientError.self) {
-            _ = try await Self.transport(server).send(.GET, Routes.me, as: ListingPage.self)
+            _ = try await Self.transport(server).send(Endpoint<NoBody, ListingPage>(.GET, Routes.me))
         }
         guard case let .temporary(message)? = error else {
             Issue.record("expected a temporary failure, got \(String(describing: error))")
@@ -336,7 +336,9 @@ struct TransportTests {
 
         let bare = try FakeServer.answering("500 Internal Server Error", contentType: "text/html", "<h1>oops</h1>")
         defer { bare.stop() }
-        let plain = await #expect(throws: ClientError.self) { _ = try await Self.transport(bare).send(.GET, Routes.me, as: ListingPage.self) }
+        let plain = await #expect(throws: ClientError.self) {
+            _ = try await Self.transport(bare).send(Endpoint<NoBody, ListingPage>(.GET, Routes.me))
+        }
         #expect(plain == .temporary("the server failed (HTTP 500)"))
     }
 
@@ -352,7 +354,7 @@ struct TransportTests {
                     for _ in 0..<25 {
                         do {
                             let body = ["padding": String(repeating: "x", count: 100_000)]
-                            _ = try await Self.transport(server, attempts: 1).send(.POST, Routes.login, body: body, as: ListingPage.self)
+                            _ = try await Self.transport(server, attempts: 1).send(Endpoint<[String: String], ListingPage>(.POST, Routes.login), body)
                         } catch { seen.append(ClientError.from(error)) }
                     }
                     return seen
@@ -371,7 +373,7 @@ struct TransportTests {
         try await Task.sleep(for: .milliseconds(200))
         let transport = try Transport(baseURL: "http://127.0.0.1:\(port)", maxAttempts: 4, baseDelayMs: 10, timeout: .seconds(5))
         let started = ContinuousClock.now
-        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(.GET, Routes.me, as: ListingPage.self) }
+        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, ListingPage>(.GET, Routes.me)) }
         guard case .serverUnreachable? = error else {
             Issue.record("expected unreachable, got \(String(describing: error))")
             return

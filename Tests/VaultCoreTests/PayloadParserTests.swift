@@ -17,7 +17,7 @@ struct PayloadParserTests {
         "\u{7F}del", "line\u{2028}sep", "", String(repeating: "x", count: 300),
     ]
     static let numbers: [Double] = [
-        0, -0.0, 1, -1, 3.5, 0.1, 1e-7, 1e300, -2.5e-300, 123_456_789.123_456_78, Double.pi, 5e-324, 1.7976931348623157e308,
+        0, -0.0, 1, -1, 3.5, 0.1, 1e-7, 1e300, -2.5e-300, 123_456_789.123_456_78, Double.pi, Double.leastNonzeroMagnitude, 1.7976931348623157e308,
     ]
     static let millis: [Double] = [0, 1_780_000_000_000, 1_780_000_000_123.456, -86_400_000, 253_402_300_799_999, 0.5]
 

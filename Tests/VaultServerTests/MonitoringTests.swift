@@ -27,7 +27,9 @@ struct MonitoringTests {
             let match = try #require(sample.firstMatch(in: line, range: range), "not a Prometheus sample: \(line)")
             let series = String(line[Range(match.range(at: 1), in: line)!])
             let value = String(line[Range(match.range(at: 4), in: line)!])
-            samples[series] = try #require(Double(value.replacingOccurrences(of: "+Inf", with: "inf")), "not a number: \(line)")
+            // Read as a Double first: assigned straight into the dictionary (a Double? setter), #require would not unwrap.
+            let number: Double = try #require(Double(value.replacingOccurrences(of: "+Inf", with: "inf")), "not a number: \(line)")
+            samples[series] = number
         }
         return samples
     }

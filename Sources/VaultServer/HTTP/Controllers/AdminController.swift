@@ -25,7 +25,7 @@ struct AdminController: APIController {
 
     /// A handler deciding on the registration or share named in the path, from the signed body. The id
     /// is read before the body, so a malformed path is the error reported.
-    func decision<Body: Decodable, Answer: ResponseGenerator>(
+    func decision<Body: Decodable & Sendable, Answer: ResponseGenerator>(
         _ decide: @escaping @Sendable (VaultService) -> (UUID, Body) async throws -> Answer
     ) -> @Sendable (Request, Context) async throws -> Answer {
         { [service] _, context in

@@ -27,8 +27,8 @@ struct ShareController: APIController {
     @Sendable func revoke(_ request: Request, context: Context) async throws -> ShareInfo {
         let caller = try context.requireCaller()
         // The patient's signed revocation is required (Docs/envelope-v1.md §3.3); an empty body is refused.
-        let revocation = try await VaultRequestDecoder.decode(RevokeShareRequest.self, from: request, limit: APILimits.maxOpenBodyBytes)
-        return try await service.revokeShare(caller, try context.parameters.uuid("id"), revocation)
+        let body = try await VaultRequestDecoder.decode(RevokeShareRequest.self, from: request, limit: APILimits.maxOpenBodyBytes)
+        return try await service.revokeShare(caller, try context.parameters.uuid("id"), body.revocation)
     }
 
     @Sendable func updateGrant(_ request: Request, context: Context) async throws -> ShareInfo {

@@ -88,18 +88,18 @@ extension VaultService {
         return s
     }
 
-    func revokeShare(_ caller: Caller, _ id: UUID, _ body: RevokeShareRequest?) async throws -> ShareInfo {
+    /// Ends a share with the patient's signed revocation (Docs/envelope-v1.md §3.3), which every revocation
+    /// carries: the route refuses a request without one.
+    func revokeShare(_ caller: Caller, _ id: UUID, _ revocation: ShareRevocation) async throws -> ShareInfo {
         let s = try await ownedShare(caller, id)
-        if let revocation = body?.revocation {
-            do { try revocation.verify(shareID: s.id, request: s.grant, patient: caller.certificate, adminKey: adminKey) } catch {
-                throw APIError.badRequest("the revocation does not verify: \(error)")
-            }
-            try await repository.recordRevocation(id: s.id, revocation: revocation)
-            // An ended share takes the patient's statement too: it tells the doctor the end is the patient's.
-            if s.state.isFinal, var ended = try await repository.share(id: s.id) {
-                ended.revocation = ended.revocation ?? revocation
-                return try await shareInfo(ended)
-            }
+        do { try revocation.verify(shareID: s.id, request: s.grant, patient: caller.certificate, adminKey: adminKey) } catch {
+            throw APIError.badRequest("the revocation does not verify: \(error)")
+        }
+        try await repository.recordRevocation(id: s.id, revocation: revocation)
+        // An ended share takes the patient's statement too: it tells the doctor the end is the patient's.
+        if s.state.isFinal, var ended = try await repository.share(id: s.id) {
+            ended.revocation = ended.revocation ?? revocation
+            return try await shareInfo(ended)
         }
         let event = Self.patientEvent(caller, "share.revoked", ["share": Self.idText(s.id), "category": s.category])
         let row = try await repository.transitionShare(

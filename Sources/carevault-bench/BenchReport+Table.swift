@@ -225,16 +225,20 @@ extension BenchReport {
         line("SQLite, alone", l.alone, target: nil)
         line("SQLite, \(l.idle) idle streams", l.crowded, target: 250)
         line("PostgreSQL, two instances", l.pg2, target: 500)
-        if let k = l.kibPerSubscriber {
-            out.append(Self.row(["server memory per idle stream", fmt(k, 1) + " KiB", "", "", "<= 32", Self.status(k <= 32)], w))
+        func memory(_ label: String, _ stream: Double?, _ floor: Double?, target: Bool) {
+            guard let stream else { return }
+            out.append(
+                Self.row(
+                    [
+                        label, fmt(stream, 1) + " KiB", floor.map { "connection alone " + fmt($0, 1) + " KiB" } ?? "",
+                        floor.map { fmt(stream / $0, 2) } ?? "", target ? "<= 32" : "", target ? Self.status(stream <= 32) : "",
+                    ],
+                    w
+                )
+            )
         }
-        if let k = l.kibPerSubscriberCold {
-            out.append(Self.row(["  the same, a fresh server's first streams", fmt(k, 1) + " KiB", "", "", "", ""], w))
-        }
-        if let c = l.kibPerConnection {
-            let ratio = l.kibPerSubscriber.map { fmt($0 / c, 2) } ?? ""
-            out.append(Self.row(["floor: idle keep-alive connection", fmt(c, 1) + " KiB", "", ratio, "", ""], w))
-        }
+        memory("server memory per idle stream", l.kibPerSubscriber, l.kibPerConnection, target: true)
+        memory("  opened again (reused memory)", l.kibPerSubscriberWarm, l.kibPerConnectionWarm, target: false)
         return out
     }
 }

@@ -123,8 +123,9 @@ struct BenchReport {
         f.append(("live_p50_ms_1000", .num(live?.crowded?.p50Ms, 1)))
         f.append(("live_p99_ms_1000", .num(live?.crowded?.p99Ms, 1)))
         f.append(("live_kib_per_subscriber", .num(live?.kibPerSubscriber, 1)))
-        f.append(("live_kib_per_subscriber_cold", .num(live?.kibPerSubscriberCold, 1)))
+        f.append(("live_kib_per_subscriber_warm", .num(live?.kibPerSubscriberWarm, 1)))
         f.append(("live_kib_per_connection_floor", .num(live?.kibPerConnection, 1)))
+        f.append(("live_kib_per_connection_floor_warm", .num(live?.kibPerConnectionWarm, 1)))
         f.append(("live_p50_ms_pg2", .num(live?.pg2?.p50Ms, 1)))
         f.append(("live_p99_ms_pg2", .num(live?.pg2?.p99Ms, 1)))
 

@@ -21,11 +21,13 @@ struct LiveReport: Sendable {
     var alone: LiveResult
     var idle: Int
     var crowded: LiveResult?
+    /// The server's RSS per idle stream: the first streams a fresh server opens (the figure).
     var kibPerSubscriber: Double?
-    /// The same, for the first streams a fresh server ever opens (what it grows once included).
-    var kibPerSubscriberCold: Double?
-    /// The floor: the server's memory per idle keep-alive connection with no stream on it.
+    /// The same count opened again after the first ones ended: what the process reuses is not counted again.
+    var kibPerSubscriberWarm: Double?
+    /// The floor, measured the same two ways: idle keep-alive connections with no stream on them.
     var kibPerConnection: Double?
+    var kibPerConnectionWarm: Double?
     var pg2: LiveResult?
 }
 
@@ -62,7 +64,7 @@ struct LiveBench {
                 let cold = server.currentMiB()
                 let first = try await IdleStreams.open(warm, baseURL: server.baseURL)
                 try await Task.sleep(for: .seconds(2))
-                if let cold, let grown = server.currentMiB() { report.kibPerSubscriberCold = (grown - cold) * 1_024 / Double(idle) }
+                if let cold, let grown = server.currentMiB() { report.kibPerSubscriber = (grown - cold) * 1_024 / Double(idle) }
                 await first.close()
                 let crowd = try await IdleStreams.accounts(idle, world: pair.world)
                 try await Task.sleep(for: .seconds(25))
@@ -70,7 +72,7 @@ struct LiveBench {
                 let streams = try await IdleStreams.open(crowd, baseURL: server.baseURL)
                 try await Task.sleep(for: .seconds(2))
                 let after = server.currentMiB()
-                if let before, let after { report.kibPerSubscriber = (after - before) * 1_024 / Double(idle) }
+                if let before, let after { report.kibPerSubscriberWarm = (after - before) * 1_024 / Double(idle) }
                 Progress.say("live: \(idle) idle streams open; server RSS \(fmt(before ?? 0, 1)) -> \(fmt(after ?? 0, 1)) MiB")
                 report.crowded = try await watch.samples(reps, label: "with \(idle) idle streams")
                 await streams.close()
@@ -80,23 +82,26 @@ struct LiveBench {
         // The floor, on a server of its own (memory freed by one measurement would be reused by the other):
         // as many idle keep-alive connections with no stream on them.
         if idle > 0 {
-            report.kibPerConnection = try await withServerProcess(
+            let (cold, warm) = try await withServerProcess(
                 adminKey: admin.publicKey,
                 folder: folder.appendingPathComponent("plain"),
                 maxConnections: cap
             ) { server in
-                // Opened and closed once first, as the streams' second crowd is measured.
-                try PlainConnections.open(idle, baseURL: server.baseURL).close()
-                try await Task.sleep(for: .seconds(2))
-                let before = server.currentMiB()
-                let plain = try PlainConnections.open(idle, baseURL: server.baseURL)
-                try await Task.sleep(for: .seconds(2))
-                let after = server.currentMiB()
-                plain.close()
-                guard let before, let after else { return nil }
-                Progress.say("live: \(idle) idle keep-alive connections; server RSS \(fmt(before, 1)) -> \(fmt(after, 1)) MiB")
-                return (after - before) * 1_024 / Double(idle)
+                // Opened twice, as the streams are: the first time on the fresh server, then again.
+                var figures: [Double?] = []
+                for _ in 0..<2 {
+                    try await Task.sleep(for: .seconds(2))
+                    let before = server.currentMiB()
+                    let plain = try PlainConnections.open(idle, baseURL: server.baseURL)
+                    try await Task.sleep(for: .seconds(2))
+                    let after = server.currentMiB()
+                    plain.close()
+                    figures.append(before.flatMap { b in after.map { ($0 - b) * 1_024 / Double(idle) } })
+                    Progress.say("live: \(idle) idle keep-alive connections; server RSS \(fmt(before ?? 0, 1)) -> \(fmt(after ?? 0, 1)) MiB")
+                }
+                return (figures[0], figures[1])
             }
+            (report.kibPerConnection, report.kibPerConnectionWarm) = (cold, warm)
         }
         if let url = BenchDatabase.postgresURL {
             report.pg2 = try await pg2(url: url, admin: admin, folder: folder)

@@ -4,7 +4,6 @@ import GRDBSQLite
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
-import NIOConcurrencyHelpers
 import PostgresNIO
 import Synchronization
 import Testing
@@ -160,6 +159,16 @@ struct AccountAttackTests {
     enum Change: Sendable {
         case password(UUID, CredentialUpdate, keeping: String)
         case suspension(UUID)
+
+        /// The change's own flow, in the test's transaction on `sql`.
+        func run(_ sql: some SQLConnection, now: UnixMillis) async throws {
+            switch self {
+            case .password(let id, let update, let keeping):
+                try await AccountFlow.changeCredentials(sql, userID: id, update, expecting: 0, keeping: keeping, now: now, audit: Fixtures.audit)
+            case .suspension(let id):
+                try await AccountFlow.setSuspension(sql, userID: id, reason: "under review", now: now, audit: Fixtures.audit)
+            }
+        }
     }
 
     /// Counts how often a SQLite connection found the database locked (its busy handler's calls).
@@ -184,12 +193,7 @@ struct AccountAttackTests {
                 try await conn.query("LOCK TABLE login_throttle IN EXCLUSIVE MODE", logger: pg.logger)
                 let task = Task { try await request() }
                 try await PostgresStoreLockTests.untilSomeoneWaits(pg)
-                switch change {
-                case .password(let id, let update, let keeping):
-                    try await pg.changeCredentials(conn, userID: id, update, expecting: 0, keeping: keeping, now: now, audit: Fixtures.audit)
-                case .suspension(let id):
-                    try await pg.setSuspension(conn, userID: id, reason: "under review", now: now, audit: Fixtures.audit)
-                }
+                try await change.run(PostgresSQL(connection: conn, logger: pg.logger), now: now)
                 return task
             }
         }
@@ -210,24 +214,21 @@ struct AccountAttackTests {
         }
         var config = Configuration()
         config.busyMode = .timeout(10)
+        config.allowsUnsafeTransactions = true
         let held = try DatabaseQueue(path: sqlite.pool.path, configuration: config)
         defer { try? held.close() }
-        let box = NIOLockedValueBox<Task<T, any Error>?>(nil)
-        try await held.writeWithoutTransaction { db in
-            try db.inTransaction(.immediate) {
-                box.withLockedValue { $0 = Task { try await request() } }
-                for _ in 0..<5_000 where busy.calls.load(ordering: .sequentiallyConsistent) == 0 { usleep(2_000) }
-                #expect(busy.calls.load(ordering: .sequentiallyConsistent) > 0, "the request never waited for the held transaction")
-                switch change {
-                case .password(let id, let update, let keeping):
-                    try SQLiteRepository.changeCredentials(db, userID: id, update, expecting: 0, keeping: keeping, now: now, audit: Fixtures.audit)
-                case .suspension(let id):
-                    try SQLiteRepository.setSuspension(db, userID: id, reason: "under review", now: now, audit: Fixtures.audit)
-                }
-                return .commit
-            }
+        try await held.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+        do {
+            let task = Task { try await request() }
+            for _ in 0..<5_000 where busy.calls.load(ordering: .sequentiallyConsistent) == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            #expect(busy.calls.load(ordering: .sequentiallyConsistent) > 0, "the request never waited for the held transaction")
+            try await change.run(SQLiteWriter(writer: held), now: now)
+            try await held.writeWithoutTransaction { db in try db.commit() }
+            return task
+        } catch {
+            try? await held.writeWithoutTransaction { db in try db.rollback() }
+            throw error
         }
-        return try #require(box.withLockedValue { $0 })
     }
 
     /// A thief who knows the password logs in while the patient changes it: the login read the old

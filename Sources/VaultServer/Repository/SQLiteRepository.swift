@@ -7,13 +7,15 @@ import VaultSQLite
 
 /// The embedded default backend: SQLite through GRDB, one database file, WAL mode so reads run beside
 /// the single writer. SQLite serialises writers, which is what keeps change sequences gap-free.
-public final class SQLiteRepository: VaultRepository {
+public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginThrottleStore, SQLShareStore, SQLAuditStore {
     public let backendName = "sqlite"
     /// The single writer's store of one chunk runs beside the checks of the next (Docs/benchmarks.md §2).
     public let streamsPushes = true
     let pool: DatabasePool
     /// Moves the WAL's checkpoints out of the pushes' commits (see `WALCheckpointer`).
     let checkpointer: WALCheckpointer
+    /// Taken by every write, so that one flow's open transaction is the writer's only one (see `transaction`).
+    let gate = WriteGate()
 
     /// Opens (creating if needed) the database at `path`; its folder is created too.
     public init(path: String) throws {
@@ -23,6 +25,8 @@ public final class SQLiteRepository: VaultRepository {
         config.foreignKeysEnabled = true
         // A lock held longer than this is an outage to report (503 with Retry-After), not a request to hold.
         config.busyMode = .timeout(5)
+        // A flow's transaction stays open between its statements (`transaction`, behind `gate`).
+        config.allowsUnsafeTransactions = true
         let checkpointer = WALCheckpointer(path: url.path)
         config.prepareDatabase { db in checkpointer.install(on: db) }
         self.checkpointer = checkpointer
@@ -43,8 +47,8 @@ public final class SQLiteRepository: VaultRepository {
     }
 
     public func migrate() async throws {
-        try Self.migrator.migrate(pool)
-        try await pool.write { db in
+        try await gate.run { try Self.migrator.migrate(pool) }
+        try await write { db in
             if try Row.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") == nil {
                 try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('server_secret', ?)", arguments: [Data(RandomBytes.bytes(count: 32))])
             }
@@ -67,21 +71,10 @@ public final class SQLiteRepository: VaultRepository {
     /// Runs raw SQL outside the repository's rules: for maintenance, and for tests that play an attacker
     /// with write access to the database.
     public func executeRawSQL(_ sql: String) async throws {
-        try await pool.write { db in try db.execute(sql: sql) }
+        try await write { db in try db.execute(sql: sql) }
     }
 
     // MARK: Shared helpers
-
-    /// Rows of `sql` decoded as `R`. The statement is compiled once per connection and kept (every `sql`
-    /// passed here is one of a fixed set of texts; none carries a value).
-    static func all<R: StoredRowDecodable>(_ type: R.Type, _ db: Database, _ sql: String, _ arguments: StatementArguments = []) throws -> [R] {
-        try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
-    }
-
-    /// The first row of `sql` decoded as `R`, if any (a statement kept like `all`'s).
-    static func one<R: StoredRowDecodable>(_ type: R.Type, _ db: Database, _ sql: String, _ arguments: StatementArguments = []) throws -> R? {
-        try Row.fetchOne(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
-    }
 
     static func id(_ uuid: UUID) -> String { uuid.storedText }
 

@@ -4,6 +4,7 @@ import GRDBSQLite
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOConcurrencyHelpers
 import PostgresNIO
 import Synchronization
 import Testing
@@ -214,21 +215,19 @@ struct AccountAttackTests {
         }
         var config = Configuration()
         config.busyMode = .timeout(10)
-        config.allowsUnsafeTransactions = true
         let held = try DatabaseQueue(path: sqlite.pool.path, configuration: config)
         defer { try? held.close() }
-        try await held.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
-        do {
-            let task = Task { try await request() }
-            for _ in 0..<5_000 where busy.calls.load(ordering: .sequentiallyConsistent) == 0 { try await Task.sleep(for: .milliseconds(2)) }
-            #expect(busy.calls.load(ordering: .sequentiallyConsistent) > 0, "the request never waited for the held transaction")
-            try await change.run(SQLiteWriter(writer: held), now: now)
-            try await held.writeWithoutTransaction { db in try db.commit() }
-            return task
-        } catch {
-            try? await held.writeWithoutTransaction { db in try db.rollback() }
-            throw error
+        let box = NIOLockedValueBox<Task<T, any Error>?>(nil)
+        try await held.writeWithoutTransaction { db in
+            try db.inTransaction(.immediate) {
+                box.withLockedValue { $0 = Task { try await request() } }
+                for _ in 0..<5_000 where busy.calls.load(ordering: .sequentiallyConsistent) == 0 { usleep(2_000) }
+                #expect(busy.calls.load(ordering: .sequentiallyConsistent) > 0, "the request never waited for the held transaction")
+                try db.run { sql in try await change.run(sql, now: now) }
+                return .commit
+            }
         }
+        return try #require(box.withLockedValue { $0 })
     }
 
     /// A thief who knows the password logs in while the patient changes it: the login read the old

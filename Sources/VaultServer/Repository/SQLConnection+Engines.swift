@@ -85,7 +85,7 @@ extension PostgresRepository: SQLStore {
         try await client.query(statement.postgresQuery, logger: logger)
     }
 
-    func transaction<R: Sendable>(conflict: String?, _ body: (PostgresSQL) async throws -> R) async throws -> R {
+    func transaction<R: Sendable>(conflict: String?, _ body: @Sendable (PostgresSQL) async throws -> R) async throws -> R {
         do {
             return try await transaction { conn in try await body(PostgresSQL(connection: conn, logger: self.logger)) }
         } catch  where Self.isUniqueViolation(error) {

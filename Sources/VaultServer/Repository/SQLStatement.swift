@@ -104,14 +104,14 @@ protocol SQLConnection {
 /// A repository's own connection: besides single statements, a flow of them in one write transaction.
 /// Every multi-statement write is written once, as a function over the transaction's `SQLConnection`
 /// (`AccountFlow`, `ShareFlow`, `AuditSQL.append`, `LoginThrottleSQL.update`), and each backend only says
-/// how a transaction is held: SQLite's writer behind the repository's write gate, a pooled PostgreSQL
-/// connection in `BEGIN`/`COMMIT`.
+/// how a transaction is held: one GRDB write on SQLite (`Database.run`), a pooled PostgreSQL connection
+/// in `BEGIN`/`COMMIT`.
 protocol SQLStore: SQLConnection {
     associatedtype Transaction: SQLConnection
     /// Runs `body` in one write transaction: committed when it returns, rolled back when it throws (or its
     /// task is cancelled). A unique constraint broken inside throws `.conflict(conflict)` when `conflict`
     /// is given, else the engine's error.
-    func transaction<R: Sendable>(conflict: String?, _ body: (Transaction) async throws -> R) async throws -> R
+    func transaction<R: Sendable>(conflict: String?, _ body: @Sendable (Transaction) async throws -> R) async throws -> R
 }
 
 extension SQLStore {

@@ -8,7 +8,7 @@ extension SQLiteRepository: SQLRecordReads {
     public func storeVersions(ownerID: UUID, _ versions: VersionChunks, commitments: [CommitmentRow]) async throws -> [StoreOutcome] {
         let owner = Self.id(ownerID)
         let now = Date().unixMillis
-        return try await write { db in
+        return try await pool.write { db in
             // An account deleted after the push was authenticated (the writer orders the two): nothing is
             // stored for it, rather than versions no account owns (and, with commitments, a foreign-key failure).
             guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE id = ?)", arguments: [owner]) == true else {

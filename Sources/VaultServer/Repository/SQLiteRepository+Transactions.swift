@@ -1,17 +1,13 @@
 import Foundation
 import GRDB
-import Synchronization
 import VaultAPI
 import VaultCore
 
-/// How SQLite holds a write transaction across suspensions (Docs/design.md §6). GRDB runs its own
-/// transactions as one synchronous closure on the writer's queue, and the flows written once for both
-/// engines are async: so a flow's transaction is opened (`BEGIN IMMEDIATE`), fed one statement at a time
-/// and ended on the writer connection with `writeWithoutTransaction`, between which the connection is left
-/// inside the transaction. Nothing else may write meanwhile, or its statements would join the open
-/// transaction (and GRDB's own `BEGIN` would fail): every write of this repository, the pushes' included,
-/// goes through `write` or `transaction`, which take the repository's `WriteGate` first. SQLite has one
-/// writer anyway; the gate only moves the wait from its lock to the repository.
+/// How SQLite runs a flow written once for both engines (Docs/design.md §6): inside one GRDB write, on the
+/// writer's own thread, from its first statement to its last. The flows are async functions over a
+/// `SQLConnection`; over a GRDB `Database` none of their calls suspends, so `Database.run` drives the flow
+/// to its end on the thread that holds the write, and SQLite's single writer stays held for the flow's
+/// statements only, never across a wait for a thread of the task pool.
 extension SQLiteRepository: SQLStore {
     var dialect: SchemaDialect { .sqlite }
 
@@ -22,85 +18,85 @@ extension SQLiteRepository: SQLStore {
 
     /// ...and a change in a write of its own.
     func execute(_ statement: SQLStatement) async throws {
-        try await write { db in try db.execute(statement) }
+        try await pool.write { db in try db.execute(statement) }
     }
 
-    /// Runs `body` in one GRDB write transaction, behind the write gate.
-    func write<R: Sendable>(_ body: @Sendable (Database) throws -> R) async throws -> R {
-        try await gate.run { try await pool.write(body) }
-    }
-
-    func transaction<R: Sendable>(conflict: String?, _ body: (SQLiteWriter) async throws -> R) async throws -> R {
-        let pool = self.pool
-        return try await gate.run {
-            let writer = SQLiteWriter(writer: pool)
-            do {
-                try await pool.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
-                let result = try await body(writer)
-                try await pool.writeWithoutTransaction { db in try db.commit() }
-                return result
-            } catch {
-                Self.rollBack(pool)
-                if let conflict, Self.isUniqueViolation(error) { throw RepositoryError.conflict(conflict) }
-                throw error
-            }
+    /// `body` in one GRDB write transaction (rolled back when it throws, or when the task is cancelled,
+    /// which interrupts its statement).
+    func transaction<R: Sendable>(conflict: String?, _ body: @Sendable (Database) async throws -> R) async throws -> R {
+        do {
+            return try await pool.write { db in try db.run(body) }
+        } catch  where Self.isUniqueViolation(error) {
+            guard let conflict else { throw error }
+            throw RepositoryError.conflict(conflict)
         }
-    }
-
-    /// Ends the open transaction, if any: synchronously, so a cancelled task (whose async database calls
-    /// throw before they run) still rolls back before the gate opens for the next writer.
-    private static func rollBack(_ pool: DatabasePool) {
-        try? pool.writeWithoutTransaction { db in try db.rollback() }
     }
 }
 
-/// The writer connection inside a transaction of `SQLiteRepository.transaction` (or, in tests, of any GRDB
-/// writer whose transaction the caller holds open): each statement is one short turn on the writer's queue.
-struct SQLiteWriter: SQLConnection, Sendable {
-    let writer: any DatabaseWriter
-    var dialect: SchemaDialect { .sqlite }
-
-    func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> [R] {
-        try await writer.writeWithoutTransaction { db in try db.rows(R.self, statement) }
-    }
-
-    func execute(_ statement: SQLStatement) async throws {
-        try await writer.writeWithoutTransaction { db in try db.execute(statement) }
+extension Database {
+    /// Runs `flow` over this connection to its end, on the current thread, and returns its result. For
+    /// flows that do not suspend but to call this connection (a `SQLConnection` whose calls never do): its
+    /// jobs run here, one after another, so every statement runs inside the caller's database access.
+    func run<R: Sendable>(_ flow: @Sendable (Database) async throws -> R) throws -> R {
+        try withoutActuallyEscaping(flow) { flow in
+            let executor = CurrentThreadExecutor()
+            let outcome = ResultBox<R>()
+            let db = UncheckedSendable(self)
+            Task(executorPreference: executor) {
+                do { outcome.set(.success(try await flow(db.value))) } catch { outcome.set(.failure(error)) }
+                executor.wake()
+            }
+            executor.runJobs(until: { outcome.isSet })
+            return try outcome.get()
+        }
     }
 }
 
-/// A first-come, first-served lock that waits without blocking a thread: SQLite's writers take it in turn.
-final class WriteGate: Sendable {
-    private struct State {
-        var held = false
-        var waiting: [CheckedContinuation<Void, Never>] = []
+/// A task executor whose jobs run on the thread that calls `runJobs`, in the order they came.
+private final class CurrentThreadExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.withLock {
+            jobs.append(job)
+            condition.signal()
+        }
     }
 
-    private let state = Mutex(State())
+    /// Wakes `runJobs` to look at its condition again.
+    func wake() { condition.withLock { condition.signal() } }
 
-    /// Runs `body` once every writer before it has finished; the next one starts when it returns or throws.
-    func run<R>(_ body: () async throws -> R) async throws -> R {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s in
-                if s.held {
-                    s.waiting.append(c)
-                    return false
-                }
-                s.held = true
-                return true
+    /// Runs jobs as they come until `done` holds and none is left.
+    func runJobs(until done: () -> Bool) {
+        while true {
+            let next: UnownedJob? = condition.withLock {
+                while jobs.isEmpty && !done() { condition.wait() }
+                return jobs.isEmpty ? nil : jobs.removeFirst()
             }
-            if now { c.resume() }
+            guard let next else { return }
+            next.runSynchronously(on: asUnownedTaskExecutor())
         }
-        defer {
-            let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
-                guard !s.waiting.isEmpty else {
-                    s.held = false
-                    return nil
-                }
-                return s.waiting.removeFirst()
-            }
-            next?.resume()
-        }
-        return try await body()
     }
+}
+
+/// The outcome of a flow, set once by its task and read by the thread that ran it.
+private final class ResultBox<R: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<R, any Error>?
+
+    var isSet: Bool { lock.withLock { result != nil } }
+    func set(_ r: Result<R, any Error>) { lock.withLock { result = r } }
+
+    func get() throws -> R {
+        guard let result = lock.withLock({ result }) else { preconditionFailure("the flow did not end") }
+        return try result.get()
+    }
+}
+
+/// The connection handed to the flow's task, which runs on the thread that holds it (`Database.run`).
+private struct UncheckedSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }

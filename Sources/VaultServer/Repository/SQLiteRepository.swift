@@ -14,8 +14,6 @@ public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginT
     let pool: DatabasePool
     /// Moves the WAL's checkpoints out of the pushes' commits (see `WALCheckpointer`).
     let checkpointer: WALCheckpointer
-    /// Taken by every write, so that one flow's open transaction is the writer's only one (see `transaction`).
-    let gate = WriteGate()
 
     /// Opens (creating if needed) the database at `path`; its folder is created too.
     public init(path: String) throws {
@@ -25,8 +23,6 @@ public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginT
         config.foreignKeysEnabled = true
         // A lock held longer than this is an outage to report (503 with Retry-After), not a request to hold.
         config.busyMode = .timeout(5)
-        // A flow's transaction stays open between its statements (`transaction`, behind `gate`).
-        config.allowsUnsafeTransactions = true
         let checkpointer = WALCheckpointer(path: url.path)
         config.prepareDatabase { db in checkpointer.install(on: db) }
         self.checkpointer = checkpointer
@@ -47,8 +43,8 @@ public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginT
     }
 
     public func migrate() async throws {
-        try await gate.run { try Self.migrator.migrate(pool) }
-        try await write { db in
+        try Self.migrator.migrate(pool)
+        try await pool.write { db in
             if try Row.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") == nil {
                 try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('server_secret', ?)", arguments: [Data(RandomBytes.bytes(count: 32))])
             }
@@ -71,7 +67,7 @@ public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginT
     /// Runs raw SQL outside the repository's rules: for maintenance, and for tests that play an attacker
     /// with write access to the database.
     public func executeRawSQL(_ sql: String) async throws {
-        try await write { db in try db.execute(sql: sql) }
+        try await pool.write { db in try db.execute(sql: sql) }
     }
 
     // MARK: Shared helpers

@@ -36,7 +36,8 @@ extension SQLiteRepository: SQLStore {
 extension Database {
     /// Runs `flow` over this connection to its end, on the current thread, and returns its result. For
     /// flows that do not suspend but to call this connection (a `SQLConnection` whose calls never do): its
-    /// jobs run here, one after another, so every statement runs inside the caller's database access. The
+    /// jobs run here, one after another, so every statement runs inside the caller's database access. This
+    /// thread waits meanwhile: call it inside a GRDB access (a queue's thread), never from a task, and the
     /// flow must not wait for this database's writer itself (a write of the repository), which waits for it.
     func run<R: Sendable>(_ flow: @Sendable (Database) async throws -> R) throws -> R {
         try withoutActuallyEscaping(flow) { flow in

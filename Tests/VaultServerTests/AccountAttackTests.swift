@@ -160,6 +160,16 @@ struct AccountAttackTests {
     enum Change: Sendable {
         case password(UUID, CredentialUpdate, keeping: String)
         case suspension(UUID)
+
+        /// The change's own flow, in the test's transaction on `sql`.
+        func run(_ sql: some SQLConnection, now: UnixMillis) async throws {
+            switch self {
+            case .password(let id, let update, let keeping):
+                try await AccountFlow.changeCredentials(sql, userID: id, update, expecting: 0, keeping: keeping, now: now, audit: Fixtures.audit)
+            case .suspension(let id):
+                try await AccountFlow.setSuspension(sql, userID: id, reason: "under review", now: now, audit: Fixtures.audit)
+            }
+        }
     }
 
     /// Counts how often a SQLite connection found the database locked (its busy handler's calls).
@@ -184,12 +194,7 @@ struct AccountAttackTests {
                 try await conn.query("LOCK TABLE login_throttle IN EXCLUSIVE MODE", logger: pg.logger)
                 let task = Task { try await request() }
                 try await PostgresStoreLockTests.untilSomeoneWaits(pg)
-                switch change {
-                case .password(let id, let update, let keeping):
-                    try await pg.changeCredentials(conn, userID: id, update, expecting: 0, keeping: keeping, now: now, audit: Fixtures.audit)
-                case .suspension(let id):
-                    try await pg.setSuspension(conn, userID: id, reason: "under review", now: now, audit: Fixtures.audit)
-                }
+                try await change.run(PostgresSQL(connection: conn, logger: pg.logger), now: now)
                 return task
             }
         }
@@ -218,12 +223,7 @@ struct AccountAttackTests {
                 box.withLockedValue { $0 = Task { try await request() } }
                 for _ in 0..<5_000 where busy.calls.load(ordering: .sequentiallyConsistent) == 0 { usleep(2_000) }
                 #expect(busy.calls.load(ordering: .sequentiallyConsistent) > 0, "the request never waited for the held transaction")
-                switch change {
-                case .password(let id, let update, let keeping):
-                    try SQLiteRepository.changeCredentials(db, userID: id, update, expecting: 0, keeping: keeping, now: now, audit: Fixtures.audit)
-                case .suspension(let id):
-                    try SQLiteRepository.setSuspension(db, userID: id, reason: "under review", now: now, audit: Fixtures.audit)
-                }
+                try db.run { sql in try await change.run(sql, now: now) }
                 return .commit
             }
         }

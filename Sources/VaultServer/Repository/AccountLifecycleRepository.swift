@@ -126,7 +126,7 @@ public struct DeletedAccount: Sendable, Equatable {
     public var shares: Int
 }
 
-/// The account lifecycle's storage, one area of `VaultRepository`; both backends implement it in their `+Accounts` files.
+/// The account lifecycle's storage, one area of `VaultRepository`, written once for both backends (`AccountFlow`).
 public protocol AccountLifecycleRepository: Sendable {
     /// The account's lifecycle state (`.none` for an account without any).
     func accountState(userID: UUID) async throws -> AccountState

@@ -43,6 +43,78 @@ extension AccountSQL {
     }
 
     static func deleteSession(_ tokenHash: String) -> SQLStatement { "DELETE FROM sessions WHERE token_hash = \(tokenHash)" }
+
+    /// One row (the username) when the account exists.
+    static func userExists(_ id: UUID, _ lock: SQLStatement.ForUpdate) -> SQLStatement {
+        "SELECT username AS value FROM users WHERE id = \(id)\(forUpdate: lock)"
+    }
+
+    static func generation(_ id: UUID, _ lock: SQLStatement.ForUpdate) -> SQLStatement {
+        "SELECT credential_generation AS value FROM users WHERE id = \(id)\(forUpdate: lock)"
+    }
+
+    static func credentialUpdate(_ userID: UUID) -> SQLStatement {
+        "SELECT credential_update AS value FROM account_credentials WHERE user_id = \(userID)"
+    }
+
+    static func setGeneration(_ id: UUID, _ generation: Int64, now: UnixMillis) -> SQLStatement {
+        "UPDATE users SET credential_generation = \(generation), updated_at = \(now) WHERE id = \(id)"
+    }
+
+    /// Moves the session a credential change keeps to the new generation.
+    static func moveSession(_ userID: UUID, tokenHash: String, to generation: Int64) -> SQLStatement {
+        "UPDATE sessions SET credential_generation = \(generation) WHERE user_id = \(userID) AND token_hash = \(tokenHash)"
+    }
+
+    /// What a session's opening checks (`SessionAccount`), the row locked without blocking rows that only
+    /// reference it.
+    static func sessionAccount(_ id: UUID) -> SQLStatement {
+        "SELECT status, suspended_at, credential_generation FROM users WHERE id = \(id)\(forUpdate: .noKey)"
+    }
+
+    /// Every account's expired sessions; on PostgreSQL those another transaction holds are skipped.
+    static func sweepExpiredSessions(now: UnixMillis) -> SQLStatement {
+        "DELETE FROM sessions WHERE token_hash IN (SELECT token_hash FROM sessions WHERE expires_at <= \(now)\(forUpdate: .skipLocked))"
+    }
+
+    static func deleteExpiredSessions(_ userID: UUID, now: UnixMillis) -> SQLStatement {
+        "DELETE FROM sessions WHERE user_id = \(userID) AND expires_at <= \(now)"
+    }
+
+    /// Ends the account's sessions but the newest `keeping`.
+    static func capSessions(_ userID: UUID, keeping: Int) -> SQLStatement {
+        """
+        DELETE FROM sessions WHERE token_hash IN (
+            SELECT token_hash FROM sessions WHERE user_id = \(userID) ORDER BY created_at DESC, token_hash DESC\(sqlite: " LIMIT -1", postgres: "")
+            OFFSET \(Int64(keeping)))
+        """
+    }
+
+    static func insertSession(_ o: SessionOpening) -> SQLStatement {
+        """
+        INSERT INTO sessions (token_hash, user_id, created_at, expires_at, device_name, credential_generation)
+        VALUES (\(o.session.tokenHash), \(o.session.userID), \(o.session.createdAt), \(o.session.expiresAt), \(o.deviceName), \(o.generation))
+        """
+    }
+
+    /// Marks a login as audited until `until`, unless a live mark exists: one row back when it was marked now.
+    static func markAudited(_ key: String, until: UnixMillis, now: UnixMillis) -> SQLStatement {
+        """
+        INSERT INTO login_throttle AS t (key, failures, last_failure, expires_at) VALUES (\(key), 0, \(now), \(until))
+        ON CONFLICT (key) DO UPDATE SET failures = 0, last_failure = EXCLUDED.last_failure, expires_at = EXCLUDED.expires_at
+        WHERE t.expires_at <= \(now)
+        RETURNING key AS value
+        """
+    }
+
+    /// The owner's row that pushes lock, made when missing (see `AccountSQL.deleteAccount`).
+    static func ensureOwnerSequence(_ owner: UUID) -> SQLStatement {
+        "INSERT INTO owner_sequences (owner_id, last_sequence) VALUES (\(owner), 0) ON CONFLICT DO NOTHING"
+    }
+
+    static func ownerSequence(_ owner: UUID, _ lock: SQLStatement.ForUpdate) -> SQLStatement {
+        "SELECT last_sequence AS value FROM owner_sequences WHERE owner_id = \(owner)\(forUpdate: lock)"
+    }
 }
 
 /// The reads of accounts and sessions, and their single-statement writes, written once over either

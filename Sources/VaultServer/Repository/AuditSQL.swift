@@ -58,6 +58,19 @@ enum AuditSQL {
         """
     }
 
+    /// Appends `events` inside the caller's transaction, chained onto the recorded head, whose row lock
+    /// orders concurrent appenders on PostgreSQL (SQLite's single writer orders them as wholes).
+    static func append(_ sql: some SQLConnection, _ events: [AuditEvent], now: UnixMillis) async throws {
+        guard !events.isEmpty else { return }
+        let head = try await sql.row(AuditHeadRow.self, Self.head(.wait))
+        var patientHeads: [UUID: String] = [:]
+        for p in AuditBuilder.patients(events) { patientHeads[p] = try await sql.row(StoredText.self, Self.patientHead(p))?.value }
+        let secret = try await sql.row(StoredBytes.self, Self.serverSecret)?.value
+        let entries = try Self.entries(for: events, head: head, patientHeads: patientHeads, secret: secret, now: now)
+        for e in entries { try await sql.execute(try Self.insert(e)) }
+        try await sql.execute(Self.moveHead(to: entries.last!))
+    }
+
     /// The entries `events` become after the head read in the caller's transaction (`head`), each chained
     /// onto the one before and linked to the newest entry about its patient (`AuditBuilder`).
     static func entries(
@@ -85,10 +98,21 @@ struct StoredBytes: StoredRowDecodable, Sendable {
     init(stored r: some StoredRow) throws { value = try r.bytes("value") }
 }
 
-/// The reads of the audit log and the checkpoints' insert, written once over either engine's `SQLStore`.
+/// The audit log's reads and writes, written once over either engine's `SQLStore`.
 protocol SQLAuditStore: AuditRepository, SQLStore {}
 
 extension SQLAuditStore {
+    public func appendAudit(_ events: [AuditEvent], now: UnixMillis) async throws {
+        try await transaction(conflict: nil) { sql in try await AuditSQL.append(sql, events, now: now) }
+    }
+
+    public func rememberAdminSignature(_ signature: String, at: UnixMillis, purgeBefore: UnixMillis) async throws -> Bool {
+        try await transaction(conflict: nil) { sql in
+            try await sql.execute(AuditSQL.forgetAdminSignatures(before: purgeBefore))
+            return try await sql.row(StoredText.self, AuditSQL.rememberAdminSignature(signature, at: at)) != nil
+        }
+    }
+
     public func auditEntries(after: UInt64, limit: Int, patientID: UUID?) async throws -> [AuditEntry] {
         try await rows(AuditEntry.self, AuditSQL.entries(after: after, limit: limit, patientID: patientID))
     }

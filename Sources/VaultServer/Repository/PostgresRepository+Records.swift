@@ -45,7 +45,7 @@ extension PostgresRepository: SQLRecordReads {
             guard var last = locked else { throw RepositoryError.notFound("account") }
             let start = last
             // Under the owner's lock, so two pushes to one tresor are serialised; a stale one throws and rolls back.
-            try await self.replaceCommitments(conn, owner: ownerID, commitments, now: now)
+            try await RecordSQL.replaceCommitments(PostgresSQL(connection: conn, logger: logger), owner: ownerID, commitments, now: now)
             guard !versions.isEmpty else { return [] }
 
             // The heads first, under the owner's lock: a record stays in the tresor it was first written to
@@ -194,16 +194,6 @@ extension PostgresRepository: SQLRecordReads {
             guard sizes.count < limit, fit == sizes.count else { return StoredPage(changes: changes, done: false, commitments: []) }
             let commitments = try await sql.rows(CommitmentRow.self, RecordSQL.commitments(ownerID: ownerID, tresorID: tresorID))
             return StoredPage(changes: changes, done: true, commitments: commitments)
-        }
-    }
-
-    /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
-    /// replaces it, inside the caller's transaction; throws `.conflict` at the first stale one.
-    func replaceCommitments(_ conn: PostgresConnection, owner: UUID, _ commitments: [CommitmentRow], now: UnixMillis) async throws {
-        let sql = PostgresSQL(connection: conn, logger: logger)
-        for c in commitments {
-            try RecordSQL.check(c, stored: try await sql.row(StoredNumber.self, RecordSQL.commitmentSequence(c.tresorID))?.value)
-            try await sql.execute(RecordSQL.putCommitment(c, owner: owner, now: now))
         }
     }
 }

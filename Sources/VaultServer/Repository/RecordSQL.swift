@@ -39,6 +39,15 @@ enum RecordSQL {
         if let stored, UInt64(bitPattern: stored) &+ 1 != c.sequence { throw CommitmentRow.stale(c, stored: UInt64(bitPattern: stored)) }
     }
 
+    /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
+    /// replaces it, inside the caller's transaction (a push's); throws `.conflict` at the first stale one.
+    static func replaceCommitments(_ sql: some SQLConnection, owner: UUID, _ commitments: [CommitmentRow], now: UnixMillis) async throws {
+        for c in commitments {
+            try check(c, stored: try await sql.row(StoredNumber.self, commitmentSequence(c.tresorID))?.value)
+            try await sql.execute(putCommitment(c, owner: owner, now: now))
+        }
+    }
+
     static func lastChange(ownerID: UUID, tresorID: UUID) -> SQLStatement {
         "SELECT MAX(changed_at) AS value FROM heads WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)"
     }

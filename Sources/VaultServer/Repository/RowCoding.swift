@@ -134,23 +134,12 @@ protocol StoredRowDecodable {
     init(stored row: some StoredRow) throws
 }
 
-/// A stored row with a state machine: the table it lives in, the column holding its state, and what to
-/// call it in a `.notFound` error. The backends' shared transition helpers read these.
-protocol StoredStateRow: StoredRowDecodable {
-    static var table: String { get }
-    static var stateColumn: String { get }
-    static var noun: String { get }
-}
-
-extension UserRow: StoredStateRow {
-    static let table = "users"
-    static let stateColumn = "status"
+/// What a `.notFound` error calls a missing user or share.
+extension UserRow {
     static let noun = "user"
 }
 
-extension ShareRow: StoredStateRow {
-    static let table = "shares"
-    static let stateColumn = "state"
+extension ShareRow {
     static let noun = "share"
 }
 

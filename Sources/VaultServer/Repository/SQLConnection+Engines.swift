@@ -85,31 +85,12 @@ extension PostgresRepository: SQLStore {
         try await client.query(statement.postgresQuery, logger: logger)
     }
 
-    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws {
-        try await transaction(conflict: conflict) { conn in
-            try await PostgresSQL(connection: conn, logger: self.logger).execute(statement)
-            try await self.appendAudit(conn, audit, now: now)
-        }
-    }
-}
-
-/// Outside a transaction, a read runs on a reader of the pool (a snapshot of the last commit) and a change
-/// in a write of its own.
-extension SQLiteRepository: SQLStore {
-    var dialect: SchemaDialect { .sqlite }
-
-    func rows<R: StoredRowDecodable & Sendable>(_ type: R.Type, _ statement: SQLStatement) async throws -> [R] {
-        try await pool.read { db in try db.rows(R.self, statement) }
-    }
-
-    func execute(_ statement: SQLStatement) async throws {
-        try await pool.write { db in try db.execute(statement) }
-    }
-
-    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws {
-        try await write(conflict: conflict) { db in
-            try db.execute(statement)
-            try Self.appendAudit(db, audit, now: now)
+    func transaction<R: Sendable>(conflict: String?, _ body: @Sendable (PostgresSQL) async throws -> R) async throws -> R {
+        do {
+            return try await transaction { conn in try await body(PostgresSQL(connection: conn, logger: self.logger)) }
+        } catch  where Self.isUniqueViolation(error) {
+            guard let conflict else { throw error }
+            throw RepositoryError.conflict(conflict)
         }
     }
 }

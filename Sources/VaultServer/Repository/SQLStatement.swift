@@ -67,12 +67,29 @@ struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
         /// PostgreSQL's `FOR UPDATE` row lock; SQLite's single writer needs none.
         mutating func appendInterpolation(forUpdate: ForUpdate?) {
             guard let forUpdate else { return }
-            fragments.append(.dialect(sqlite: "", postgres: forUpdate == .skipLocked ? " FOR UPDATE SKIP LOCKED" : " FOR UPDATE"))
+            let clause =
+                switch forUpdate {
+                case .wait: " FOR UPDATE"
+                case .skipLocked: " FOR UPDATE SKIP LOCKED"
+                case .noKey: " FOR NO KEY UPDATE"
+                }
+            fragments.append(.dialect(sqlite: "", postgres: clause))
         }
+        /// A clause each engine writes its own way (trusted SQL, like `sql:`).
+        mutating func appendInterpolation(sqlite: String, postgres: String) { fragments.append(.dialect(sqlite: sqlite, postgres: postgres)) }
     }
 
-    /// Which row lock a read inside a write takes on PostgreSQL.
-    enum ForUpdate: Sendable { case wait, skipLocked }
+    /// Which row lock a read inside a write takes on PostgreSQL. `noKey` (`FOR NO KEY UPDATE`) lets rows
+    /// that merely reference the locked one (a share or a tresor being made) be written meanwhile.
+    enum ForUpdate: Sendable { case wait, skipLocked, noKey }
+
+    /// `values` as a parenthesised list of binds, for `IN`; `(NULL)`, which matches nothing, when empty.
+    static func list(_ values: [String]) -> SQLStatement {
+        guard let first = values.first else { return "(NULL)" }
+        var list: SQLStatement = "(\(first)"
+        for v in values.dropFirst() { list = "\(list), \(v)" }
+        return "\(list))"
+    }
 }
 
 /// The small interface both engines offer the statements written once: rows decoded by column name, and
@@ -84,12 +101,28 @@ protocol SQLConnection {
     func execute(_ statement: SQLStatement) async throws
 }
 
-/// A repository's own connection: besides single statements, one statement with its audit entries in
-/// one transaction.
+/// A repository's own connection: besides single statements, a flow of them in one write transaction.
+/// Every multi-statement write is written once, as a function over the transaction's `SQLConnection`
+/// (`AccountFlow`, `ShareFlow`, `AuditSQL.append`, `LoginThrottleSQL.update`), and each backend only says
+/// how a transaction is held: one GRDB write on SQLite (`Database.run`), a pooled PostgreSQL connection
+/// in `BEGIN`/`COMMIT`.
 protocol SQLStore: SQLConnection {
+    associatedtype Transaction: SQLConnection
+    /// Runs `body` in one write transaction: committed when it returns, rolled back when it throws (or its
+    /// task is cancelled). A unique constraint broken inside throws `.conflict(conflict)` when `conflict`
+    /// is given, else the engine's error.
+    func transaction<R: Sendable>(conflict: String?, _ body: @Sendable (Transaction) async throws -> R) async throws -> R
+}
+
+extension SQLStore {
     /// Runs `statement` and appends `audit` in one transaction; a unique constraint it would break throws
     /// `.conflict(conflict)`.
-    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws
+    func execute(_ statement: SQLStatement, audit: [AuditEvent], now: UnixMillis, conflict: String) async throws {
+        try await transaction(conflict: conflict) { sql in
+            try await sql.execute(statement)
+            try await AuditSQL.append(sql, audit, now: now)
+        }
+    }
 }
 
 extension SQLConnection {

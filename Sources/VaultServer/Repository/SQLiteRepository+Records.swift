@@ -15,7 +15,7 @@ extension SQLiteRepository: SQLRecordReads {
                 throw RepositoryError.notFound("account")
             }
             // First, so a stale commitment refuses the push before anything of it is written (the throw rolls back).
-            try Self.replaceCommitments(db, owner: ownerID, commitments, now: now)
+            try db.run { sql in try await RecordSQL.replaceCommitments(sql, owner: ownerID, commitments, now: now) }
             var last = try Int64.fetchOne(db, sql: "SELECT last_sequence FROM owner_sequences WHERE owner_id = ?", arguments: [owner]) ?? 0
             let start = last
             let insertVersion = try SQLiteStep(
@@ -142,15 +142,6 @@ extension SQLiteRepository: SQLRecordReads {
                 done: true,
                 commitments: try db.rows(CommitmentRow.self, RecordSQL.commitments(ownerID: ownerID, tresorID: tresorID))
             )
-        }
-    }
-
-    /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
-    /// replaces it, inside the caller's transaction; throws `.conflict` at the first stale one.
-    static func replaceCommitments(_ db: Database, owner: UUID, _ commitments: [CommitmentRow], now: UnixMillis) throws {
-        for c in commitments {
-            try RecordSQL.check(c, stored: try db.row(StoredNumber.self, RecordSQL.commitmentSequence(c.tresorID))?.value)
-            try db.execute(RecordSQL.putCommitment(c, owner: owner, now: now))
         }
     }
 }

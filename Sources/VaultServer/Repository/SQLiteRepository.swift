@@ -7,7 +7,7 @@ import VaultSQLite
 
 /// The embedded default backend: SQLite through GRDB, one database file, WAL mode so reads run beside
 /// the single writer. SQLite serialises writers, which is what keeps change sequences gap-free.
-public final class SQLiteRepository: VaultRepository {
+public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginThrottleStore, SQLShareStore, SQLAuditStore {
     public let backendName = "sqlite"
     /// The single writer's store of one chunk runs beside the checks of the next (Docs/benchmarks.md §2).
     public let streamsPushes = true
@@ -71,17 +71,6 @@ public final class SQLiteRepository: VaultRepository {
     }
 
     // MARK: Shared helpers
-
-    /// Rows of `sql` decoded as `R`. The statement is compiled once per connection and kept (every `sql`
-    /// passed here is one of a fixed set of texts; none carries a value).
-    static func all<R: StoredRowDecodable>(_ type: R.Type, _ db: Database, _ sql: String, _ arguments: StatementArguments = []) throws -> [R] {
-        try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
-    }
-
-    /// The first row of `sql` decoded as `R`, if any (a statement kept like `all`'s).
-    static func one<R: StoredRowDecodable>(_ type: R.Type, _ db: Database, _ sql: String, _ arguments: StatementArguments = []) throws -> R? {
-        try Row.fetchOne(db.cachedStatement(sql: sql), arguments: arguments).map { try R(stored: $0) }
-    }
 
     static func id(_ uuid: UUID) -> String { uuid.storedText }
 

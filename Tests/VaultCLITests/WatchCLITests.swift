@@ -222,7 +222,12 @@ struct WatchCLITests {
                 "activity", "add", "--id", "stretch", "--title", "Stretch", "--category", "interventions", "--schedule", "daily@09:00",
             ])
             #expect(later.status == 0, "\(later.stderr)")
-            let gone = try await bob.waitFor("the patient dropped", limit: 30) { $0["event"] as? String == "unwatched" }
+            // The server may already have stopped telling the doctor of this patient (its heartbeat re-reads the
+            // shares), and then no change event comes. A restart makes the tool reconnect and resync, which pulls
+            // every patient: either way the next pull is refused and the patient dropped.
+            world.server.stop()
+            try await world.server.start()
+            let gone = try await bob.waitFor("the patient dropped", limit: 90) { $0["event"] as? String == "unwatched" }
             #expect(gone["patient"] as? String == "alice")
             #expect(bob.process.isRunning, "\(bob.stderr)")
             #expect(!bob.objects.contains { $0["id"] as? String == "stretch" })

@@ -107,7 +107,7 @@ protocol SQLConnection {
 /// how a transaction is held: one GRDB write on SQLite (`Database.run`), a pooled PostgreSQL connection
 /// in `BEGIN`/`COMMIT`.
 protocol SQLStore: SQLConnection {
-    associatedtype Transaction: SQLConnection
+    associatedtype Transaction: SQLConnection & SendableMetatype
     /// Runs `body` in one write transaction: committed when it returns, rolled back when it throws (or its
     /// task is cancelled). A unique constraint broken inside throws `.conflict(conflict)` when `conflict`
     /// is given, else the engine's error.

@@ -107,55 +107,45 @@ struct EventStreamWriter: Sendable {
         }
     }
 
-    /// Sleeps until woken and takes one step per wake-up. An idle stream is suspended here, so this frame
-    /// is all it holds of the task's memory: the step's work (database checks, rendering) runs in a function
-    /// of its own that is never inlined, whose frame is freed when it returns. Inlined into the loop, it made
-    /// every idle stream keep about 17 KiB of task memory (Docs/benchmarks.md §8).
     private func loop(_ write: (ByteBuffer) async throws -> Void) async throws {
+        let hub = service.events
         var expiresAt = expiresAt
         for await _ in subscription.wakes {
-            guard try await step(&expiresAt, write) else { return }
-        }
-    }
-
-    /// One wake-up: what is pending is written; false when the stream must end.
-    @inline(never)
-    private func step(_ expiresAt: inout UnixMillis, _ write: (ByteBuffer) async throws -> Void) async throws -> Bool {
-        let hub = service.events
-        let step = subscription.take()
-        var reason: String?
-        // Shares that reached their end date are announced before the shares are read again, at the same
-        // instant, so that none passes between the two unannounced.
-        let now = service.clock()
-        for (share, end) in subscription.takeEnded(at: now) { hub.announceEnded(share, end) }
-        do {
-            if step.checkSession || step.heartbeat, service.clock() < expiresAt {
-                (reason, expiresAt) = try await service.streamStanding(caller)
+            let step = subscription.take()
+            var reason: String?
+            // Shares that reached their end date are announced before the shares are read again, at the same
+            // instant, so that none passes between the two unannounced.
+            let now = service.clock()
+            for (share, end) in subscription.takeEnded(at: now) { hub.announceEnded(share, end) }
+            do {
+                if step.checkSession || step.heartbeat, service.clock() < expiresAt {
+                    (reason, expiresAt) = try await service.streamStanding(caller)
+                }
+                if reason == nil, step.refreshWatch || step.checkSession || step.heartbeat {
+                    let (watch, ends) = try await service.streamWatch(caller, at: now)
+                    subscription.setWatch(watch, ends: ends)
+                }
+            } catch {
+                // A check the database did not answer keeps no session standing and no share watched: the
+                // stream ends without `account`, and the client reconnects through the authenticator.
+                return
             }
-            if reason == nil, step.refreshWatch || step.checkSession || step.heartbeat {
-                let (watch, ends) = try await service.streamWatch(caller, at: now)
-                subscription.setWatch(watch, ends: ends)
+            if reason == nil, service.clock() >= expiresAt { reason = "session-ended" }
+            if let reason {
+                try await write(ByteBuffer(string: Self.event(nil, .account, ReasonEventData(reason: reason))))
+                return
             }
-        } catch {
-            // A check the database did not answer keeps no session standing and no share watched: the
-            // stream ends without `account`, and the client reconnects through the authenticator.
-            return false
+            // A change queued under an older watch set is written only if it still concerns the stream: a
+            // share revoked, or past its end date, since then takes its tresor's changes with it.
+            let events = step.events.filter { event in
+                guard case let .notice(notice) = event.kind, case .change = notice else { return true }
+                return subscription.wants(notice)
+            }
+            var text = events.map { Self.render($0, hub) }.joined()
+            if text.isEmpty, step.heartbeat { text = ": hb\n\n" }
+            if !text.isEmpty { try await write(ByteBuffer(string: text)) }
+            if ContinuousClock.now - subscription.openedAt >= hub.limits.lifetime { return }
         }
-        if reason == nil, service.clock() >= expiresAt { reason = "session-ended" }
-        if let reason {
-            try await write(ByteBuffer(string: Self.event(nil, .account, ReasonEventData(reason: reason))))
-            return false
-        }
-        // A change queued under an older watch set is written only if it still concerns the stream: a
-        // share revoked, or past its end date, since then takes its tresor's changes with it.
-        let events = step.events.filter { event in
-            guard case let .notice(notice) = event.kind, case .change = notice else { return true }
-            return subscription.wants(notice)
-        }
-        var text = events.map { Self.render($0, hub) }.joined()
-        if text.isEmpty, step.heartbeat { text = ": hb\n\n" }
-        if !text.isEmpty { try await write(ByteBuffer(string: text)) }
-        return ContinuousClock.now - subscription.openedAt < hub.limits.lifetime
     }
 
     static func render(_ event: Subscription.Outgoing, _ hub: EventHub) -> String {

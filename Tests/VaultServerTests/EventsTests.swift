@@ -212,6 +212,18 @@ struct EventsTests {
             for s in [p, d] { #expect(s.named("share").map { $0.share?.state } == ["expired"], "announced once: \(s.raw)") }
             for s in [p, d] { await s.close() }
         }
+        // A share that ended otherwise just before its end date (here underneath, with no event yet) did not
+        // expire: the end date passes and nothing says `expired`.
+        try await EventsWorld.run(backend) { w in
+            let (patient, doctor, _, share) = try await w.sharedPairWithShare("pat", "doc", expiresAt: w.clock.millis + 60_000)
+            let (p, d) = (try await w.open(patient), try await w.open(doctor))
+            for s in [p, d] { try await s.wait("ready") { !$0.named("ready").isEmpty } }
+            try await ServerOperator(w.api.repository).editShares(.id(share.shareID), state: .revoked)
+            w.clock.advance(by: 60_000)
+            try await Task.sleep(for: .milliseconds(2_500))
+            for s in [p, d] { #expect(s.named("share").isEmpty, "a revoked share is not announced as expired: \(s.raw)") }
+            for s in [p, d] { await s.close() }
+        }
     }
 
     @Test(arguments: Backend.allCases)

@@ -116,8 +116,15 @@ struct EventStreamWriter: Sendable {
             // Shares that reached their end date are announced before the shares are read again, at the same
             // instant, so that none passes between the two unannounced.
             let now = service.clock()
-            for (share, end) in subscription.takeEnded(at: now) { hub.announceEnded(share, end) }
             do {
+                // Announced only if the share is still active in the database: one revoked or deleted just
+                // before its end date (its event may still be on its way) did not expire.
+                for (share, end) in subscription.takeEnded(at: now) {
+                    guard let row = try await service.repository.share(id: share), row.state == .active, (row.expiresAt ?? .max) <= now else {
+                        continue
+                    }
+                    hub.announceEnded(share, end)
+                }
                 if step.checkSession || step.heartbeat, service.clock() < expiresAt {
                     (reason, expiresAt) = try await service.streamStanding(caller)
                 }

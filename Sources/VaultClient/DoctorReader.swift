@@ -317,11 +317,15 @@ struct SharedReplica: ReplicaApplier {
     var tresor: UUID { share.tresor.id }
     var category: String { share.share.category }
     /// The checks of the share's changes: its context, the patient's signing key, the keys granted.
-    var checks: SharedRecordCheck {
+    var checks: SharedRecordCheck { checks(.current) }
+
+    /// The checks of the share's changes, with their signatures checked as `signatures` says.
+    func checks(_ signatures: SignatureCheck) -> SharedRecordCheck {
         SharedRecordCheck(
             context: EnvelopeContext(ownerID: patient.userID, tresorID: tresor, category: category),
             signingKey: patient.signingKey,
-            keys: share.tresor.keys
+            keys: share.tresor.keys,
+            signatures: signatures
         )
     }
 
@@ -346,11 +350,12 @@ struct SharedRecordCheck: Sendable {
     let context: EnvelopeContext
     let signingKey: SigningPublicKey
     let keys: [UInt32: SymmetricKey]
+    let signatures: SignatureCheck
 
     /// Why `env` fails, or nil when it passes every check the doctor's keys allow.
     func failure(of env: Envelope) -> QuarantineReason? {
         do {
-            _ = try env.openRecord(keys: keys, authorKey: signingKey, expecting: context)
+            _ = try signatures.openRecord(env, keys: keys, authorKey: signingKey, context: context)
         } catch .missingEpochKey {
             // Verified up to the key lookup: a record the doctor may read once granted that epoch.
         } catch {

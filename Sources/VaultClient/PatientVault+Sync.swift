@@ -102,12 +102,14 @@ extension PatientVault {
         commitments: [StateCommitment]? = nil
     ) throws -> (resolved: Int, problems: [String]) {
         let tresors = commitments.map(committedTresors) ?? [:]
+        let signatures = SignatureCheck.current
         let merge = PulledVersionMerge(
             ownerID: me,
             identity: account.identity,
             certificate: account.certificate,
             keyring: keyring,
-            wallClockMs: wallClockMs
+            wallClockMs: wallClockMs,
+            signatures: signatures
         )
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             var resolved = 0
@@ -200,6 +202,7 @@ struct PulledVersionMerge {
     let certificate: Certificate
     let keyring: Keyring
     let wallClockMs: UInt64
+    let signatures: SignatureCheck
 
     /// Merges one pulled version in the page's transaction; true when it resolved a conflict. A version
     /// that fails a check of its own throws `QuarantineError` before anything of it is written.
@@ -207,7 +210,7 @@ struct PulledVersionMerge {
         guard let t = keyring[env.header.category], t.id == env.header.tresorID else { throw QuarantineError(reason: .wrongContext) }
         let context = EnvelopeContext(ownerID: ownerID, tresorID: t.id, category: t.category)
         let theirs: CareRecord?
-        do { theirs = try env.openRecord(keys: t.keys, authorKey: certificate.signingKey, expecting: context).record } catch {
+        do { theirs = try signatures.openRecord(env, keys: t.keys, authorKey: certificate.signingKey, context: context).record } catch {
             throw QuarantineError(reason: QuarantineReason(error))
         }
         let rid = env.header.recordID.hex
@@ -219,7 +222,7 @@ struct PulledVersionMerge {
         let copy: LocalCopy? = try local.map { local in
             var mine: Outcome?
             if local.recordType == .outcome, !local.deleted {
-                mine = try local.envelope.openRecord(keys: t.keys, authorKey: certificate.signingKey, expecting: context).record?.asOutcome
+                mine = try signatures.openRecord(local.envelope, keys: t.keys, authorKey: certificate.signingKey, context: context).record?.asOutcome
             }
             return LocalCopy(timestamp: local.timestamp, deleted: local.deleted, pending: local.pending, outcome: mine)
         }

@@ -103,6 +103,39 @@ final class DoctorCache: Sendable {
         }
     }
 
+    /// The heads of the share of `tresor` by `owner` as they would be with every entry of `entries` stored
+    /// (each one the head of its record), and the newest commitment accepted of it; nil when an entry would
+    /// not become a head (older than the head held) or its record is held under another tresor. Writes nothing.
+    func prospective(_ entries: [Entry], owner: UUID, tresor: UUID) async throws -> (set: HeadSet, accepted: StateCommitment?)? {
+        let ownerID = owner.uuidString
+        let tresorID = tresor.uuidString
+        return try await queue.read { db in
+            var (set, seen) = try Self.shareState(db, owner: ownerID, tresor: tresorID)
+            let readHead = try db.cachedStatement(
+                sql:
+                    "SELECT hlc_physical, hlc_counter, hlc_device, version_id, deleted, tresor_id FROM shared_records WHERE owner_id = ? AND record_id = ?"
+            )
+            for entry in entries {
+                let h = entry.header
+                let row = try Row.fetchOne(readHead, arguments: [ownerID, h.recordID.hex])
+                let held = row.flatMap { LocalStore.timestamp($0[0], $0[1], $0[2]) }
+                if let held, h.timestamp < held { return nil }
+                if let row, row[5] as String? != tresorID { return nil }
+                let old = row.flatMap { r in
+                    (r[3] as String?).map { HeadSet.Head(versionID: $0, deleted: r[4] as Bool, timestamp: held ?? HeadSet.noTimestamp) }
+                }
+                do {
+                    try set.replace(
+                        recordID: h.recordID.hex,
+                        old: old,
+                        with: HeadSet.Head(versionID: entry.versionID, deleted: h.deleted, timestamp: h.timestamp)
+                    )
+                } catch { return nil }
+            }
+            return (set, seen)
+        }
+    }
+
     /// The newest accepted commitment of each share of `owner`, by tresor.
     func acceptedCommitments(owner: UUID) async throws -> [UUID: StateCommitment] {
         try await queue.read { db in

@@ -224,7 +224,8 @@ public actor DoctorReader {
 
     /// Pulls what changed since the last view into the cache, after fetching the share's quarantined
     /// records again, through the replica engine (Docs/design.md §5). Every envelope is checked (signature,
-    /// context and, under an epoch the doctor holds, decryption and payload) before it is stored; one that
+    /// or for a final page the patient's commitment that covers it, Docs/commitment-pages.md; context and,
+    /// under an epoch the doctor holds, decryption and payload) before it is stored; one that
     /// fails is quarantined and the rest goes on. A page is stored with its cursor in one transaction. Once
     /// the server says it sent every change, the newest state commitment it showed is checked against the
     /// cached heads (Docs/envelope-v1.md §3.4); returns how many changes were pulled and what is wrong with
@@ -266,8 +267,8 @@ public actor DoctorReader {
             let context = EnvelopeContext(ownerID: cert.userID, tresorID: share.tresor.id, category: share.share.category)
             let keys = share.tresor.keys
             // A page of the cache at a time, decrypted on every core: a large share's envelopes are never all
-            // in memory at once. Signatures were checked before the envelopes entered the cache (refresh);
-            // here the AEAD authenticates each header and ciphertext under the epoch key.
+            // in memory at once. Signatures (or the commitment covering them) were checked before the envelopes
+            // entered the cache (refresh); here the AEAD authenticates each header and ciphertext under the epoch key.
             var after = ""
             while let page = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id, after: after, limit: viewPage) {
                 after = page.last
@@ -317,11 +318,15 @@ struct SharedReplica: ReplicaApplier {
     var tresor: UUID { share.tresor.id }
     var category: String { share.share.category }
     /// The checks of the share's changes: its context, the patient's signing key, the keys granted.
-    var checks: SharedRecordCheck {
+    var checks: SharedRecordCheck { checks(.current) }
+
+    /// The checks of the share's changes, with their signatures checked as `signatures` says.
+    func checks(_ signatures: SignatureCheck) -> SharedRecordCheck {
         SharedRecordCheck(
             context: EnvelopeContext(ownerID: patient.userID, tresorID: tresor, category: category),
             signingKey: patient.signingKey,
-            keys: share.tresor.keys
+            keys: share.tresor.keys,
+            signatures: signatures
         )
     }
 
@@ -346,11 +351,17 @@ struct SharedRecordCheck: Sendable {
     let context: EnvelopeContext
     let signingKey: SigningPublicKey
     let keys: [UInt32: SymmetricKey]
+    let signatures: SignatureCheck
 
-    /// Why `env` fails, or nil when it passes every check the doctor's keys allow.
-    func failure(of env: Envelope) -> QuarantineReason? {
+    /// Why `env` fails, or nil when it passes every check the doctor's keys allow; all but the signature
+    /// with `deferringSignature` (a commitment is to authenticate the record, Docs/commitment-pages.md).
+    func failure(of env: Envelope, deferringSignature: Bool = false) -> QuarantineReason? {
         do {
-            _ = try env.openRecord(keys: keys, authorKey: signingKey, expecting: context)
+            if deferringSignature {
+                _ = try env.openRecordVerifiedEarlier(keys: keys, expecting: context)
+            } else {
+                _ = try signatures.openRecord(env, keys: keys, authorKey: signingKey, context: context)
+            }
         } catch .missingEpochKey {
             // Verified up to the key lookup: a record the doctor may read once granted that epoch.
         } catch {
@@ -359,11 +370,11 @@ struct SharedRecordCheck: Sendable {
         return nil
     }
 
-    /// Checks every change, on every core.
-    func run(_ changes: [PulledChange]) async throws -> [DoctorCache.Pulled] {
+    /// Checks every change, on every core (all but the signatures with `deferringSignatures`).
+    func run(_ changes: [PulledChange], deferringSignatures: Bool = false) async throws -> [DoctorCache.Pulled] {
         try await Parallel.map(changes) { change in
             guard let env = change.envelope else { return .failed(change.quarantined(.malformed)) }
-            if let reason = failure(of: env) { return .failed(change.quarantined(reason)) }
+            if let reason = failure(of: env, deferringSignature: deferringSignatures) { return .failed(change.quarantined(reason)) }
             guard env.header.timestamp.physicalMs <= UInt64(Int64.max) else { return .failed(change.quarantined(.clockOutOfRange)) }
             return .verified(
                 DoctorCache.Entry(

@@ -135,7 +135,7 @@ struct ServerStates {
     }
 
     /// `versionID` (of a version with header `h`) in place of `old` as the head of record `rid`.
-    private mutating func replace(_ h: RecordHeader, _ rid: String, old: HeadSet.Head?, with versionID: String) throws {
+    mutating func replace(_ h: RecordHeader, _ rid: String, old: HeadSet.Head?, with versionID: String) throws {
         let head = HeadSet.Head(versionID: versionID, deleted: h.deleted, timestamp: h.timestamp)
         do { try sets[h.tresorID, default: HeadSet()].replace(recordID: rid, old: old, with: head) } catch {
             throw ClientError.localState("a record id or version id on this device is damaged")

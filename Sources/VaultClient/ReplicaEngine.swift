@@ -39,12 +39,20 @@ protocol ReplicaApplier: Sendable {
     /// The checks of one page's changes that need no local state (signatures, context, decryption): they
     /// run while the page before is stored. A change that fails is marked for quarantine, never thrown.
     func verify(_ changes: [PulledChange]) async throws -> Verified
+    /// `verify` for a final page with the `commitments` it carried (nil for any other page): a reader may
+    /// leave out the signature checks of the records a commitment authenticates (Docs/commitment-pages.md).
+    func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> Verified
     /// Stores verified changes in one transaction: those that pass go into the copy (and the copy of the
     /// server's heads), those that fail into quarantine (healing older quarantined versions of a record
     /// that now verifies), the quarantined `release` sequences leave it, and the cursor moves to `cursor`
     /// when given. With `commitments` (the final page's, possibly none) it then checks them against the
     /// copy of the server's heads and accepts those that hold; what is wrong comes back, never thrown.
     func store(_ verified: Verified, release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored
+}
+
+extension ReplicaApplier {
+    /// Every record checked on its own, whatever the page carries.
+    func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> Verified { try await verify(changes) }
 }
 
 /// What a pull did.
@@ -90,7 +98,8 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
     /// Returns what storing it did.
     func receive(_ page: PulledPage, commitments: [StateCommitment]?) async throws -> ReplicaStored {
         let cursor = page.changes.last?.sequence
-        return try await applier.store(try await applier.verify(page.changes), release: [], cursor: cursor, commitments: commitments)
+        let verified = try await applier.verify(page.changes, commitments: commitments)
+        return try await applier.store(verified, release: [], cursor: cursor, commitments: commitments)
     }
 
     /// Fetches the quarantined records again and stores those that now verify; a sequence that holds no
@@ -121,10 +130,15 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
                 let (page, commitments) = try await fetching.value
                 let next = page.changes.last?.sequence ?? cursor
                 if !page.done, !page.changes.isEmpty { fetching = Task { try await self.page(after: next) } }
-                let verified = try await applier.verify(page.changes)
+                let final = page.done ? commitments : nil
+                // A final page a commitment may authenticate is checked against the heads of every page before it.
+                if final?.isEmpty == false, let stored = try await storing?.value {
+                    result.resolved += stored.resolved
+                    storing = nil
+                }
+                let verified = try await applier.verify(page.changes, commitments: final)
                 if let stored = try await storing?.value { result.resolved += stored.resolved }
                 let applier = self.applier
-                let final = page.done ? commitments : nil
                 storing = Task { try await applier.store(verified, release: [], cursor: next, commitments: final) }
                 result.pulled += page.changes.count
                 progress?(result.pulled)

@@ -91,7 +91,8 @@ extension Envelope {
     }
 
     /// Every check of §4.4 but the author's signature, for an envelope whose signature this reader
-    /// verified before keeping it in storage that only this reader writes (the doctor's cache). The
+    /// verified before keeping it in storage that only this reader writes (the doctor's cache), or whose
+    /// version id a state commitment the reader verified covers (Docs/commitment-pages.md). The
     /// AEAD still authenticates the header and ciphertext under the epoch key, so a changed byte, or a
     /// record moved to another id, owner, tresor or epoch, still fails (`decryptionFailed`).
     public func openRecordVerifiedEarlier(keys: [UInt32: SymmetricKey], expecting context: EnvelopeContext) throws(EnvelopeError) -> OpenedRecord {

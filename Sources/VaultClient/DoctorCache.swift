@@ -111,26 +111,12 @@ final class DoctorCache: Sendable {
         let tresorID = tresor.uuidString
         return try await queue.read { db in
             var (set, seen) = try Self.shareState(db, owner: ownerID, tresor: tresorID)
-            let readHead = try db.cachedStatement(
-                sql:
-                    "SELECT hlc_physical, hlc_counter, hlc_device, version_id, deleted, tresor_id FROM shared_records WHERE owner_id = ? AND record_id = ?"
-            )
             for entry in entries {
                 let h = entry.header
-                let row = try Row.fetchOne(readHead, arguments: [ownerID, h.recordID.hex])
-                let held = row.flatMap { LocalStore.timestamp($0[0], $0[1], $0[2]) }
-                if let held, h.timestamp < held { return nil }
-                if let row, row[5] as String? != tresorID { return nil }
-                let old = row.flatMap { r in
-                    (r[3] as String?).map { HeadSet.Head(versionID: $0, deleted: r[4] as Bool, timestamp: held ?? HeadSet.noTimestamp) }
-                }
-                do {
-                    try set.replace(
-                        recordID: h.recordID.hex,
-                        old: old,
-                        with: HeadSet.Head(versionID: entry.versionID, deleted: h.deleted, timestamp: h.timestamp)
-                    )
-                } catch { return nil }
+                let cached = try CachedHead.read(db, owner: ownerID, recordID: h.recordID.hex)
+                if let held = cached?.timestamp, h.timestamp < held { return nil }
+                if let cached, cached.tresorID != tresorID { return nil }
+                do { try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head) } catch { return nil }
             }
             return (set, seen)
         }
@@ -242,6 +228,27 @@ final class DoctorCache: Sendable {
         var header: RecordHeader
         var versionID: String
         var bytes: Data
+
+        /// The head this entry makes of its record once stored.
+        var head: HeadSet.Head { HeadSet.Head(versionID: versionID, deleted: header.deleted, timestamp: header.timestamp) }
+    }
+
+    /// What the cache holds of one record of an owner: its timestamp, its head and the tresor it is kept under.
+    struct CachedHead {
+        var timestamp: HLCTimestamp?
+        var head: HeadSet.Head?
+        var tresorID: String?
+
+        static func read(_ db: Database, owner: String, recordID: String) throws -> CachedHead? {
+            let statement = try db.cachedStatement(
+                sql:
+                    "SELECT hlc_physical, hlc_counter, hlc_device, version_id, deleted, tresor_id FROM shared_records WHERE owner_id = ? AND record_id = ?"
+            )
+            guard let row = try Row.fetchOne(statement, arguments: [owner, recordID]) else { return nil }
+            let held = LocalStore.timestamp(row[0], row[1], row[2])
+            let head = (row[3] as String?).map { HeadSet.Head(versionID: $0, deleted: row[4] as Bool, timestamp: held ?? HeadSet.noTimestamp) }
+            return CachedHead(timestamp: held, head: head, tresorID: row[5])
+        }
     }
 
     /// What one pulled change turned out to be: a verified envelope to store, or a record to keep aside.
@@ -270,11 +277,6 @@ final class DoctorCache: Sendable {
         let ownerID = owner.uuidString
         let tresorID = tresor.uuidString
         try await queue.write { db in
-            let readHead = try db.cachedStatement(
-                sql: """
-                    SELECT hlc_physical, hlc_counter, hlc_device, version_id, deleted FROM shared_records WHERE owner_id = ? AND record_id = ?
-                    """
-            )
             let upsert = try db.cachedStatement(
                 sql: """
                     INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)
@@ -299,24 +301,16 @@ final class DoctorCache: Sendable {
                     continue
                 }
                 let h = entry.header
-                let row = try Row.fetchOne(readHead, arguments: [ownerID, h.recordID.hex])
-                let held = row.flatMap { LocalStore.timestamp($0[0], $0[1], $0[2]) }
-                if let held, h.timestamp < held {
+                let cached = try CachedHead.read(db, owner: ownerID, recordID: h.recordID.hex)
+                if let held = cached?.timestamp, h.timestamp < held {
                     try quarantine.hold(
                         QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed)
                     )
                     anyHeld = true
                     continue
                 }
-                let old = row.flatMap { r in
-                    (r[3] as String?).map { HeadSet.Head(versionID: $0, deleted: r[4] as Bool, timestamp: held ?? HeadSet.noTimestamp) }
-                }
                 do {
-                    try set.replace(
-                        recordID: h.recordID.hex,
-                        old: old,
-                        with: HeadSet.Head(versionID: entry.versionID, deleted: h.deleted, timestamp: h.timestamp)
-                    )
+                    try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head)
                 } catch {
                     throw ClientError.integrity("the server sent a record with a malformed id")
                 }

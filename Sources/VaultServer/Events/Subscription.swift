@@ -25,8 +25,6 @@ final class Subscription: Sendable {
         var heartbeat = false
         var checkSession = false
         var refreshWatch = false
-        /// A share it is party to reached its end date.
-        var expiry = false
     }
 
     /// An active share the account is party to, with an end date.
@@ -102,8 +100,8 @@ final class Subscription: Sendable {
         wake.yield()
     }
 
-    /// A heartbeat (and a session check) if one is due at `now`; an expiry step if a share it is party to
-    /// reached its end date by the service's clock.
+    /// A heartbeat (and a session check) if one is due at `now`; a wake-up if a share it is party to reached
+    /// its end date by the service's clock (the writer takes the ended shares itself, `takeEnded`).
     func beatIfDue(_ now: ContinuousClock.Instant, every interval: Duration) {
         let wall = self.now()
         let due = state.withLockedValue { s in
@@ -113,11 +111,7 @@ final class Subscription: Sendable {
                 s.step.heartbeat = true
                 due = true
             }
-            if s.ends.values.contains(where: { $0.end <= wall }) {
-                s.step.expiry = true
-                due = true
-            }
-            return due
+            return due || s.ends.values.contains { $0.end <= wall }
         }
         if due { wake.yield() }
     }

@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         .systemLibrary(
@@ -88,17 +89,28 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The local dashboard (Docs/dashboard.md): pages served by the user's own tool on 127.0.0.1 from its
+        // decrypted view, escaped by the template engine.
+        .target(
+            name: "VaultDashboard",
+            dependencies: [
+                "VaultCLI", "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "carevault-patient",
             dependencies: [
-                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                "VaultDashboard", "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "carevault-doctor",
             dependencies: [
-                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
+                "VaultDashboard", "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -150,6 +162,14 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .testTarget(
+            name: "VaultDashboardTests",
+            dependencies: [
+                "VaultDashboard", "VaultCore", "VaultAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(

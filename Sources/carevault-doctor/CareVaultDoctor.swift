@@ -25,11 +25,12 @@ struct CareVaultDoctor: AsyncParsableCommand {
               carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-30
               carevault-doctor export alice --format fhir --output alice.json
               carevault-doctor watch alice
+              carevault-doctor dashboard --open
             """,
         version: CareVaultVersion.current,
         subcommands: [
             RegisterCommand<DoctorRole>.self, LoginCommand<DoctorRole>.self, LogoutCommand.self, WhoAmICommand.self, Patients.self, Show.self,
-            Adherence.self, Export.self, Watch.self, PasswordCommand.self, AccountCommand<DoctorRole>.self, SessionsCommand.self,
+            Adherence.self, Export.self, Watch.self, Dashboard.self, PasswordCommand.self, AccountCommand<DoctorRole>.self, SessionsCommand.self,
         ]
     )
 

@@ -28,7 +28,7 @@ struct CareVaultPatient: AsyncParsableCommand {
         subcommands: [
             RegisterCommand<PatientRole>.self, LoginCommand<PatientRole>.self, LogoutCommand.self, WhoAmICommand.self, ActivityCommand.self,
             OutcomeCommand.self, Import.self, Sync.self, ShareCommand.self, Doctors.self, AccessLog.self, PasswordCommand.self,
-            AccountCommand<PatientRole>.self, SessionsCommand.self, PatientExport.self,
+            AccountCommand<PatientRole>.self, SessionsCommand.self, PatientExport.self, PatientDashboard.self,
         ]
     )
 

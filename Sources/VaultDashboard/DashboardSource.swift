@@ -36,6 +36,8 @@ public enum ExportFormat: String, Sendable, CaseIterable {
 public enum IntegrityState: Sendable, Equatable {
     /// Every category matches the patient's newest signed state commitment.
     case verified
+    /// The patient's own records on their own device (signed there; nothing to check them against).
+    case ownDevice
     /// Some category has no commitment that matched yet: possibly incomplete or out of date.
     case notConfirmed
     /// What the server sent failed a check: some records are withheld or the set is not the committed one.
@@ -44,6 +46,7 @@ public enum IntegrityState: Sendable, Equatable {
     var label: String {
         switch self {
         case .verified: "verified"
+        case .ownDevice: "on this device"
         case .notConfirmed: "not confirmed"
         case .failure: "integrity failure"
         }
@@ -51,7 +54,7 @@ public enum IntegrityState: Sendable, Equatable {
 
     var cssClass: String {
         switch self {
-        case .verified: "ok"
+        case .verified, .ownDevice: "ok"
         case .notConfirmed: "warn"
         case .failure: "bad"
         }
@@ -61,6 +64,7 @@ public enum IntegrityState: Sendable, Equatable {
     var detail: String {
         switch self {
         case .verified: "matches the patient's newest signed state"
+        case .ownDevice: "the records this device holds; 'carevault-patient sync' brings in other devices' changes"
         case .notConfirmed: "no signed state of the patient's matched yet: may be incomplete or out of date"
         case let .failure(message): message
         }

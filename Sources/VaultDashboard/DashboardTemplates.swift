@@ -107,7 +107,7 @@ enum DashboardTemplates {
         <desc id="{{id}}-desc">{{desc}}</desc>
         <line class="axis" x1="{{plotLeft}}" y1="{{plotBottom}}" x2="{{plotRight}}" y2="{{plotBottom}}"/>
         {{#ticks}}<line class="grid" x1="{{plotLeft}}" y1="{{y}}" x2="{{plotRight}}" y2="{{y}}"/><text class="tick" x="{{plotLeft}}" y="{{y}}" dx="-6" dy="4" text-anchor="end">{{label}}</text>{{/ticks}}
-        {{#dates}}<text class="tick" x="{{x}}" y="{{height}}" dy="-10" text-anchor="middle">{{label}}</text>{{/dates}}
+        {{#dates}}<text class="tick" x="{{x}}" y="{{height}}" dy="-10" text-anchor="{{anchor}}">{{label}}</text>{{/dates}}
         {{#target}}<line class="target" x1="{{plotLeft}}" y1="{{y}}" x2="{{plotRight}}" y2="{{y}}"/><text class="target-label" x="{{plotRight}}" y="{{y}}" dy="-4" text-anchor="end">{{label}}</text>{{/target}}
         {{^empty}}<polyline class="series" points="{{polyline}}"/>{{/empty}}
         {{#points}}<circle class="point" cx="{{x}}" cy="{{y}}" r="4"><title>{{label}}</title></circle>{{/points}}

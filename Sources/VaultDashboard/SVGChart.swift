@@ -32,6 +32,8 @@ public struct SVGChart: Sendable {
     struct Tick: Sendable {
         var x: String
         var label: String
+        /// "start" for the first date, "end" for the last: neither runs off the chart.
+        var anchor: String
     }
 
     static let width = 640.0
@@ -103,7 +105,13 @@ public struct SVGChart: Sendable {
         polyline = points.map { "\($0.x),\($0.y)" }.joined(separator: " ")
         self.target = target.map { Rule(y: Self.coordinate(y($0)), label: "target \(Self.number($0))\(unitText)") }
         ticks = [low, (low + high) / 2, high].map { Rule(y: Self.coordinate(y($0)), label: Self.number($0)) }
-        dates = (span <= 0 ? [first] : [first, last]).map { Tick(x: Self.coordinate(x($0.date)), label: Self.day($0.date)) }
+        dates =
+            span <= 0
+            ? [Tick(x: Self.coordinate(x(first.date)), label: Self.day(first.date), anchor: "middle")]
+            : [
+                Tick(x: Self.coordinate(x(first.date)), label: Self.day(first.date), anchor: "start"),
+                Tick(x: Self.coordinate(x(last.date)), label: Self.day(last.date), anchor: "end"),
+            ]
     }
 
     /// The SVG markup, as the page embeds it.

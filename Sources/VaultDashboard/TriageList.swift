@@ -53,7 +53,7 @@ public struct TriageList: Sendable {
             switch integrity {
             case .failure: return -2
             case .notConfirmed: return -1 + (week ?? 0) / 10
-            case .verified: return (week ?? 1) - (trend.hasPrefix("▼") ? 0.1 : 0)
+            case .verified, .ownDevice: return (week ?? 1) - (trend.hasPrefix("▼") ? 0.1 : 0)
             }
         }
 

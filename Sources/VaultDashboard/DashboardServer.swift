@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import VaultCLI
 import VaultClient
 
 /// The dashboard's HTTP server (Docs/dashboard.md): pages rendered from `source`, behind `DashboardGuard`,
@@ -72,7 +73,12 @@ public enum DashboardServer {
 
     /// Serves until the process ends: prints `dashboard: URL` first on stdout once listening, and follows
     /// the live updates meanwhile. `opened` is called with the URL (for --open).
-    public static func run(source: some DashboardSource, port: Int, opened: @escaping @Sendable (String) -> Void = { _ in }) async throws {
+    public static func run(
+        source: some DashboardSource,
+        port: Int,
+        tool: String,
+        opened: @escaping @Sendable (String) -> Void = { _ in }
+    ) async throws {
         let access = DashboardAccess()
         let live = LiveChanges()
         var logger = Logger(label: "carevault-dashboard")
@@ -90,7 +96,9 @@ public enum DashboardServer {
             logger: logger
         )
         let follower = Task {
-            try await source.follow { Task { await live.changed() } }
+            do { try await source.follow { Task { await live.changed() } } } catch {
+                Output.note("\(tool): live updates stopped: \(ClientError.from(error).description); pages still answer, reload them by hand")
+            }
         }
         let keepAlive = Task {
             while !Task.isCancelled {

@@ -24,6 +24,11 @@ struct Dashboard: AsyncParsableCommand {
         live.endOnSignals()
         let reader = try openReader(options)
         let source = DoctorDashboardSource(reader: reader, transport: try options.transport())
-        try await DashboardServer.run(source: source, port: dashboard.port, opened: dashboard.opener(tool: "carevault-doctor"))
+        try await DashboardServer.run(
+            source: source,
+            port: dashboard.port,
+            tool: "carevault-doctor",
+            opened: dashboard.opener(tool: "carevault-doctor")
+        )
     }
 }

@@ -22,6 +22,11 @@ struct PatientDashboard: AsyncParsableCommand {
         let live = LiveRun(tool: "carevault-patient")
         live.endOnSignals()
         let source = PatientDashboardSource(vault: try openVault(options))
-        try await DashboardServer.run(source: source, port: dashboard.port, opened: dashboard.opener(tool: "carevault-patient"))
+        try await DashboardServer.run(
+            source: source,
+            port: dashboard.port,
+            tool: "carevault-patient",
+            opened: dashboard.opener(tool: "carevault-patient")
+        )
     }
 }

@@ -46,11 +46,14 @@ extension PatientVault {
     }
 
     /// Delivers keys to approved requests and rotates past expired members, for every tresor this device
-    /// keeps a ledger of. Runs at every sync (Docs/design.md §3).
-    func maintainShares() async throws {
+    /// keeps a ledger of. Runs at every sync (Docs/design.md §3). Returns the deliveries it made, each as
+    /// "CATEGORY to USERNAME", so that the sync can say so.
+    @discardableResult
+    func maintainShares() async throws -> [String] {
         // First what an interrupted revocation owes: its members are already out of the ledger's recipients.
         try await finishOwedRevocations()
         let at = now().unixMillis
+        var deliveries: [String] = []
         var listed: [ShareInfo]?
         var recorded = false
         for category in try store.ledgerCategories() {
@@ -85,6 +88,7 @@ extension PatientVault {
                     delivered.changedAt = at
                     try recordInLedger(delivered, category: category)
                     recorded = true
+                    deliveries.append("\(category) to \(member.username)")
                 case .rejected:
                     var rejected = member
                     rejected.status = .rejected
@@ -98,6 +102,7 @@ extension PatientVault {
         // Declared once, after every category's local changes: not between one category's deliveries and
         // the next's.
         if recorded { try await reconcileTresors() }
+        return deliveries
     }
 
     /// Seals every epoch of `tresor` to `member` in a successor of the share's request, after checking that

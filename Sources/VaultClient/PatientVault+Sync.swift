@@ -17,6 +17,8 @@ public struct SyncSummary: Sendable, Equatable, Codable {
     public var rejected: [String] = []
     /// Records from the server that failed their integrity check and wait in quarantine after this sync.
     public var quarantined: [QuarantinedRecord] = []
+    /// Approved shares whose keys this sync sealed to the doctor, each "CATEGORY to USERNAME".
+    public var keysDelivered: [String] = []
     /// An empty summary.
     public init() {}
 }
@@ -54,7 +56,7 @@ extension PatientVault {
         try reloadKeyring()
         try await reconcileTresors()
         // Keys to approved doctors, new epochs past expired ones: before anything is written or pushed.
-        try await maintainShares()
+        summary.keysDelivered = try await maintainShares()
         // After the keys: a record quarantined for a key this device lacked may open now.
         try await retryQuarantined(&summary)
         // Pull first: a concurrent outcome is merged with the unsent local copy before that copy is pushed.

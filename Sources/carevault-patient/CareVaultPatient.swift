@@ -71,7 +71,15 @@ struct ChangeOptions: ParsableArguments {
 
 func report(_ s: SyncSummary, json: Bool, quiet: Bool = false) {
     for r in s.rejected { Output.note("carevault-patient: warning: the server refused a version: \(r)") }
-    if !quiet { Output.note("synced: \(s.pushed) sent, \(s.pulled) received, \(s.conflictsResolved) conflicts resolved") }
+    if !quiet {
+        Output.note("synced: \(s.pushed) sent, \(s.pulled) received, \(s.conflictsResolved) conflicts resolved")
+        if let keys = deliveredText(s) { Output.note(keys) }
+    }
+}
+
+/// The line that says which approved shares got their keys in a sync, or nil when none did.
+func deliveredText(_ s: SyncSummary) -> String? {
+    s.keysDelivered.isEmpty ? nil : "delivered the keys of \(s.keysDelivered.joined(separator: ", ")): the doctor can read it now"
 }
 
 /// The patient tool's side of `register` and `login`: patients' accounts, and a first sync at login.
@@ -114,6 +122,7 @@ struct Sync: AsyncParsableCommand {
                 "sent \(summary.pushed) (\(summary.duplicates) already there), received \(summary.pulled), "
                     + "resolved \(summary.conflictsResolved) conflicts"
             )
+            if let keys = deliveredText(summary) { print(keys) }
             report(summary, json: false, quiet: true)
         }
         if verbose {

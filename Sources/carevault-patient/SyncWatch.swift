@@ -104,11 +104,12 @@ struct SyncWatch {
         }
         if let message = summary.quarantineMessage, state.isNew(message) { live.integrity(message) }
         for r in summary.rejected { Output.note("carevault-patient: warning: the server refused a version: \(r)") }
-        guard summary.pushed + summary.pulled + summary.conflictsResolved > 0 else { return }
+        guard summary.pushed + summary.pulled + summary.conflictsResolved + summary.keysDelivered.count > 0 else { return }
         if json {
             live.json(SyncLine(summary))
         } else {
             live.line("sent \(summary.pushed), received \(summary.pulled), resolved \(summary.conflictsResolved) conflicts")
+            if let keys = deliveredText(summary) { live.line(keys) }
         }
     }
 }
@@ -119,10 +120,13 @@ struct SyncLine: Encodable {
     var pushed: Int
     var pulled: Int
     var conflictsResolved: Int
+    /// Approved shares whose keys were sealed to the doctor, "CATEGORY to USERNAME" (absent when none).
+    var keysDelivered: [String]?
 
     init(_ s: SyncSummary) {
         pushed = s.pushed
         pulled = s.pulled
         conflictsResolved = s.conflictsResolved
+        keysDelivered = s.keysDelivered.isEmpty ? nil : s.keysDelivered
     }
 }

@@ -103,9 +103,13 @@ public enum Output {
         }
     }
 
-    /// An audit entry's details as `key=value` pairs in key order.
-    public static func details(_ details: [String: String]) -> String {
-        details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+    /// An audit entry's details as `key=value` pairs in key order. A `doctor` given by a user id found in
+    /// `names` (lowercased id to username) is shown by its username.
+    public static func details(_ details: [String: String], names: [String: String] = [:]) -> String {
+        details.sorted { $0.key < $1.key }.map { key, value in
+            let shown = key == "doctor" ? names[value.lowercased()] ?? value : value
+            return "\(key)=\(shown)"
+        }.joined(separator: " ")
     }
 
     /// A date in local time for people.

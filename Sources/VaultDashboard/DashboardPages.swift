@@ -181,7 +181,7 @@ enum DashboardPages {
                     time: Output.date(millis: e.at),
                     action: e.action,
                     checked: log?.isCheckpointed(e) == true ? "verified" : "not yet checkpointed",
-                    details: Output.details(e.details)
+                    details: Output.details(e.details, names: sheet.names)
                 )
             }
         )

@@ -45,6 +45,7 @@ public struct PatientDashboardSource: DashboardSource {
             )
         }
         sheet.shares = try await vault.doctors().doctors
+        sheet.names = try await vault.memberNames()
         do { sheet.accessLog = try await vault.verifiedAccessLog() } catch let error as ClientError {
             guard case let .integrity(message) = error else { throw error }
             sheet.integrity = .failure("the access log did not verify: \(message)")

@@ -178,7 +178,9 @@ struct AccessLog: AsyncParsableCommand {
     )
     @OptionGroup var options: GlobalOptions
     func run() async throws {
-        let log = try await openVault(options).verifiedAccessLog()
+        let vault = try openVault(options)
+        let log = try await vault.verifiedAccessLog()
+        let names = try await vault.memberNames()
         let anchor =
             log.checkpoint.map { "verified against checkpoint \($0.sequence) signed at \(Output.date(millis: $0.signedAt))" }
             ?? "not verified: the admin has not signed an audit checkpoint yet"
@@ -186,7 +188,10 @@ struct AccessLog: AsyncParsableCommand {
         if options.json { Output.note(anchor) } else { Output.line(anchor) }
         try await Output.show(log.entries, json: options.json, headers: ["TIME", "WHAT", "CHECKED", "DETAILS"]) {
             log.entries.map { e in
-                [Output.date(millis: e.at), e.action, log.isCheckpointed(e) ? "verified" : "not yet checkpointed", Output.details(e.details)]
+                [
+                    Output.date(millis: e.at), e.action, log.isCheckpointed(e) ? "verified" : "not yet checkpointed",
+                    Output.details(e.details, names: names),
+                ]
             }
         }
     }

@@ -10,6 +10,7 @@ import VaultCore
 public struct DoctorDashboardSource: DashboardSource {
     public let reader: DoctorReader
     let transport: Transport
+    let reads = SerialReads()
 
     public init(reader: DoctorReader, transport: Transport) {
         self.reader = reader
@@ -19,13 +20,19 @@ public struct DoctorDashboardSource: DashboardSource {
     public var role: DashboardRole { .doctor }
 
     public func triage() async throws -> [PatientSheet] {
-        let (patients, _) = try await reader.patients()
-        var sheets: [PatientSheet] = []
-        for summary in patients { sheets.append(try await sheet(summary)) }
-        return sheets
+        try await reads.run {
+            let (patients, _) = try await reader.patients()
+            var sheets: [PatientSheet] = []
+            for summary in patients { sheets.append(try await sheet(summary)) }
+            return sheets
+        }
     }
 
     public func sheet(patient: String) async throws -> PatientSheet? {
+        try await reads.run { try await unqueuedSheet(patient: patient) }
+    }
+
+    func unqueuedSheet(patient: String) async throws -> PatientSheet? {
         let (patients, _) = try await reader.patients()
         guard let summary = patients.first(where: { $0.username == patient.lowercased() }) else { return nil }
         return try await sheet(summary)
@@ -83,11 +90,11 @@ public struct DoctorDashboardSource: DashboardSource {
             do {
                 switch update {
                 case .ready, .share, .resync:
-                    _ = try await watch.refreshAll(report: report)
+                    _ = try await reads.run { try await watch.refreshAll(report: report) }
                     // A share that began or ended changes the list even when no record moved.
                     changed()
                 case let .change(owner, _):
-                    _ = try await watch.refresh(owner: owner, report: report)
+                    _ = try await reads.run { try await watch.refresh(owner: owner, report: report) }
                 case let .account(reason):
                     throw ClientError.notPermitted(code: .unauthorized, "the server ended this session's event stream (\(reason))")
                 }

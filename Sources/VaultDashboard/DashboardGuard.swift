@@ -42,8 +42,15 @@ public struct DashboardAccess: Sendable {
     public func verdict(host: String?, cookie: String?, path: String, queryToken: String?) -> Verdict {
         guard let port = port.value, let host, Self.allowedHosts(port: port).contains(host.lowercased()) else { return .foreignHost }
         if let value = Self.cookieValue(cookie, name: Self.cookieName), Self.same(value, token) { return .allow }
-        if let queryToken, Self.same(queryToken, token) { return .exchange(location: path.isEmpty ? "/" : path) }
+        if let queryToken, Self.same(queryToken, token) { return .exchange(location: Self.localPath(path)) }
         return .unauthorized
+    }
+
+    /// `path` when it names a page of this dashboard, else "/": a path such as `//elsewhere.example` would
+    /// send the browser to another site after the exchange.
+    static func localPath(_ path: String) -> String {
+        guard path.hasPrefix("/"), !path.hasPrefix("//"), !path.hasPrefix("/\\"), !path.contains("\n"), !path.contains("\r") else { return "/" }
+        return path
     }
 
     /// The only `Host` values answered: the address the dashboard prints, and its name.

@@ -40,6 +40,10 @@ struct DashboardGuardTests {
             access.verdict(host: "127.0.0.1:\(Self.port)", cookie: nil, path: "/patient/a", queryToken: access.token)
                 == .exchange(location: "/patient/a")
         )
+        // The exchange never sends the browser to another site.
+        for path in ["//elsewhere.example/x", "/\\elsewhere.example", "", "nothing"] {
+            #expect(access.verdict(host: "127.0.0.1:\(Self.port)", cookie: nil, path: path, queryToken: access.token) == .exchange(location: "/"))
+        }
         #expect(access.token.count == 43)
         #expect(DashboardAccess().token != access.token)
     }

@@ -160,5 +160,8 @@ struct SVGChartTests {
         #expect(Self.count("class=\"patient-row\"", in: page) == 4)
         #expect(page.contains("integrity failure"))
         #expect(page.contains("not confirmed"))
+        let empty = DashboardPages.triage(TriageList([], order: .attention, now: now), role: .doctor)
+        #expect(!empty.contains("class=\"patient-row\""))
+        #expect(empty.contains("No patient shares data with you yet."))
     }
 }

@@ -30,7 +30,8 @@ struct CareVaultServer: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Database URL: sqlite:PATH or postgres://user:password@host:port/database (env CAREVAULT_DATABASE_URL).",
+            "Database URL: sqlite:PATH or postgres://user:password@host:port/database (env CAREVAULT_DATABASE_URL; "
+                + "without either, sqlite:data/carevault.sqlite under the working directory, refused when PG* variables or a PostgreSQL DATABASE_URL are set).",
             valueName: "url"
         )
     )
@@ -132,10 +133,17 @@ struct CareVaultServer: AsyncParsableCommand {
         do { key = try SigningPublicKey(base64URL: text.trimmingCharacters(in: .whitespacesAndNewlines)) } catch {
             throw ValidationError("'\(keyPath)' is not an admin public key (expected base64url of 32 bytes)")
         }
-        let databaseURL = database ?? env["CAREVAULT_DATABASE_URL"] ?? "sqlite:data/carevault.sqlite"
+        let databaseURL = try DatabaseChoice.url(option: database, environment: env)
         let tls = try checkedTLS()
         try await checkDatabase(databaseURL)
         if logFormat == "json" { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
+        // The start-up line names the storage, so a server on the wrong database is seen at once.
+        let storage = DatabaseChoice.describe(databaseURL)
+        if logFormat == "json" {
+            Logger(label: "carevault-server").notice("storage", metadata: ["storage": "\(storage)"])
+        } else {
+            FileHandle.standardError.write(Data("carevault-server: storage: \(storage)\n".utf8))
+        }
         let config = ServerConfiguration(
             host: host,
             port: port,
@@ -149,7 +157,10 @@ struct CareVaultServer: AsyncParsableCommand {
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.
-        try await app.runService()
+        do { try await app.runService() } catch let refusal as DatabaseRefusal {
+            FileHandle.standardError.write(Data("carevault-server: error: \(refusal)\nhint: \(refusal.hint)\n".utf8))
+            throw ExitCode(refusal.exitStatus)
+        }
     }
 
     /// Connects to PostgreSQL once before starting, so that an unreachable database or a certificate that

@@ -73,6 +73,8 @@ public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLogi
             }
             let outcome = await Deadline.value(of: run, within: .seconds(45))
             if case .success? = outcome { return }
+            // PostgreSQL's own answer (a missing privilege, say) is the same on every try: said as it was.
+            if case let .failure(error)? = outcome, let refusal = DatabaseRefusal(error, during: "the migration") { throw refusal }
             run.cancel()
             guard attempt < 3 else {
                 if case let .failure(error)? = outcome { throw error }

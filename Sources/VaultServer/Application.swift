@@ -103,7 +103,12 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
     app.addServices(events)
     if let relay = try PostgresEventRelay(databaseURL: configuration.databaseURL, hub: events, logger: logger) { app.addServices(relay) }
     app.beforeServerStarts {
+        // Each migration this start applies is logged (an upgrade says what it changed in the database).
+        let before = (try? await repository.appliedMigrations()) ?? []
         try await repository.migrate()
+        let now = try await repository.appliedMigrations().subtracting(before)
+        let order = Schema.migrations(repository.backendName == "postgres" ? .postgres : .sqlite).map(\.id)
+        for name in order where now.contains(name) { logger.notice("applied migration", metadata: ["migration": "\(name)"]) }
         logger.info("storage ready", metadata: ["backend": "\(repository.backendName)"])
     }
     return app

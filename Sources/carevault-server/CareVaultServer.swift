@@ -157,7 +157,11 @@ struct CareVaultServer: AsyncParsableCommand {
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.
-        do { try await app.runService() } catch let refusal as DatabaseRefusal {
+        do {
+            try await app.runService()
+            // After SIGTERM or SIGINT, once the requests in flight are done: the log says the stop was clean.
+            Logger(label: "carevault-server").notice("stopped")
+        } catch let refusal as DatabaseRefusal {
             FileHandle.standardError.write(Data("carevault-server: error: \(refusal)\nhint: \(refusal.hint)\n".utf8))
             throw ExitCode(refusal.exitStatus)
         }

@@ -58,4 +58,43 @@ struct ServerDatabaseSetupTests {
             #expect(!r.stderr.contains("sekrit"))
         }
     }
+
+    /// Starts the server on `database` until it listens, stops it with SIGTERM, and returns its exit status
+    /// and what it wrote on stderr.
+    static func startAndStop(_ t: Tools, adminPub: String, database: String) async throws -> (Int32, String) {
+        let p = Process()
+        p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
+        p.arguments = ["--admin-key", adminPub, "--port", "0", "--database", database]
+        p.environment = t.env
+        let out = t.root.appendingPathComponent("out-\(UUID().uuidString)")
+        let err = t.root.appendingPathComponent("err-\(UUID().uuidString)")
+        p.standardOutput = try ChildStdio.output(to: out)
+        p.standardError = try ChildStdio.output(to: err)
+        try p.runTracked()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, (try? String(contentsOf: out, encoding: .utf8))?.contains("listening on") != true {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        p.signalIfRunning(SIGTERM)
+        try await Tools.offPool { try p.waitForExit(limit: 30) }
+        return (p.terminationStatus, try String(contentsOf: err, encoding: .utf8))
+    }
+
+    /// An upgrade says in the log what it changed in the database, and a stop says it was clean.
+    @Test func theLogNamesEachMigrationAppliedAndTheStop() async throws {
+        let t = try Tools()
+        defer { try? FileManager.default.removeItem(at: t.root) }
+        #expect(try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path]).status == 0)
+        let pub = t.root.appendingPathComponent("admin/admin.pub").path
+        let db = "sqlite:" + t.root.appendingPathComponent("server.sqlite").path
+        let (status, first) = try await Self.startAndStop(t, adminPub: pub, database: db)
+        #expect(status == 0, "\(first)")
+        #expect(first.contains("carevault-server: storage: SQLite at \(t.root.appendingPathComponent("server.sqlite").path)"), "\(first)")
+        #expect(first.contains("migration=v1-initial") && first.contains("applied migration"), "\(first)")
+        #expect(first.contains("stopped"), "\(first)")
+        let (again, second) = try await Self.startAndStop(t, adminPub: pub, database: db)
+        #expect(again == 0)
+        #expect(!second.contains("applied migration"), "nothing left to apply: \(second)")
+        #expect(second.contains("stopped"))
+    }
 }

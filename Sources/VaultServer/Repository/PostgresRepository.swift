@@ -109,6 +109,16 @@ public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLogi
         }
     }
 
+    public func appliedMigrations() async throws -> Set<String> {
+        let exists = "SELECT to_regclass('schema_migrations') IS NOT NULL"
+        for try await found in try await client.query(PostgresQuery(unsafeSQL: exists), logger: logger).decode(Bool.self) where !found {
+            return []
+        }
+        var names = Set<String>()
+        for try await name in try await client.query("SELECT name FROM schema_migrations", logger: logger).decode(String.self) { names.insert(name) }
+        return names
+    }
+
     public func serverSecret() async throws -> [UInt8] {
         for try await value in try await client.query("SELECT value FROM meta WHERE key = 'server_secret'", logger: logger).decode(ByteBuffer.self) {
             return Array(value.readableBytesView)

@@ -31,6 +31,9 @@ public protocol StoreRepository: Sendable {
     /// Creates or upgrades the schema. Idempotent; safe with several server instances starting at once.
     func migrate() async throws
 
+    /// The migrations the database records as applied (none before the first), for the start-up log.
+    func appliedMigrations() async throws -> Set<String>
+
     /// A random secret made once per database (used for stable fake login parameters).
     func serverSecret() async throws -> [UInt8]
 

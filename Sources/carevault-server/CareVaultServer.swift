@@ -37,6 +37,16 @@ struct CareVaultServer: AsyncParsableCommand {
     )
     var database: String?
 
+    @Option(
+        name: .customLong("metrics-address"),
+        help: ArgumentHelp(
+            "Serve /metrics on a listener of its own at HOST:PORT, or 'api' to serve it on the API port. "
+                + "Default: 127.0.0.1 on the API port + 1 (a free port with --port 0).",
+            valueName: "address"
+        )
+    )
+    var metricsAddress: String?
+
     @Option(name: .customLong("admin-key"), help: ArgumentHelp("The pinned admin public key file (env CAREVAULT_ADMIN_KEY).", valueName: "file"))
     var adminKey: String?
 
@@ -108,6 +118,17 @@ struct CareVaultServer: AsyncParsableCommand {
         _ = try trustedProxies()
         _ = try limits()
         guard (1...1_000_000).contains(registrationsPerHour) else { throw ValidationError("--registrations-per-hour must be 1...1000000") }
+        _ = try metricsListener()
+    }
+
+    /// Where /metrics is served (Docs/operations.md §2): its own listener on loopback unless told otherwise.
+    func metricsListener() throws -> MetricsAddress? {
+        guard let metricsAddress else { return MetricsAddress(host: "127.0.0.1", port: port == 0 || port == 65_535 ? 0 : port + 1) }
+        if metricsAddress == "api" { return nil }
+        guard let address = MetricsAddress(metricsAddress) else {
+            throw ValidationError("--metrics-address must be HOST:PORT or api, got '\(metricsAddress)'")
+        }
+        return address
     }
 
     /// The `--trusted-proxy` blocks, each checked (a malformed one is a usage error).
@@ -153,7 +174,8 @@ struct CareVaultServer: AsyncParsableCommand {
             tls: tls,
             trustedProxies: try trustedProxies(),
             limits: try limits(),
-            registrationsPerHour: registrationsPerHour
+            registrationsPerHour: registrationsPerHour,
+            metricsAddress: try metricsListener()
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.

@@ -33,8 +33,9 @@ func metricsApplication(_ address: MetricsAddress, logger: Logger) -> some Appli
         router: router,
         configuration: .init(address: .hostname(address.host, port: address.port), serverName: "carevault-metrics"),
         onServerRunning: { channel in
+            // Through the log, so that --log-format json keeps every line of it one JSON object.
             let port = channel.localAddress?.port ?? address.port
-            FileHandle.standardError.write(Data("carevault-server: metrics on http://\(address.host):\(port)/metrics\n".utf8))
+            logger.notice("metrics listening", metadata: ["url": "http://\(address.host):\(port)/metrics"])
         },
         logger: logger
     )

@@ -91,6 +91,11 @@ public enum ToolRunner {
 
     static func describe(_ e: ClientError) -> (String, String?, ExitStatus) {
         switch e {
+        case let .serverUnreachable(m) where m.hasPrefix("the certificate of "):
+            // The server answered; its certificate is what failed (Docs/operations.md §1).
+            return (
+                "cannot trust the server: \(m)", "the server is running: check its certificate, --ca-cert and the host name in --server", .unreachable
+            )
         case let .serverUnreachable(m):
             return ("cannot reach the server (\(m))", "is carevault-server running? set --server URL or CAREVAULT_SERVER", .unreachable)
         case let .temporary(m):

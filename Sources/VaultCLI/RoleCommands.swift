@@ -104,9 +104,14 @@ public struct RegisterCommand<R: ToolRole>: AsyncParsableCommand {
         let response = registration.response
         // Shown once and stored nowhere: with neither the password nor this key, the account cannot be opened.
         if options.json {
-            try Output.json(["userID": response.userID.uuidString, "status": response.status.rawValue, "recoveryKey": registration.recoveryKey.text])
+            try Output.json([
+                "userID": response.userID.uuidString, "status": response.status.rawValue, "recoveryKey": registration.recoveryKey.text,
+                "fingerprint": registration.fingerprint,
+            ])
         } else {
             Output.line("registered \(username.lowercased()) (\(response.status.rawValue)); \(R.wording.registeredNote)")
+            // The admin sees the same fingerprint when approving: read out and compared, it ties the request to this person.
+            Output.line("key fingerprint (read it out to the admin, who compares it before approving): \(registration.fingerprint)")
             Output.line("recovery key (shown once; write it down and keep it away from this device): \(registration.recoveryKey.text)")
             Output.line("without your password or this key, your account and its data cannot be opened again")
         }

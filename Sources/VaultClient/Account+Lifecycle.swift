@@ -201,6 +201,9 @@ public struct Registration: Sendable {
     public let response: RegisterResponse
     /// The recovery key; it is stored nowhere.
     public let recoveryKey: RecoveryKey
+    /// The fingerprint of the account's keys, for the person to read out and the admin to compare before
+    /// approving (`carevault-admin review` shows the same).
+    public let fingerprint: String
 }
 
 extension AccountManager {

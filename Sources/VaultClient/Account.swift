@@ -110,7 +110,7 @@ public struct AccountManager: Sendable {
             )
         )
         try configuration.home.setCurrent(server: configuration.server, username: username)
-        return Registration(response: response, recoveryKey: recoveryKey)
+        return Registration(response: response, recoveryKey: recoveryKey, fingerprint: AdminClient.fingerprint(request))
     }
 
     /// Logs in (on this or a new device): fetches the KDF parameters (refusing weak ones, and any that

@@ -9,6 +9,9 @@ enum CommitmentReview {
     struct Verdict {
         var problems: [String] = []
         var accepted: [StateCommitment] = []
+        /// The tresors whose server is behind the state accepted before (Docs/design.md §5.2); each one's
+        /// message is among `problems` too, so a reader that does not heal reports it like any other.
+        var behind: [ServerBehind] = []
     }
 
     /// Reviews `shown` for the tresors of `tresors` (ids to categories, the tresors the pull covers), given
@@ -48,7 +51,10 @@ enum CommitmentReview {
         }
         for (id, category) in tresors.sorted(by: { $0.value < $1.value }) where !refused.contains(id) {
             let c = byTresor[id]
-            if let problem = Self.problem(c, seen: accepted[id], copy: copy(id), category: category, checkSet: comparesSet(id, c)) {
+            if let behind = ServerBehind(tresorID: id, category: category, shown: c, seen: accepted[id]) {
+                verdict.problems.append(behind.message)
+                verdict.behind.append(behind)
+            } else if let problem = Self.problem(c, seen: accepted[id], copy: copy(id), category: category, checkSet: comparesSet(id, c)) {
                 verdict.problems.append(problem)
             } else if let c {
                 verdict.accepted.append(c)
@@ -75,5 +81,47 @@ enum CommitmentReview {
             return "the records of \(category) the server sent are not the set the patient committed to (commitment \(c.sequence))"
         }
         return nil
+    }
+}
+
+/// A tresor whose server shows an older state than the reader accepted (Docs/design.md §5.2): a lower
+/// commitment sequence, none after one was accepted, or another statement at the accepted sequence (two
+/// devices of the patient that each went on from a restored server). As after a restored backup, or a
+/// rollback by a hostile server: the reader cannot tell them apart and need not, since it accepts neither
+/// as current.
+struct ServerBehind: Sendable, Equatable {
+    var tresorID: UUID
+    var category: String
+    /// The sequence the server shows (nil: none).
+    var shown: UInt64?
+    /// The sequence the reader accepted.
+    var seen: UInt64
+
+    /// The server is behind `seen` with `shown`, or nil when it is not.
+    init?(tresorID: UUID, category: String, shown: StateCommitment?, seen: StateCommitment?) {
+        guard let seen else { return nil }
+        if let shown, shown.sequence > seen.sequence || shown == seen { return nil }
+        self.tresorID = tresorID
+        self.category = category
+        self.shown = shown?.sequence
+        self.seen = seen.sequence
+    }
+
+    /// What a reader reports while it waits for the patient's device to bring the server up to date.
+    var message: String {
+        let what: String
+        switch shown {
+        case nil: what = "the server no longer shows the state of \(category) (commitment \(seen) was seen before)"
+        case seen?: what = "the server shows another state of \(category) at commitment \(seen) than the one accepted"
+        case let s?: what = "the server shows an older state of \(category) (commitment \(s), after \(seen) was seen)"
+        }
+        return what + ": the server is behind, waiting for the patient's device to bring it up to date"
+    }
+
+    /// What the patient's device tells the patient when it heals the server, re-sending `count` versions.
+    func healing(_ count: Int) -> String {
+        let shows = shown.map { "it shows commitment \($0)" } ?? "it shows no commitment"
+        return "the server is behind what this device last saw (\(category): \(shows), this device accepted \(seen)), "
+            + "as after a restored backup; re-sending \(count) version\(count == 1 ? "" : "s")"
     }
 }

@@ -339,8 +339,11 @@ struct SharedReplica: ReplicaApplier {
         if let applied { try await applied(try await kept(verified)) }
         guard let commitments else { return ReplicaStored() }
         let quarantined = !(try await quarantined()).isEmpty
+        // A server behind what this cache accepted waits for the patient's device (Docs/design.md §5.2).
+        let seen = try await cache.acceptedCommitments(owner: patient.userID)[tresor]
+        let behind = ServerBehind(tresorID: tresor, category: category, shown: commitments.first { $0.tresorID == tresor }, seen: seen)
         let problem = try await cache.reviewCommitments(commitments, patient: patient, tresor: tresor, category: category, quarantined: quarantined)
-        return ReplicaStored(problems: problem.map { [$0] } ?? [])
+        return ReplicaStored(problems: problem.map { [$0] } ?? [], behind: behind.map { [$0] } ?? [])
     }
 }
 

@@ -180,6 +180,16 @@ struct ServerStates {
         tresors: [UUID: String],
         skipping: Set<UUID> = []
     ) -> [String] {
+        verdict(shown, patient: patient, tresors: tresors, skipping: skipping).problems
+    }
+
+    /// `review`, with the tresors whose server is behind the state accepted before (Docs/design.md §5.2).
+    mutating func verdict(
+        _ shown: [StateCommitment],
+        patient: Certificate,
+        tresors: [UUID: String],
+        skipping: Set<UUID> = []
+    ) -> CommitmentReview.Verdict {
         let verdict = CommitmentReview.review(
             shown,
             patient: patient,
@@ -196,7 +206,7 @@ struct ServerStates {
             }
         )
         for c in verdict.accepted { remember(c) }
-        return verdict.problems
+        return verdict
     }
 }
 

@@ -19,6 +19,9 @@ public struct SyncSummary: Sendable, Equatable, Codable {
     public var quarantined: [QuarantinedRecord] = []
     /// Approved shares whose keys this sync sealed to the doctor, each "CATEGORY to USERNAME".
     public var keysDelivered: [String] = []
+    /// What this device told the patient when it found the server behind what it last saw and re-sent
+    /// its versions (Docs/design.md §5.2), one line per tresor.
+    public var healed: [String] = []
     /// An empty summary.
     public init() {}
 }
@@ -26,13 +29,15 @@ public struct SyncSummary: Sendable, Equatable, Codable {
 /// Sync progress for a progress bar: phase, items done, items known so far.
 public struct SyncProgress: Sendable {
     /// What the sync is doing.
-    public enum Phase: String, Sendable { case keys, push, pull }
+    public enum Phase: String, Sendable { case keys, push, pull, heal }
     /// The current phase.
     public var phase: Phase
     /// Items done in this phase.
     public var done: Int
     /// Items known so far in this phase, when known.
     public var total: Int?
+    /// What the patient must be told now, in plain words (the heal of a server that is behind).
+    public var note: String? = nil
 }
 
 extension PatientVault {
@@ -60,28 +65,45 @@ extension PatientVault {
         // After the keys: a record quarantined for a key this device lacked may open now.
         try await retryQuarantined(&summary)
         // Pull first: a concurrent outcome is merged with the unsent local copy before that copy is pushed.
-        try await pull(&summary, progress: progress)
+        let behind = try await pull(&summary, progress: progress, allowingBehind: true)
+        // A server behind what this device accepted (a restored backup) gets this device's versions again.
+        if !behind.isEmpty { try await heal(behind, &summary, progress: progress) }
         try await push(&summary, progress: progress)
+        // Once per sync: a server still behind after the heal is an integrity failure.
+        if !behind.isEmpty { try await pull(&summary, progress: progress) }
         summary.quarantined = try store.quarantined()
         return summary
     }
 
     /// This device's replica of the patient's own records: every tresor, one cursor, merged with the local copy.
     var replica: ReplicaEngine<PatientReplica> {
-        get throws {
-            ReplicaEngine(feed: ReplicaFeed(owner: me), applier: PatientReplica(vault: self), transport: transport, auth: try auth)
-        }
+        get throws { try replica(healing: false) }
+    }
+
+    /// The replica engine; `healing` skips the pulled heads older than what the server showed before
+    /// (Docs/design.md §5.2) instead of holding them aside as replays.
+    func replica(healing: Bool) throws -> ReplicaEngine<PatientReplica> {
+        ReplicaEngine(feed: ReplicaFeed(owner: me), applier: PatientReplica(vault: self, healing: healing), transport: transport, auth: try auth)
     }
 
     /// Pulls pages until the server says it sent everything, then checks the newest state commitments
     /// that final page carried against this device's copy of the server's heads (Docs/envelope-v1.md §3.4):
     /// in the transaction that applies that page; what is wrong is thrown once that transaction is kept.
-    func pull(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
+    /// With `allowingBehind`, the tresors whose server is behind the state this device accepted
+    /// (Docs/design.md §5.2) are returned instead of thrown, when nothing else is wrong.
+    @discardableResult
+    func pull(
+        _ summary: inout SyncSummary,
+        progress: (@Sendable (SyncProgress) -> Void)?,
+        allowingBehind: Bool = false
+    ) async throws -> [ServerBehind] {
         let before = summary.pulled
         let pulled = try await replica.pull { n in progress?(SyncProgress(phase: .pull, done: before + n, total: nil)) }
         summary.conflictsResolved += pulled.resolved
         summary.pulled += pulled.pulled
+        if allowingBehind, !pulled.behind.isEmpty, pulled.problems.count == pulled.behind.count { return pulled.behind }
         guard pulled.problems.isEmpty else { throw ClientError.integrity(pulled.problems.joined(separator: "; ")) }
+        return []
     }
 
     /// The patient's tresors by id, for checking the commitments `shown`: those the keyring holds, and any
@@ -96,13 +118,17 @@ extension PatientVault {
     /// quarantine of the sequences in `release`, and moves the cursor to `cursor` when given, in one
     /// transaction. With `commitments` (the final page's), then checks them against the copy of the
     /// server's heads and remembers those that hold (Docs/envelope-v1.md §3.4). Returns how many conflicts
-    /// it resolved, and what is wrong with the commitments in plain words (the caller throws it).
+    /// it resolved, and what is wrong with the commitments in plain words (the caller throws it), with the
+    /// tresors whose server is behind among them. `healing`: a pulled head older than the one the server
+    /// showed before is what a restored server brought back; it is skipped, not held aside as a replay
+    /// (Docs/design.md §5.2).
     func apply(
         _ changes: [PulledChange],
         release: [UInt64],
         cursor: UInt64?,
-        commitments: [StateCommitment]? = nil
-    ) throws -> (resolved: Int, problems: [String]) {
+        commitments: [StateCommitment]? = nil,
+        healing: Bool = false
+    ) throws -> (resolved: Int, problems: [String], behind: [ServerBehind]) {
         let tresors = commitments.map(committedTresors) ?? [:]
         let signatures = SignatureCheck.current
         let merge = PulledVersionMerge(
@@ -134,6 +160,10 @@ extension PatientVault {
                         try quarantine.release(sequence: change.sequence)
                         try quarantine.release(recordID: env.header.recordID.hex)
                     }
+                } catch let failure as QuarantineError where healing && failure.reason == .replayed {
+                    // The device keeps its newer version, and re-sends it: an older one held aside before is moot.
+                    if anyHeld { try quarantine.release(sequence: change.sequence) }
+                    continue
                 } catch let failure as QuarantineError {
                     // A signed record under an epoch this device lacks proves that epoch exists: never write below it.
                     if failure.reason == .missingEpochKey, let env = change.envelope {
@@ -144,9 +174,9 @@ extension PatientVault {
                 }
             }
             if let cursor { try tx.setCursor(cursor) }
-            var problems: [String] = []
+            var verdict = CommitmentReview.Verdict()
             if let commitments {
-                problems = states.review(
+                verdict = states.verdict(
                     commitments,
                     patient: account.certificate,
                     tresors: tresors,
@@ -154,7 +184,7 @@ extension PatientVault {
                 )
             }
             try states.save(tx)
-            return (resolved, problems)
+            return (resolved, verdict.problems, verdict.behind)
         }
     }
 }
@@ -188,14 +218,21 @@ extension SyncSummary {
 /// the transaction that stores them (they need the local copy), so `verify` passes them on as they are.
 struct PatientReplica: ReplicaApplier {
     let vault: PatientVault
+    var healing = false
 
     func cursor() async throws -> UInt64 { try vault.store.cursor() }
     func quarantined() async throws -> [QuarantinedRecord] { try vault.store.quarantined() }
     func verify(_ changes: [PulledChange]) async throws -> [PulledChange] { changes }
 
     func store(_ verified: [PulledChange], release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
-        let (resolved, problems) = try await vault.apply(verified, release: release, cursor: cursor, commitments: commitments)
-        return ReplicaStored(resolved: resolved, problems: problems)
+        let (resolved, problems, behind) = try await vault.apply(
+            verified,
+            release: release,
+            cursor: cursor,
+            commitments: commitments,
+            healing: healing
+        )
+        return ReplicaStored(resolved: resolved, problems: problems, behind: behind)
     }
 }
 

@@ -22,6 +22,8 @@ struct ReplicaFeed: Sendable, Hashable {
 struct ReplicaStored: Sendable {
     var resolved = 0
     var problems: [String] = []
+    /// The tresors whose server is behind the state accepted before (their messages are among `problems`).
+    var behind: [ServerBehind] = []
 }
 
 /// The one step where the replicas differ (Docs/design.md §5): what a pulled page does to the local copy.
@@ -63,6 +65,8 @@ struct ReplicaPull: Sendable {
     var resolved = 0
     /// What is wrong with the final page's commitments, in plain words.
     var problems: [String] = []
+    /// The tresors whose server is behind the state accepted before (their messages are among `problems`).
+    var behind: [ServerBehind] = []
 }
 
 /// The one pull path of both readers (Docs/design.md §5): pages of one feed fetched, verified, stored with
@@ -120,8 +124,28 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
     /// writes run beside the signature checks. Three pages at most are held at once (one fetched ahead,
     /// one verified, one being stored), each let go once stored; one store is in flight at a time, so
     /// stores slower than checks hold the loop back, and a store that fails stops it at the next page.
-    func pull(progress: (@Sendable (Int) -> Void)? = nil) async throws -> ReplicaPull {
-        var cursor = try await applier.cursor()
+    /// With `since`, the pull starts after that sequence instead of the stored cursor (0: every head again,
+    /// as a device healing a server that is behind does, Docs/design.md §5.2).
+    ///
+    /// A pull that began after a cursor and ends with a commitment that does not hold, while no tresor of
+    /// the feed is behind, is done once more from the start: after a restored backup was healed, the
+    /// changes the reader lacks can sit at sequences below its cursor (Docs/design.md §5.2). What that
+    /// second pull finds is what is reported.
+    func pull(since: UInt64? = nil, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ReplicaPull {
+        var cursor: UInt64
+        if let since { cursor = since } else { cursor = try await applier.cursor() }
+        let first = try await pull(after: cursor, progress: progress)
+        guard cursor > 0, !first.problems.isEmpty, first.behind.isEmpty else { return first }
+        let done = first.pulled
+        var again = try await pull(after: 0) { n in progress?(done + n) }
+        again.pulled += first.pulled
+        again.resolved += first.resolved
+        return again
+    }
+
+    /// One pull from `cursor` on, as `pull` describes.
+    private func pull(after start: UInt64, progress: (@Sendable (Int) -> Void)?) async throws -> ReplicaPull {
+        var cursor = start
         var result = ReplicaPull()
         var fetching = Task { [cursor] in try await page(after: cursor) }
         var storing: Task<ReplicaStored, any Error>?
@@ -151,6 +175,7 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
                 if let stored = try await storing?.value {
                     result.resolved += stored.resolved
                     result.problems = stored.problems
+                    result.behind = stored.behind
                 }
                 return result
             }

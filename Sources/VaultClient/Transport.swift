@@ -276,15 +276,31 @@ public final class Transport: Sendable {
             return .cutOff
         }
         if answering { return .cutOff }
-        if error is NIOSSLError || error is BoringSSLError {
-            let hint = trust == nil ? "pass --ca-cert FILE if a private CA signed it" : "it is not signed by the CA of --ca-cert"
-            return .serverUnreachable("the server's certificate is not trusted or the secure connection failed; \(hint)")
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            return .serverUnreachable(certificateProblem(error))
         }
         let text = "\(error)".lowercased()
         if text.contains("certificate") || text.contains("ssl") || text.contains("tls") {
             return .serverUnreachable("the secure connection failed; check the server's certificate")
         }
         return unreachable
+    }
+
+    /// A TLS failure in plain words: whose certificate (the host and port of the server URL), and why it was
+    /// refused, with what to do.
+    func certificateProblem(_ error: any Error) -> String {
+        let url = URL(string: baseURL)
+        let host = url?.host ?? baseURL
+        let target = url?.port.map { "\(host):\($0)" } ?? host
+        let text = "\(error)"
+        if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+            return "the certificate of \(target) is not trusted: it is not issued for \(host) (use the name it is issued for in --server)"
+        }
+        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+            let hint = trust == nil ? "pass --ca-cert FILE if a private CA signed it" : "it is not signed by the CA of --ca-cert"
+            return "the certificate of \(target) is not trusted: \(hint)"
+        }
+        return "the certificate of \(target) is not trusted or the secure connection failed (\(text)); check it, and --ca-cert"
     }
 
     /// The one mapping from HTTP status and API error code to `ClientError`. The server's message is

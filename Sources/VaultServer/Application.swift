@@ -26,6 +26,8 @@ public struct ServerConfiguration: Sendable {
     public var limits: ConnectionLimits
     /// Registration attempts one client address may make per hour (Docs/operations.md §3).
     public var registrationsPerHour: Int
+    /// Where `GET /metrics` is served on a listener of its own (Docs/operations.md §2); nil: on the API port.
+    public var metricsAddress: MetricsAddress?
 
     public init(
         host: String = "127.0.0.1",
@@ -36,8 +38,10 @@ public struct ServerConfiguration: Sendable {
         tls: TLSFiles? = nil,
         trustedProxies: [IPNetwork] = [],
         limits: ConnectionLimits = .init(),
-        registrationsPerHour: Int = 20
+        registrationsPerHour: Int = 20,
+        metricsAddress: MetricsAddress? = nil
     ) {
+        self.metricsAddress = metricsAddress
         self.host = host
         self.port = port
         self.databaseURL = databaseURL
@@ -81,7 +85,8 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
         adminKey: configuration.adminKey,
         trustedProxies: configuration.trustedProxies,
         events: events,
-        registrationsPerHour: configuration.registrationsPerHour
+        registrationsPerHour: configuration.registrationsPerHour,
+        servesMetrics: configuration.metricsAddress == nil
     )
     var app = Application(
         router: router,
@@ -100,10 +105,16 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
         logger: logger
     )
     if let service { app.addServices(service) }
+    if let address = configuration.metricsAddress { app.addServices(metricsApplication(address, logger: logger)) }
     app.addServices(events)
     if let relay = try PostgresEventRelay(databaseURL: configuration.databaseURL, hub: events, logger: logger) { app.addServices(relay) }
     app.beforeServerStarts {
+        // Each migration this start applies is logged (an upgrade says what it changed in the database).
+        let before = (try? await repository.appliedMigrations()) ?? []
         try await repository.migrate()
+        let now = try await repository.appliedMigrations().subtracting(before)
+        let order = Schema.migrations(repository.backendName == "postgres" ? .postgres : .sqlite).map(\.id)
+        for name in order where now.contains(name) { logger.notice("applied migration", metadata: ["migration": "\(name)"]) }
         logger.info("storage ready", metadata: ["backend": "\(repository.backendName)"])
     }
     return app
@@ -118,7 +129,8 @@ public func buildRouter(
     clock: @escaping @Sendable () -> UnixMillis = { Date().unixMillis },
     trustedProxies: [IPNetwork] = [],
     events: EventHub = EventHub(),
-    registrationsPerHour: Int = 20
+    registrationsPerHour: Int = 20,
+    servesMetrics: Bool = true
 ) -> Router<VaultRequestContext> {
     let service = VaultService(
         repository: repository,
@@ -143,7 +155,7 @@ public func buildRouter(
     let session = router.group().add(middleware: SessionAuthenticator(service: service))
     let admin = router.group().add(middleware: AdminSignatureAuthenticator(service: service))
     HealthController(service: service).addRoutes(to: open)
-    MonitoringController(service: service, metrics: metrics).addRoutes(to: open)
+    MonitoringController(service: service, metrics: metrics).addRoutes(to: open, metrics: servesMetrics)
     AccountController(service: service).addRoutes(to: open, authenticated: session)
     TresorController(service: service).addRoutes(to: session)
     ShareController(service: service).addRoutes(to: session)

@@ -70,6 +70,8 @@ struct ChangeOptions: ParsableArguments {
 }
 
 func report(_ s: SyncSummary, json: Bool, quiet: Bool = false) {
+    // A server behind what this device last saw (a restored backup), and what was re-sent to it (Docs/design.md §5.2).
+    for h in s.healed { Output.note("carevault-patient: \(h)") }
     for r in s.rejected { Output.note("carevault-patient: warning: the server refused a version: \(r)") }
     if !quiet {
         Output.note("synced: \(s.pushed) sent, \(s.pulled) received, \(s.conflictsResolved) conflicts resolved")
@@ -91,6 +93,7 @@ enum PatientRole: ToolRole {
         // Login succeeds whenever the account is fine, whatever the state of the records: records that
         // fail their integrity check are kept aside and named in a warning (Docs/design.md §5).
         let summary = try await vault.syncKeepingQuarantine()
+        for h in summary.healed { Output.note("carevault-patient: \(h)") }
         if let warning = summary.quarantineMessage { Output.note("warning: \(warning)") }
         return "; \(summary.pulled) records synced"
     }

@@ -104,6 +104,7 @@ struct SyncWatch {
         }
         if let message = summary.quarantineMessage, state.isNew(message) { live.integrity(message) }
         for r in summary.rejected { Output.note("carevault-patient: warning: the server refused a version: \(r)") }
+        for h in summary.healed { Output.note("carevault-patient: \(h)") }
         guard summary.pushed + summary.pulled + summary.conflictsResolved + summary.keysDelivered.count > 0 else { return }
         if json {
             live.json(SyncLine(summary))

@@ -30,11 +30,22 @@ struct CareVaultServer: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Database URL: sqlite:PATH or postgres://user:password@host:port/database (env CAREVAULT_DATABASE_URL).",
+            "Database URL: sqlite:PATH or postgres://user:password@host:port/database (env CAREVAULT_DATABASE_URL; "
+                + "without either, sqlite:data/carevault.sqlite under the working directory, refused when PG* variables or a PostgreSQL DATABASE_URL are set).",
             valueName: "url"
         )
     )
     var database: String?
+
+    @Option(
+        name: .customLong("metrics-address"),
+        help: ArgumentHelp(
+            "Serve /metrics on a listener of its own at HOST:PORT, or 'api' to serve it on the API port. "
+                + "Default: 127.0.0.1 on the API port + 1 (a free port with --port 0).",
+            valueName: "address"
+        )
+    )
+    var metricsAddress: String?
 
     @Option(name: .customLong("admin-key"), help: ArgumentHelp("The pinned admin public key file (env CAREVAULT_ADMIN_KEY).", valueName: "file"))
     var adminKey: String?
@@ -107,6 +118,17 @@ struct CareVaultServer: AsyncParsableCommand {
         _ = try trustedProxies()
         _ = try limits()
         guard (1...1_000_000).contains(registrationsPerHour) else { throw ValidationError("--registrations-per-hour must be 1...1000000") }
+        _ = try metricsListener()
+    }
+
+    /// Where /metrics is served (Docs/operations.md §2): its own listener on loopback unless told otherwise.
+    func metricsListener() throws -> MetricsAddress? {
+        guard let metricsAddress else { return MetricsAddress(host: "127.0.0.1", port: port == 0 || port == 65_535 ? 0 : port + 1) }
+        if metricsAddress == "api" { return nil }
+        guard let address = MetricsAddress(metricsAddress) else {
+            throw ValidationError("--metrics-address must be HOST:PORT or api, got '\(metricsAddress)'")
+        }
+        return address
     }
 
     /// The `--trusted-proxy` blocks, each checked (a malformed one is a usage error).
@@ -132,10 +154,17 @@ struct CareVaultServer: AsyncParsableCommand {
         do { key = try SigningPublicKey(base64URL: text.trimmingCharacters(in: .whitespacesAndNewlines)) } catch {
             throw ValidationError("'\(keyPath)' is not an admin public key (expected base64url of 32 bytes)")
         }
-        let databaseURL = database ?? env["CAREVAULT_DATABASE_URL"] ?? "sqlite:data/carevault.sqlite"
+        let databaseURL = try DatabaseChoice.url(option: database, environment: env)
         let tls = try checkedTLS()
         try await checkDatabase(databaseURL)
         if logFormat == "json" { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
+        // The start-up line names the storage, so a server on the wrong database is seen at once.
+        let storage = DatabaseChoice.describe(databaseURL)
+        if logFormat == "json" {
+            Logger(label: "carevault-server").notice("storage", metadata: ["storage": "\(storage)"])
+        } else {
+            FileHandle.standardError.write(Data("carevault-server: storage: \(storage)\n".utf8))
+        }
         let config = ServerConfiguration(
             host: host,
             port: port,
@@ -145,11 +174,19 @@ struct CareVaultServer: AsyncParsableCommand {
             tls: tls,
             trustedProxies: try trustedProxies(),
             limits: try limits(),
-            registrationsPerHour: registrationsPerHour
+            registrationsPerHour: registrationsPerHour,
+            metricsAddress: try metricsListener()
         )
         let app = try await buildApplication(config)
         // runService installs SIGTERM and SIGINT handlers and shuts down gracefully.
-        try await app.runService()
+        do {
+            try await app.runService()
+            // After SIGTERM or SIGINT, once the requests in flight are done: the log says the stop was clean.
+            Logger(label: "carevault-server").notice("stopped")
+        } catch let refusal as DatabaseRefusal {
+            FileHandle.standardError.write(Data("carevault-server: error: \(refusal)\nhint: \(refusal.hint)\n".utf8))
+            throw ExitCode(refusal.exitStatus)
+        }
     }
 
     /// Connects to PostgreSQL once before starting, so that an unreachable database or a certificate that

@@ -140,7 +140,10 @@ final class ServerProcess {
         let port = url.isEmpty ? "0" : String(url.split(separator: ":").last!)
         let p = Process()
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
-        p.arguments = ["--admin-key", adminPub.path, "--port", port, "--database", database.url, "--log-level", "warning"]
+        // Metrics on a free port: the default (the API port + 1) may be taken when the server restarts on its port.
+        p.arguments = [
+            "--admin-key", adminPub.path, "--port", port, "--database", database.url, "--log-level", "warning", "--metrics-address", "127.0.0.1:0",
+        ]
         p.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAREVAULT_") }
         p.standardOutput = try ChildStdio.output(to: log)
         p.standardError = FileHandle.nullDevice

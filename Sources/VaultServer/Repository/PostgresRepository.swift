@@ -73,6 +73,8 @@ public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLogi
             }
             let outcome = await Deadline.value(of: run, within: .seconds(45))
             if case .success? = outcome { return }
+            // PostgreSQL's own answer (a missing privilege, say) is the same on every try: said as it was.
+            if case let .failure(error)? = outcome, let refusal = DatabaseRefusal(error, during: "the migration") { throw refusal }
             run.cancel()
             guard attempt < 3 else {
                 if case let .failure(error)? = outcome { throw error }
@@ -105,6 +107,16 @@ public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLogi
             let secret = ByteBuffer(bytes: RandomBytes.bytes(count: 32))
             try await conn.query("INSERT INTO meta (key, value) VALUES ('server_secret', \(secret)) ON CONFLICT (key) DO NOTHING", logger: logger)
         }
+    }
+
+    public func appliedMigrations() async throws -> Set<String> {
+        let exists = "SELECT to_regclass('schema_migrations') IS NOT NULL"
+        for try await found in try await client.query(PostgresQuery(unsafeSQL: exists), logger: logger).decode(Bool.self) where !found {
+            return []
+        }
+        var names = Set<String>()
+        for try await name in try await client.query("SELECT name FROM schema_migrations", logger: logger).decode(String.self) { names.insert(name) }
+        return names
     }
 
     public func serverSecret() async throws -> [UInt8] {

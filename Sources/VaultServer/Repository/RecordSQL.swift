@@ -34,12 +34,14 @@ enum RecordSQL {
         """
     }
 
-    /// Throws `.conflict` unless `c` is exactly one more than the `stored` sequence (any when none is stored).
+    /// Throws `.conflict` unless `c` is above the `stored` sequence (any when none is stored). More than one
+    /// above comes from a device that accepted a state this server no longer holds (a restored backup),
+    /// re-sending it (Docs/design.md §5.2).
     static func check(_ c: CommitmentRow, stored: Int64?) throws {
-        if let stored, UInt64(bitPattern: stored) &+ 1 != c.sequence { throw CommitmentRow.stale(c, stored: UInt64(bitPattern: stored)) }
+        if let stored, c.sequence <= UInt64(bitPattern: stored) { throw CommitmentRow.stale(c, stored: UInt64(bitPattern: stored)) }
     }
 
-    /// Checks each commitment against the stored one of its tresor (exactly one more, or none stored) and
+    /// Checks each commitment against the stored one of its tresor (above it, or none stored) and
     /// replaces it, inside the caller's transaction (a push's); throws `.conflict` at the first stale one.
     static func replaceCommitments(_ sql: some SQLConnection, owner: UUID, _ commitments: [CommitmentRow], now: UnixMillis) async throws {
         for c in commitments {

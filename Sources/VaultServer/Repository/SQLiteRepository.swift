@@ -51,6 +51,10 @@ public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginT
         }
     }
 
+    public func appliedMigrations() async throws -> Set<String> {
+        try await pool.read { db in try Self.migrator.appliedIdentifiers(db) }
+    }
+
     public func serverSecret() async throws -> [UInt8] {
         try await pool.read { db in
             guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") else {

@@ -31,6 +31,9 @@ public protocol StoreRepository: Sendable {
     /// Creates or upgrades the schema. Idempotent; safe with several server instances starting at once.
     func migrate() async throws
 
+    /// The migrations the database records as applied (none before the first), for the start-up log.
+    func appliedMigrations() async throws -> Set<String>
+
     /// A random secret made once per database (used for stable fake login parameters).
     func serverSecret() async throws -> [UInt8]
 
@@ -104,8 +107,8 @@ public protocol ShareRepository: Sendable {
 /// Record versions, their heads and the owners' change sequences (Docs/design.md §5).
 public protocol RecordRepository: Sendable {
     /// `storeVersions`, and in the same transaction each tresor's newest state commitment replaced by
-    /// one of `commitments`, each of which must be exactly the stored sequence + 1 (any when none is
-    /// stored); otherwise nothing is stored and this throws `.conflict` naming the stale commitment.
+    /// one of `commitments`, each of which must be above the stored sequence (any when none is stored,
+    /// Docs/design.md §5.2); otherwise nothing is stored and this throws `.conflict` naming the stale commitment.
     /// Stores versions of one owner's records in one transaction: append-only and idempotent by
     /// version id, updating each record's head by last-writer-wins and giving every new head the next
     /// number of the owner's change sequence. Writers of one owner are serialised so that a reader's

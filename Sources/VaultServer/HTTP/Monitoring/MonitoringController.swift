@@ -19,9 +19,12 @@ struct MonitoringController: APIController {
         var reason: String?
     }
 
-    func addRoutes(to group: RouterGroup<Context>) {
+    func addRoutes(to group: RouterGroup<Context>) { addRoutes(to: group, metrics: true) }
+
+    /// The routes; `/metrics` only with `metrics` (not when it has a listener of its own).
+    func addRoutes(to group: RouterGroup<Context>, metrics: Bool) {
         group.get(RouterPath(Self.ready), use: ready)
-        group.get(RouterPath(Self.metrics), use: exposition)
+        if metrics { group.get(RouterPath(Self.metrics), use: exposition) }
     }
 
     /// 200 when the database answers a trivial query, else 503 with the reason and a Retry-After.
@@ -38,6 +41,11 @@ struct MonitoringController: APIController {
     }
 
     @Sendable func exposition(_ request: Request, context: Context) async throws -> Response {
+        Self.expositionResponse(metrics)
+    }
+
+    /// The Prometheus text of `metrics`.
+    static func expositionResponse(_ metrics: ServerMetrics) -> Response {
         Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

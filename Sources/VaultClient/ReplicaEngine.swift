@@ -42,6 +42,10 @@ protocol ReplicaApplier: Sendable {
     /// `verify` for a final page with the `commitments` it carried (nil for any other page): a reader may
     /// leave out the signature checks of the records a commitment authenticates (Docs/commitment-pages.md).
     func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> Verified
+    /// `verify` for a page of a pull before its final one: a reader may leave out checks that the final
+    /// page's commitment can still do for it, if the store then holds the page back until it has
+    /// (Docs/commitment-pages.md §8).
+    func verifyAhead(_ changes: [PulledChange]) async throws -> Verified
     /// Stores verified changes in one transaction: those that pass go into the copy (and the copy of the
     /// server's heads), those that fail into quarantine (healing older quarantined versions of a record
     /// that now verifies), the quarantined `release` sequences leave it, and the cursor moves to `cursor`
@@ -53,6 +57,8 @@ protocol ReplicaApplier: Sendable {
 extension ReplicaApplier {
     /// Every record checked on its own, whatever the page carries.
     func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> Verified { try await verify(changes) }
+    /// Every record checked on its own.
+    func verifyAhead(_ changes: [PulledChange]) async throws -> Verified { try await verify(changes) }
 }
 
 /// What a pull did.
@@ -136,7 +142,7 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
                     result.resolved += stored.resolved
                     storing = nil
                 }
-                let verified = try await applier.verify(page.changes, commitments: final)
+                let verified = try await page.done ? applier.verify(page.changes, commitments: final) : applier.verifyAhead(page.changes)
                 if let stored = try await storing?.value { result.resolved += stored.resolved }
                 let applier = self.applier
                 storing = Task { try await applier.store(verified, release: [], cursor: next, commitments: final) }

@@ -49,6 +49,21 @@ extension DoctorCache {
                 try hold(QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed))
                 return
             }
+            try write(entry, over: cached)
+        }
+
+        /// Stores `entry` as the head of its record when it becomes one: the record is held under no other
+        /// tresor and its head held is not newer. Returns false, writing nothing, otherwise.
+        mutating func keepIfHead(_ entry: Entry) throws -> Bool {
+            let cached = try CachedHead.read(db, owner: owner, recordID: entry.header.recordID.hex)
+            if let held = cached?.timestamp, entry.header.timestamp < held { return false }
+            guard cached?.tresorID ?? tresor == tresor else { return false }
+            try write(entry, over: cached)
+            return true
+        }
+
+        private mutating func write(_ entry: Entry, over cached: CachedHead?) throws {
+            let h = entry.header
             do {
                 try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head)
             } catch {

@@ -20,17 +20,6 @@ extension DoctorCache {
             """
     )
 
-    /// What a store does to the records held pending of its share.
-    enum PendingStep: Sendable {
-        /// Nothing.
-        case none
-        /// Stores every one of them first, in sequence order (a commitment authenticated them), returning
-        /// them when `collect`.
-        case promote(collect: Bool)
-        /// Drops those at these sequences: the store carries them, checked one by one.
-        case consumed([UInt64])
-    }
-
     /// Holds the verified entries of a page pending, keeps its failed changes aside, and moves the
     /// share's cursor to `cursor`, in one transaction.
     func stage(_ pulled: [Pulled], owner: UUID, tresor: UUID, cursor: UInt64?) async throws {
@@ -98,32 +87,52 @@ extension DoctorCache {
         for s in sequences { try delete.execute(arguments: [owner, tresor, try storedCursor(s)]) }
     }
 
-    /// The heads of the share of `tresor` by `owner` as they would be with every record held pending and
-    /// then every entry of `entries` stored (each one the head of its record), and the newest commitment
-    /// accepted of it; nil when one of them would not become a head: its record appears twice among them
-    /// (the earlier version would not be a head, so the digest would say nothing of it), it is older than
-    /// the head held, or its record is held under another tresor. Writes nothing.
-    func prospective(_ entries: [Entry], owner: UUID, tresor: UUID) async throws -> (set: HeadSet, accepted: StateCommitment?)? {
-        let ownerID = owner.uuidString
+    /// Stores the records held pending of the share and then `entries` (a final page's, every check but
+    /// the signature passed) as the heads of their records, in one transaction, in sequence order, when
+    /// `shown` authenticates the heads that result (`CommitmentPages.vouches`; Docs/commitment-pages.md §8),
+    /// dropping the pending rows and moving the cursor to `cursor`. Each must become the head of its record:
+    /// it appears once among them, its record is held under no other tresor, and the head held is not
+    /// newer; and the share must hold no quarantined record. Otherwise, or when `shown` does not
+    /// authenticate the result, it writes nothing and returns nil. Returns the records held pending that
+    /// it stored when `collect`.
+    func storeIfVouched(
+        _ entries: [Entry],
+        shown: StateCommitment,
+        patient: Certificate,
+        tresor: UUID,
+        category: String,
+        cursor: UInt64?,
+        collect: Bool
+    ) async throws -> [Entry]? {
+        let next = try cursor.map(Self.storedCursor)
+        let ownerID = patient.userID.uuidString
         let tresorID = tresor.uuidString
-        return try await queue.read { db in
-            var (set, seen) = try Self.shareState(db, owner: ownerID, tresor: tresorID)
-            var records = Set<String>()
-            var fits = true
-            let fold = { (entry: Entry) throws in
-                guard fits else { return }
-                let h = entry.header
-                let cached = try CachedHead.read(db, owner: ownerID, recordID: h.recordID.hex)
-                let older = cached?.timestamp.map { h.timestamp < $0 } ?? false
-                guard records.insert(h.recordID.hex).inserted, cached?.tresorID ?? tresorID == tresorID, !older else {
-                    fits = false
-                    return
+        struct NotVouched: Error {}
+        do {
+            return try await queue.write { db in
+                var heads = try HeadWriter(db: db, owner: ownerID, tresor: tresorID)
+                guard !heads.anyHeld else { throw NotVouched() }
+                var records = Set<String>()
+                var promoted: [Entry] = []
+                let place = { (entry: Entry) throws in
+                    guard records.insert(entry.header.recordID.hex).inserted, try heads.keepIfHead(entry) else { throw NotVouched() }
                 }
-                do { try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head) } catch { fits = false }
+                try Self.eachPending(db, owner: ownerID, tresor: tresorID) { entry in
+                    try place(entry)
+                    if collect { promoted.append(entry) }
+                }
+                for entry in entries { try place(entry) }
+                let accepted = heads.seen
+                guard
+                    CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: heads.set)
+                else { throw NotVouched() }
+                try heads.finish()
+                try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: nil)
+                if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
+                return promoted
             }
-            try Self.eachPending(db, owner: ownerID, tresor: tresorID, fold)
-            for entry in entries { try fold(entry) }
-            return fits ? (set, seen) : nil
+        } catch is NotVouched {
+            return nil
         }
     }
 }

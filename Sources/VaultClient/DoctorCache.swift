@@ -249,37 +249,23 @@ final class DoctorCache: Sendable {
     /// Stores pulled changes of a share, in one transaction: a verified envelope replaces the head held
     /// for its record and heals its quarantine, unless it is older than that head (a replay); a failed
     /// one is kept aside. Also releases the quarantined `release` sequences (no change is there any more),
-    /// does `pending` to the records held pending (Docs/commitment-pages.md §8): stores every one of them
-    /// first, in sequence order, as if verified (`.promote`), or drops those `pulled` carries checked
-    /// (`.consumed`); and advances the share's cursor to `cursor` when given. Returns the records promoted
-    /// when `.promote` asks to collect them.
-    @discardableResult
+    /// drops the records held pending at the `consumed` sequences (`pulled` carries them, checked one by
+    /// one; Docs/commitment-pages.md §8), and advances the share's cursor to `cursor` when given.
     func store(
         _ pulled: [Pulled],
         release: [UInt64],
         owner: UUID,
         tresor: UUID,
         cursor: UInt64?,
-        pending: PendingStep = .none
-    ) async throws -> [Entry] {
+        consumed: [UInt64] = []
+    ) async throws {
         let next = try cursor.map(Self.storedCursor)
         let ownerID = owner.uuidString
         let tresorID = tresor.uuidString
-        return try await queue.write { db in
+        try await queue.write { db in
             var heads = try HeadWriter(db: db, owner: ownerID, tresor: tresorID)
             for sequence in release { try heads.quarantine.release(sequence: sequence) }
-            var promoted: [Entry] = []
-            switch pending {
-            case .none: break
-            case let .promote(collect):
-                try Self.eachPending(db, owner: ownerID, tresor: tresorID) { entry in
-                    try heads.keep(entry)
-                    if collect { promoted.append(entry) }
-                }
-                try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: nil)
-            case let .consumed(sequences):
-                try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: sequences)
-            }
+            if !consumed.isEmpty { try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: consumed) }
             for item in pulled {
                 switch item {
                 case let .verified(entry): try heads.keep(entry)
@@ -288,7 +274,6 @@ final class DoctorCache: Sendable {
             }
             try heads.finish()
             if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
-            return promoted
         }
     }
 

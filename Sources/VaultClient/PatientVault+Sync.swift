@@ -78,7 +78,8 @@ extension PatientVault {
         let before = summary.pulled
         let pulled = try await replica.pull { n in progress?(SyncProgress(phase: .pull, done: before + n, total: nil)) }
         summary.conflictsResolved += pulled.resolved
-        summary.pulled += pulled.pulled
+        // A device's own pushes come back with the next pull: they are not news to report.
+        summary.pulled += pulled.pulled - pulled.echoes
         guard pulled.problems.isEmpty else { throw ClientError.integrity(pulled.problems.joined(separator: "; ")) }
     }
 
@@ -94,13 +95,14 @@ extension PatientVault {
     /// quarantine of the sequences in `release`, and moves the cursor to `cursor` when given, in one
     /// transaction. With `commitments` (the final page's), then checks them against the copy of the
     /// server's heads and remembers those that hold (Docs/envelope-v1.md §3.4). Returns how many conflicts
-    /// it resolved, and what is wrong with the commitments in plain words (the caller throws it).
+    /// it resolved, what is wrong with the commitments in plain words (the caller throws it), and how many
+    /// changes were already this device's copy byte for byte (its own pushes coming back).
     func apply(
         _ changes: [PulledChange],
         release: [UInt64],
         cursor: UInt64?,
         commitments: [StateCommitment]? = nil
-    ) throws -> (resolved: Int, problems: [String]) {
+    ) throws -> (resolved: Int, problems: [String], echoes: Int) {
         let tresors = commitments.map(committedTresors) ?? [:]
         let signatures = SignatureCheck.current
         let merge = PulledVersionMerge(
@@ -113,6 +115,7 @@ extension PatientVault {
         )
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             var resolved = 0
+            var echoes = 0
             var states = try ServerStates.load(tx)
             let quarantine = tx.quarantine
             for sequence in release { try quarantine.release(sequence: sequence) }
@@ -124,6 +127,7 @@ extension PatientVault {
             for change in changes {
                 do {
                     guard let env = change.envelope else { throw QuarantineError(reason: .malformed) }
+                    if let local = try tx.record(env.header.recordID.hex), local.envelope.versionID == env.versionID { echoes += 1 }
                     if try merge.merge(env, tx, &clock, vouched: vouched?.contains(env.header.tresorID) == true) { resolved += 1 }
                     // Applied or kept local, it is the server's head of its record now.
                     try states.setServerHead(env, tx)
@@ -152,7 +156,7 @@ extension PatientVault {
                 )
             }
             try states.save(tx)
-            return (resolved, problems)
+            return (resolved, problems, echoes)
         }
     }
 }
@@ -192,8 +196,8 @@ struct PatientReplica: ReplicaApplier {
     func verify(_ changes: [PulledChange]) async throws -> [PulledChange] { changes }
 
     func store(_ verified: [PulledChange], release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
-        let (resolved, problems) = try await vault.apply(verified, release: release, cursor: cursor, commitments: commitments)
-        return ReplicaStored(resolved: resolved, problems: problems)
+        let (resolved, problems, echoes) = try await vault.apply(verified, release: release, cursor: cursor, commitments: commitments)
+        return ReplicaStored(resolved: resolved, problems: problems, echoes: echoes)
     }
 }
 

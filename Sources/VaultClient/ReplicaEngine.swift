@@ -22,6 +22,8 @@ struct ReplicaFeed: Sendable, Hashable {
 struct ReplicaStored: Sendable {
     var resolved = 0
     var problems: [String] = []
+    /// Changes that were already the local copy, byte for byte (a device's own pushes coming back).
+    var echoes = 0
 }
 
 /// The one step where the replicas differ (Docs/design.md §5): what a pulled page does to the local copy.
@@ -69,6 +71,14 @@ struct ReplicaPull: Sendable {
     var resolved = 0
     /// What is wrong with the final page's commitments, in plain words.
     var problems: [String] = []
+    /// Changes pulled that were already the local copy (`ReplicaStored.echoes`).
+    var echoes = 0
+
+    /// Counts what one store did.
+    mutating func add(_ stored: ReplicaStored) {
+        resolved += stored.resolved
+        echoes += stored.echoes
+    }
 }
 
 /// The one pull path of both readers (Docs/design.md §5): pages of one feed fetched, verified, stored with
@@ -139,11 +149,11 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
                 let final = page.done ? commitments : nil
                 // A final page a commitment may authenticate is checked against the heads of every page before it.
                 if final?.isEmpty == false, let stored = try await storing?.value {
-                    result.resolved += stored.resolved
+                    result.add(stored)
                     storing = nil
                 }
                 let verified = try await page.done ? applier.verify(page.changes, commitments: final) : applier.verifyAhead(page.changes)
-                if let stored = try await storing?.value { result.resolved += stored.resolved }
+                if let stored = try await storing?.value { result.add(stored) }
                 let applier = self.applier
                 storing = Task { try await applier.store(verified, release: [], cursor: next, commitments: final) }
                 result.pulled += page.changes.count
@@ -155,7 +165,7 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
                     continue
                 }
                 if let stored = try await storing?.value {
-                    result.resolved += stored.resolved
+                    result.add(stored)
                     result.problems = stored.problems
                 }
                 return result

@@ -44,16 +44,27 @@ struct SharedReplica: ReplicaApplier {
         switch page.mode {
         case .staged:
             try await cache.stage(page.items, owner: owner, tresor: tresor, cursor: cursor)
-        case .vouched:
-            stored = try await cache.store(
-                page.items,
-                release: release,
-                owner: owner,
-                tresor: tresor,
-                cursor: cursor,
-                pending: .promote(collect: applied != nil)
-            )
-            stored += page.entries
+        case let .candidate(shown):
+            let entries = page.entries
+            if release.isEmpty,
+                let promoted = try await cache.storeIfVouched(
+                    entries,
+                    shown: shown,
+                    patient: patient,
+                    tresor: tresor,
+                    category: category,
+                    cursor: cursor,
+                    collect: applied != nil
+                )
+            {
+                stored = promoted + entries
+            } else {
+                // Not authenticated by the commitment: every record on its own, those held pending first.
+                stored = try await checkPending()
+                let checked = try await checkSignatures(entries)
+                try await cache.store(checked, release: release, owner: owner, tresor: tresor, cursor: cursor)
+                stored += SharedPage(items: checked, mode: .checked).entries
+            }
         case .checked:
             stored = try await checkPending()
             try await cache.store(page.items, release: release, owner: owner, tresor: tresor, cursor: cursor)
@@ -66,34 +77,34 @@ struct SharedReplica: ReplicaApplier {
         return ReplicaStored(problems: problem.map { [$0] } ?? [])
     }
 
-    /// Checks the signature of each record held pending, a batch at a time on every core, and stores
-    /// each batch in sequence order as any checked page (a record that fails is kept aside). Returns the
-    /// entries stored, for `watch`.
+    /// Checks the signature of each record held pending, a batch at a time, and stores each batch in
+    /// sequence order as any checked page (a record that fails is kept aside). Returns the entries
+    /// stored, for `watch`.
     func checkPending() async throws -> [DoctorCache.Entry] {
         let owner = patient.userID
         guard try await cache.holdsPending(owner: owner, tresor: tresor) else { return [] }
-        let signatures = SignatureCheck.current
-        let key = patient.signingKey
         var stored: [DoctorCache.Entry] = []
         while case let batch = try await cache.pending(owner: owner, tresor: tresor, limit: 1_024), !batch.isEmpty {
-            let checked: [DoctorCache.Pulled] = try await Parallel.map(batch) { entry in
-                let env = try StoredEnvelope.decode(entry.bytes)
-                guard signatures.isValidSignature(of: env, by: key) else {
-                    return .failed(
-                        QuarantinedRecord(
-                            sequence: entry.sequence,
-                            recordID: entry.header.recordID.hex,
-                            versionID: entry.versionID,
-                            reason: .invalidSignature
-                        )
-                    )
-                }
-                return .verified(entry)
-            }
-            try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil, pending: .consumed(batch.map(\.sequence)))
+            let checked = try await checkSignatures(batch)
+            try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil, consumed: batch.map(\.sequence))
             if applied != nil { stored += SharedPage(items: checked, mode: .checked).entries }
         }
         return stored
+    }
+
+    /// The signature check (§4.4 step 3) of entries whose other checks passed, on every core: each
+    /// verified, or kept aside as badly signed.
+    func checkSignatures(_ entries: [DoctorCache.Entry]) async throws -> [DoctorCache.Pulled] {
+        let signatures = SignatureCheck.current
+        let key = patient.signingKey
+        return try await Parallel.map(entries) { entry in
+            let env = try StoredEnvelope.decode(entry.bytes)
+            guard signatures.isValidSignature(of: env, by: key) else {
+                let rid = entry.header.recordID.hex
+                return .failed(QuarantinedRecord(sequence: entry.sequence, recordID: rid, versionID: entry.versionID, reason: .invalidSignature))
+            }
+            return .verified(entry)
+        }
     }
 }
 
@@ -104,8 +115,10 @@ struct SharedPage: Sendable {
         case checked
         /// Every check but the signature: held pending.
         case staged
-        /// A final page whose commitment authenticates it and every record held pending: all stored.
-        case vouched
+        /// A final page that passed every check but the signature, whose commitment (`shown`) may
+        /// authenticate it and every record held pending: all stored at once if it does (the store decides,
+        /// in its transaction), each checked on its own if not.
+        case candidate(StateCommitment)
     }
 
     var items: [DoctorCache.Pulled]

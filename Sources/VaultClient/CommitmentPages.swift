@@ -48,26 +48,23 @@ enum CommitmentPages {
 }
 
 extension SharedReplica {
-    /// A doctor's checks of a page: with the final page's `commitments`, the records of the share go
-    /// without their signature checks when the share holds no quarantined record, every record passes
-    /// the other checks and becomes a head, and the share's commitment authenticates the heads then held
-    /// (`CommitmentPages`); otherwise, and when held to the old path, every record is checked on its own.
-    func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> [DoctorCache.Pulled] {
+    /// A doctor's checks of a final page: with its `commitments`, the records of the share (those of this
+    /// page and those held pending from the pages before it) may go without their signature checks when
+    /// the share holds no quarantined record, every record of the page passes the other checks, and the
+    /// share shows one commitment; the store then decides, in its transaction, whether that commitment
+    /// authenticates the heads they make (`DoctorCache.storeIfVouched`). Otherwise, and when held to the old
+    /// path, every record of the page is checked on its own (and those held pending when stored).
+    func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> SharedPage {
         let signatures = SignatureCheck.current
         let checks = checks(signatures)
-        guard !signatures.perRecordOnly, !changes.isEmpty, let commitments,
+        guard !signatures.perRecordOnly, let commitments,
             let shown = CommitmentPages.candidates(changes, shown: commitments)[tresor]
-        else { return try await checks.run(changes) }
-        let unsigned = try await checks.run(changes, deferringSignatures: true)
-        var entries: [DoctorCache.Entry] = []
-        for item in unsigned {
-            guard case let .verified(entry) = item else { return try await checks.run(changes) }
-            entries.append(entry)
+        else { return SharedPage(items: try await checks.run(changes), mode: .checked) }
+        let unsigned = SharedPage(items: try await checks.run(changes, deferringSignatures: true), mode: .candidate(shown))
+        guard unsigned.entries.count == unsigned.items.count, try await quarantined().isEmpty else {
+            // A record of the page failed another check: each is checked on its own, as the old path does.
+            return SharedPage(items: try await checks.run(changes), mode: .checked)
         }
-        guard try await quarantined().isEmpty,
-            let (set, accepted) = try await cache.prospective(entries, owner: patient.userID, tresor: tresor),
-            CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: set)
-        else { return try await checks.run(changes) }
         return unsigned
     }
 }

@@ -45,6 +45,7 @@ enum DeviceDatabase {
         DoctorCache.revokedRequestsTable,
         DoctorCache.binaryCommitments,
         DoctorCache.quarantineByTresor,
+        DoctorCache.pendingTable,
     ]
 
     /// The one migrator of `migrations`.

@@ -62,7 +62,7 @@ final class DoctorCache: Sendable {
     )
 
     /// The heads' set of one share and the newest commitment accepted of it.
-    private static func shareState(_ db: Database, owner: String, tresor: String) throws -> (HeadSet, StateCommitment?) {
+    static func shareState(_ db: Database, owner: String, tresor: String) throws -> (HeadSet, StateCommitment?) {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM share_state WHERE owner_id = ? AND tresor_id = ?", arguments: [owner, tresor]) else {
             return (HeadSet(), nil)
         }
@@ -71,7 +71,7 @@ final class DoctorCache: Sendable {
         return (set, commitment)
     }
 
-    private static func saveShareState(_ db: Database, owner: String, tresor: String, _ set: HeadSet, _ commitment: StateCommitment?) throws {
+    static func saveShareState(_ db: Database, owner: String, tresor: String, _ set: HeadSet, _ commitment: StateCommitment?) throws {
         try HeadCopyRow.save(db, table: "share_state", key: [("owner_id", owner), ("tresor_id", tresor)], set: set, commitment: commitment)
     }
 
@@ -100,25 +100,6 @@ final class DoctorCache: Sendable {
             )
             if let c = verdict.accepted.first { try Self.saveShareState(db, owner: owner, tresor: tresorID, set, c) }
             return verdict.problems.isEmpty ? nil : verdict.problems.joined(separator: "; ")
-        }
-    }
-
-    /// The heads of the share of `tresor` by `owner` as they would be with every entry of `entries` stored
-    /// (each one the head of its record), and the newest commitment accepted of it; nil when an entry would
-    /// not become a head (older than the head held) or its record is held under another tresor. Writes nothing.
-    func prospective(_ entries: [Entry], owner: UUID, tresor: UUID) async throws -> (set: HeadSet, accepted: StateCommitment?)? {
-        let ownerID = owner.uuidString
-        let tresorID = tresor.uuidString
-        return try await queue.read { db in
-            var (set, seen) = try Self.shareState(db, owner: ownerID, tresor: tresorID)
-            for entry in entries {
-                let h = entry.header
-                let cached = try CachedHead.read(db, owner: ownerID, recordID: h.recordID.hex)
-                if let held = cached?.timestamp, h.timestamp < held { return nil }
-                if let cached, cached.tresorID != tresorID { return nil }
-                do { try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head) } catch { return nil }
-            }
-            return (set, seen)
         }
     }
 
@@ -267,72 +248,49 @@ final class DoctorCache: Sendable {
 
     /// Stores pulled changes of a share, in one transaction: a verified envelope replaces the head held
     /// for its record and heals its quarantine, unless it is older than that head (a replay); a failed
-    /// one is kept aside. Also releases the quarantined `release` sequences (no change is there any more)
-    /// and advances the share's cursor to `cursor` when given.
-    func store(_ pulled: [Pulled], release: [UInt64], owner: UUID, tresor: UUID, cursor: UInt64?) async throws {
-        let next = try cursor.map { cursor in
-            guard let next = Int64(exactly: cursor) else { throw ClientError.integrity("the server sent an impossible sequence number") }
-            return next
-        }
+    /// one is kept aside. Also releases the quarantined `release` sequences (no change is there any more),
+    /// drops the records held pending at the `consumed` sequences (`pulled` carries them, checked one by
+    /// one; Docs/commitment-pages.md §8), and advances the share's cursor to `cursor` when given.
+    func store(
+        _ pulled: [Pulled],
+        release: [UInt64],
+        owner: UUID,
+        tresor: UUID,
+        cursor: UInt64?,
+        consumed: [UInt64] = []
+    ) async throws {
+        let next = try cursor.map(Self.storedCursor)
         let ownerID = owner.uuidString
         let tresorID = tresor.uuidString
         try await queue.write { db in
-            let upsert = try db.cachedStatement(
-                sql: """
-                    INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, hlc_physical = excluded.hlc_physical,
-                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted,
-                        envelope = excluded.envelope, version_id = excluded.version_id
-                    """
-            )
-            let quarantine = QuarantineRows(db: db, feed: (ownerID, tresorID))
-            for sequence in release { try quarantine.release(sequence: sequence) }
-            // Most of the time nothing is held, and a verified change has nothing to heal.
-            var anyHeld = try quarantine.holdsAny()
-            let (before, seen) = try Self.shareState(db, owner: ownerID, tresor: tresorID)
-            var set = before
+            var heads = try HeadWriter(db: db, owner: ownerID, tresor: tresorID)
+            for sequence in release { try heads.quarantine.release(sequence: sequence) }
+            if !consumed.isEmpty { try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: consumed) }
             for item in pulled {
-                guard case let .verified(entry) = item else {
-                    if case let .failed(q) = item {
-                        try quarantine.hold(q)
-                        anyHeld = true
-                    }
-                    continue
-                }
-                let h = entry.header
-                let cached = try CachedHead.read(db, owner: ownerID, recordID: h.recordID.hex)
-                if let held = cached?.timestamp, h.timestamp < held {
-                    try quarantine.hold(
-                        QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed)
-                    )
-                    anyHeld = true
-                    continue
-                }
-                do {
-                    try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head)
-                } catch {
-                    throw ClientError.integrity("the server sent a record with a malformed id")
-                }
-                try upsert.execute(arguments: [
-                    ownerID, h.recordID.hex, tresorID, Int64(clamping: h.timestamp.physicalMs), Int64(h.timestamp.counter),
-                    h.timestamp.deviceID, h.deleted, entry.bytes, entry.versionID,
-                ])
-                if anyHeld {
-                    try quarantine.release(sequence: entry.sequence)
-                    try quarantine.release(recordID: h.recordID.hex)
+                switch item {
+                case let .verified(entry): try heads.keep(entry)
+                case let .failed(q): try heads.hold(q)
                 }
             }
-            if set != before { try Self.saveShareState(db, owner: ownerID, tresor: tresorID, set, seen) }
-            guard let next else { return }
-            try db.execute(
-                sql: """
-                    INSERT INTO cursors (owner_id, tresor_id, cursor) VALUES (?, ?, ?)
-                    ON CONFLICT (owner_id, tresor_id) DO UPDATE SET cursor = excluded.cursor
-                    """,
-                arguments: [ownerID, tresorID, next]
-            )
+            try heads.finish()
+            if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
         }
+    }
+
+    /// A cursor as the cache keeps it.
+    static func storedCursor(_ cursor: UInt64) throws -> Int64 {
+        guard let next = Int64(exactly: cursor) else { throw ClientError.integrity("the server sent an impossible sequence number") }
+        return next
+    }
+
+    static func saveCursor(_ db: Database, owner: String, tresor: String, _ next: Int64) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO cursors (owner_id, tresor_id, cursor) VALUES (?, ?, ?)
+                ON CONFLICT (owner_id, tresor_id) DO UPDATE SET cursor = excluded.cursor
+                """,
+            arguments: [owner, tresor, next]
+        )
     }
 
     /// The quarantined records of the share of `tresor` by `owner`, by sequence.

@@ -27,13 +27,9 @@ public struct AppliedChange: Sendable {
 }
 
 extension SharedReplica {
-    /// The verified entries of `verified` that the store kept: those it did not hold aside (a replayed
-    /// older version goes to quarantine inside the store).
-    func kept(_ verified: [DoctorCache.Pulled]) async throws -> [DoctorCache.Entry] {
-        let entries = verified.compactMap { item -> DoctorCache.Entry? in
-            guard case let .verified(entry) = item else { return nil }
-            return entry
-        }
+    /// The entries of `stored` that the store kept: those it did not hold aside (a replayed older version
+    /// goes to quarantine inside the store).
+    func kept(_ entries: [DoctorCache.Entry]) async throws -> [DoctorCache.Entry] {
         guard !entries.isEmpty else { return [] }
         let held = Set(try await quarantined().map(\.sequence))
         return entries.filter { !held.contains($0.sequence) }

@@ -100,7 +100,8 @@ extension PatientVault {
         let before = summary.pulled
         let pulled = try await replica.pull { n in progress?(SyncProgress(phase: .pull, done: before + n, total: nil)) }
         summary.conflictsResolved += pulled.resolved
-        summary.pulled += pulled.pulled
+        // A device's own pushes come back with the next pull: they are not news to report.
+        summary.pulled += pulled.pulled - pulled.echoes
         if allowingBehind, !pulled.behind.isEmpty, pulled.problems.count == pulled.behind.count { return pulled.behind }
         guard pulled.problems.isEmpty else { throw ClientError.integrity(pulled.problems.joined(separator: "; ")) }
         return []
@@ -118,8 +119,9 @@ extension PatientVault {
     /// quarantine of the sequences in `release`, and moves the cursor to `cursor` when given, in one
     /// transaction. With `commitments` (the final page's), then checks them against the copy of the
     /// server's heads and remembers those that hold (Docs/envelope-v1.md §3.4). Returns how many conflicts
-    /// it resolved, and what is wrong with the commitments in plain words (the caller throws it), with the
-    /// tresors whose server is behind among them. `healing`: a pulled head older than the one the server
+    /// it resolved, what is wrong with the commitments in plain words (the caller throws it), with the
+    /// tresors whose server is behind among them, and how many changes were already this device's copy byte
+    /// for byte (its own pushes coming back). `healing`: a pulled head older than the one the server
     /// showed before is what a restored server brought back; it is skipped, not held aside as a replay
     /// (Docs/design.md §5.2).
     func apply(
@@ -128,7 +130,7 @@ extension PatientVault {
         cursor: UInt64?,
         commitments: [StateCommitment]? = nil,
         healing: Bool = false
-    ) throws -> (resolved: Int, problems: [String], behind: [ServerBehind]) {
+    ) throws -> (resolved: Int, problems: [String], behind: [ServerBehind], echoes: Int) {
         let tresors = commitments.map(committedTresors) ?? [:]
         let signatures = SignatureCheck.current
         let merge = PulledVersionMerge(
@@ -141,6 +143,7 @@ extension PatientVault {
         )
         return try store.write(deviceID: account.profile.deviceID) { tx, clock in
             var resolved = 0
+            var echoes = 0
             var states = try ServerStates.load(tx)
             let quarantine = tx.quarantine
             for sequence in release { try quarantine.release(sequence: sequence) }
@@ -152,6 +155,7 @@ extension PatientVault {
             for change in changes {
                 do {
                     guard let env = change.envelope else { throw QuarantineError(reason: .malformed) }
+                    if let local = try tx.record(env.header.recordID.hex), local.envelope.versionID == env.versionID { echoes += 1 }
                     if try merge.merge(env, tx, &clock, vouched: vouched?.contains(env.header.tresorID) == true) { resolved += 1 }
                     // Applied or kept local, it is the server's head of its record now.
                     try states.setServerHead(env, tx)
@@ -184,7 +188,7 @@ extension PatientVault {
                 )
             }
             try states.save(tx)
-            return (resolved, verdict.problems, verdict.behind)
+            return (resolved, verdict.problems, verdict.behind, echoes)
         }
     }
 }
@@ -225,14 +229,14 @@ struct PatientReplica: ReplicaApplier {
     func verify(_ changes: [PulledChange]) async throws -> [PulledChange] { changes }
 
     func store(_ verified: [PulledChange], release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
-        let (resolved, problems, behind) = try await vault.apply(
+        let (resolved, problems, behind, echoes) = try await vault.apply(
             verified,
             release: release,
             cursor: cursor,
             commitments: commitments,
             healing: healing
         )
-        return ReplicaStored(resolved: resolved, problems: problems, behind: behind)
+        return ReplicaStored(resolved: resolved, problems: problems, behind: behind, echoes: echoes)
     }
 }
 

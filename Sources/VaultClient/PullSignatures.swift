@@ -42,4 +42,10 @@ struct SignatureCheck: Sendable {
         counter?.add()
         return try env.openRecord(keys: keys, authorKey: authorKey, expecting: context)
     }
+
+    /// The Ed25519 check of §4.4 step 3 alone, for a record whose other checks already ran.
+    func isValidSignature(of env: Envelope, by authorKey: SigningPublicKey) -> Bool {
+        counter?.add()
+        return authorKey.isValidSignature(env.signature, for: env.signedBytes)
+    }
 }

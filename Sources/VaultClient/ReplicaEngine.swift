@@ -24,6 +24,8 @@ struct ReplicaStored: Sendable {
     var problems: [String] = []
     /// The tresors whose server is behind the state accepted before (their messages are among `problems`).
     var behind: [ServerBehind] = []
+    /// Changes that were already the local copy, byte for byte (a device's own pushes coming back).
+    var echoes = 0
 }
 
 /// The one step where the replicas differ (Docs/design.md §5): what a pulled page does to the local copy.
@@ -44,6 +46,10 @@ protocol ReplicaApplier: Sendable {
     /// `verify` for a final page with the `commitments` it carried (nil for any other page): a reader may
     /// leave out the signature checks of the records a commitment authenticates (Docs/commitment-pages.md).
     func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> Verified
+    /// `verify` for a page of a pull before its final one: a reader may leave out checks that the final
+    /// page's commitment can still do for it, if the store then holds the page back until it has
+    /// (Docs/commitment-pages.md §8).
+    func verifyAhead(_ changes: [PulledChange]) async throws -> Verified
     /// Stores verified changes in one transaction: those that pass go into the copy (and the copy of the
     /// server's heads), those that fail into quarantine (healing older quarantined versions of a record
     /// that now verifies), the quarantined `release` sequences leave it, and the cursor moves to `cursor`
@@ -55,6 +61,8 @@ protocol ReplicaApplier: Sendable {
 extension ReplicaApplier {
     /// Every record checked on its own, whatever the page carries.
     func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> Verified { try await verify(changes) }
+    /// Every record checked on its own.
+    func verifyAhead(_ changes: [PulledChange]) async throws -> Verified { try await verify(changes) }
 }
 
 /// What a pull did.
@@ -67,6 +75,14 @@ struct ReplicaPull: Sendable {
     var problems: [String] = []
     /// The tresors whose server is behind the state accepted before (their messages are among `problems`).
     var behind: [ServerBehind] = []
+    /// Changes pulled that were already the local copy (`ReplicaStored.echoes`).
+    var echoes = 0
+
+    /// Counts what one store did.
+    mutating func add(_ stored: ReplicaStored) {
+        resolved += stored.resolved
+        echoes += stored.echoes
+    }
 }
 
 /// The one pull path of both readers (Docs/design.md §5): pages of one feed fetched, verified, stored with
@@ -140,6 +156,7 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
         var again = try await pull(after: 0) { n in progress?(done + n) }
         again.pulled += first.pulled
         again.resolved += first.resolved
+        again.echoes += first.echoes
         return again
     }
 
@@ -157,11 +174,11 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
                 let final = page.done ? commitments : nil
                 // A final page a commitment may authenticate is checked against the heads of every page before it.
                 if final?.isEmpty == false, let stored = try await storing?.value {
-                    result.resolved += stored.resolved
+                    result.add(stored)
                     storing = nil
                 }
-                let verified = try await applier.verify(page.changes, commitments: final)
-                if let stored = try await storing?.value { result.resolved += stored.resolved }
+                let verified = try await page.done ? applier.verify(page.changes, commitments: final) : applier.verifyAhead(page.changes)
+                if let stored = try await storing?.value { result.add(stored) }
                 let applier = self.applier
                 storing = Task { try await applier.store(verified, release: [], cursor: next, commitments: final) }
                 result.pulled += page.changes.count
@@ -173,7 +190,7 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
                     continue
                 }
                 if let stored = try await storing?.value {
-                    result.resolved += stored.resolved
+                    result.add(stored)
                     result.problems = stored.problems
                     result.behind = stored.behind
                 }

@@ -153,6 +153,8 @@ struct BenchReport {
                 f.append(("pull_\(b.rawValue)_rps_\(s.key)", .num(r?.pullRps, 0)))
                 f.append(("pull_\(b.rawValue)_floor_rps_\(s.key)", .num(r?.pullFloorRps, 0)))
                 f.append(("pull_\(b.rawValue)_ratio_\(s.key)", .num(r?.pullRatio, 3)))
+                f.append(("pull_\(b.rawValue)_commitment_floor_rps_\(s.key)", .num(r?.pullCommittedFloorRps, 0)))
+                f.append(("pull_\(b.rawValue)_commitment_ratio_\(s.key)", .num(r?.pullCommittedRatio, 3)))
                 f.append(("push_\(b.rawValue)_server_only_rps_\(s.key)", .num(r?.serverPushRps, 0)))
                 f.append(("pull_\(b.rawValue)_server_only_rps_\(s.key)", .num(r?.serverPullRps, 0)))
                 f.append(("stored_envelope_bytes_\(k)", r.map { .int($0.storedEnvelopeBytes) } ?? .null))

@@ -18,6 +18,8 @@ struct PushPullResult: Sendable {
     var pulledRecords: Int
     var pullSeconds: Double
     var pullFloorSeconds: Double
+    /// The floor of a pull the commitment authenticates (`CommittedPullFloor`).
+    var pullCommittedFloorSeconds: Double
     /// Diagnostics: the same work with no SDK client around it (pre-encoded bodies posted straight to
     /// the server; pages fetched as raw bytes), which splits the end-to-end figure into server and client.
     var serverPushSeconds: Double
@@ -32,6 +34,8 @@ struct PushPullResult: Sendable {
     var pullRps: Double { Double(pulledRecords) / pullSeconds }
     var pullFloorRps: Double { Double(count) / pullFloorSeconds }
     var pullRatio: Double { pullRps / pullFloorRps }
+    var pullCommittedFloorRps: Double { Double(count) / pullCommittedFloorSeconds }
+    var pullCommittedRatio: Double { pullRps / pullCommittedFloorRps }
     var serverPushRps: Double { Double(count) / serverPushSeconds }
     var serverPullRps: Double { Double(pulledRecords) / serverPullSeconds }
 }
@@ -121,6 +125,13 @@ struct PushPullBench {
             let (_, insertSeconds) = try await Measure.timeAsync { try await database.floor.insert(rows, batchSize: 500) }
             let (read, selectSeconds) = try await Measure.timeAsync { try await database.floor.scan(pageSize: 1_000) { raw.open($0) } }
             guard read == count else { throw BenchError("the floor read \(read) rows, expected \(count)") }
+            let committedSeconds = try await CommittedPullFloor.seconds(
+                database.floor,
+                raw: raw,
+                count: count,
+                envelopeBytes: stored.averageBytes,
+                root: root.appendingPathComponent("floor-\(shortID())")
+            )
 
             // 4. Diagnostics: the server alone.
             let probe = try await serverOnly(
@@ -143,6 +154,7 @@ struct PushPullBench {
                 pulledRecords: pulled,
                 pullSeconds: pullSeconds,
                 pullFloorSeconds: selectSeconds,
+                pullCommittedFloorSeconds: committedSeconds,
                 serverPushSeconds: probe.push,
                 serverPullSeconds: probe.pull,
                 pushWireBytes: probe.pushBytes / count,
@@ -150,7 +162,7 @@ struct PushPullBench {
             )
             Progress.say(
                 "\(tag): push \(fmt(r.pushRps, 0))/s (floor \(fmt(r.pushFloorRps, 0))/s, server alone \(fmt(r.serverPushRps, 0))/s), "
-                    + "pull \(fmt(r.pullRps, 0))/s (floor \(fmt(r.pullFloorRps, 0))/s, server alone \(fmt(r.serverPullRps, 0))/s)"
+                    + "pull \(fmt(r.pullRps, 0))/s (floor \(fmt(r.pullFloorRps, 0))/s, without signatures \(fmt(r.pullCommittedFloorRps, 0))/s, server alone \(fmt(r.serverPullRps, 0))/s)"
                     + "; ciphertext \(r.ciphertextBytes) B, stored envelope \(r.storedEnvelopeBytes) B, "
                     + "on the wire \(r.pushWireBytes) B pushed and \(r.pullWireBytes) B pulled per record"
             )

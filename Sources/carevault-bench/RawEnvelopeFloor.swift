@@ -27,6 +27,12 @@ final class RawEnvelopeFloor: @unchecked Sendable {
     private let publicKey: UnsafeMutablePointer<UInt8>
     private let plaintext: UnsafeMutablePointer<UInt8>
     private let opened: UnsafeMutablePointer<UInt8>
+    /// Scratch of `openCommitted`: the version id and the record id (the head element's parts), the
+    /// element's seed, its 2,048-byte expansion, and the LtHash16 lanes it is added to.
+    private let element: UnsafeMutablePointer<UInt8>
+    private let seed: UnsafeMutablePointer<UInt8>
+    private let expansion: UnsafeMutablePointer<UInt8>
+    private let lanes: UnsafeMutablePointer<UInt16>
 
     /// A floor for plaintexts of `plaintextCount` bytes, associated data `ad` and `signedCount` signed bytes.
     init(plaintextCount: Int, ad: [UInt8], signedCount: Int) {
@@ -39,6 +45,12 @@ final class RawEnvelopeFloor: @unchecked Sendable {
         publicKey = .allocate(capacity: 32)
         plaintext = .allocate(capacity: max(plaintextCount, 1))
         opened = .allocate(capacity: max(plaintextCount, 1))
+        element = .allocate(capacity: 64)
+        seed = .allocate(capacity: 32)
+        expansion = .allocate(capacity: 2_048)
+        lanes = .allocate(capacity: 1_024)
+        lanes.initialize(repeating: 0, count: 1_024)
+        randombytes_buf(element, 64)
         randombytes_buf(key, 32)
         crypto_sign_keypair(publicKey, secretKey)
         randombytes_buf(plaintext, plaintextCount)
@@ -50,7 +62,8 @@ final class RawEnvelopeFloor: @unchecked Sendable {
     deinit {
         sodium_memzero(key, 32)
         sodium_memzero(secretKey, 64)
-        for buffer in [key, secretKey, publicKey, plaintext, opened] { buffer.deallocate() }
+        for buffer in [key, secretKey, publicKey, plaintext, opened, element, seed, expansion] { buffer.deallocate() }
+        lanes.deallocate()
     }
 
     /// A zeroed blob of `count` bytes (at least `itemCount`) with the associated data in place.
@@ -81,6 +94,26 @@ final class RawEnvelopeFloor: @unchecked Sendable {
         let ct = nonce + 24
         return crypto_aead_xchacha20poly1305_ietf_decrypt(opened, nil, nil, ct, UInt64(ciphertextCount), ad, UInt64(adCount), nonce, key) == 0
     }
+
+    /// What a pull authenticated by the patient's commitment still does per record
+    /// (Docs/commitment-pages.md): the version id (BLAKE2b-256 of the whole item, signature included),
+    /// the head's LtHash16 element (BLAKE2b-256 of record id and version id as the seed of 2,048 bytes of
+    /// XChaCha20 keystream, added lane by lane), and the decryption; no signature check. False if the
+    /// decryption fails.
+    func openCommitted(_ blob: UnsafeRawBufferPointer) -> Bool {
+        guard blob.count >= itemCount else { return false }
+        let base = blob.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        crypto_generichash(element + 32, 32, base, UInt64(itemCount), nil, 0)
+        crypto_generichash(seed, 32, element, 64, nil, 0)
+        crypto_stream_xchacha20(expansion, 2_048, zeroNonce, seed)
+        for i in 0..<1_024 { lanes[i] &+= UInt16(expansion[2 * i]) | UInt16(expansion[2 * i + 1]) << 8 }
+        let ad = base + prefixCount
+        let nonce = ad + adCount
+        let ct = nonce + 24
+        return crypto_aead_xchacha20poly1305_ietf_decrypt(opened, nil, nil, ct, UInt64(ciphertextCount), ad, UInt64(adCount), nonce, key) == 0
+    }
+
+    private let zeroNonce = [UInt8](repeating: 0, count: 24)
 
     /// `count` distinct sealed blobs of `blobCount` bytes each.
     func sealedBlobs(_ count: Int, blobCount: Int? = nil) -> [[UInt8]] {

@@ -20,6 +20,9 @@ struct SyncTests {
             try await vaultA.recordOutcome(activityID: "walk", occurrence: 0, value: Sample.value(4200))
             let first = try await vaultA.sync()
             #expect(first.pushed == 2 && first.rejected.isEmpty)
+            // Its own pushes come back from the server, and are not reported as received.
+            #expect(first.pulled == 0)
+            #expect(try await vaultA.sync().pulled == 0)
 
             let vaultB = try await b.loginPatient("alice", password: password)
             #expect(vaultB.account.identity.signing.publicKey == vaultA.account.identity.signing.publicKey)
@@ -28,6 +31,10 @@ struct SyncTests {
             let pulled = try await vaultB.sync()
             #expect(pulled.pulled == 2)
             #expect(try await vaultB.activities() == (try await vaultA.activities()))
+            // What another device wrote is received, once.
+            try await vaultB.addActivity(try Sample.activity("run"))
+            #expect(try await vaultB.sync().pulled == 0)
+            #expect(try await vaultA.sync().pulled == 1)
             #expect(try await vaultB.outcomes().first?.values.map(\.value) == [.number(4200)])
             // Wrong password on a new device: a clear "not permitted", nothing stored.
             let c = try world.device("c")

@@ -46,10 +46,18 @@ struct RepositoryTests {
         try await TestDatabase.with(backend) { repo in
             let world = try await ShareWorld.make(repo)
             #expect(try await repo.tresor(id: world.tresor.id)?.currentEpoch == 1)
+            // A newer self-grant of the same epoch is stored, but audited as no new epoch.
+            let before = try await repo.auditHead().sequence
+            var again = world.tresorRow
+            again.selfGrant.tresorVersion = (again.selfGrant.tresorVersion ?? 0) + 1
+            _ = try await repo.upsertTresor(again, audit: Fixtures.audit)
+            #expect(try await repo.tresor(id: world.tresor.id)?.selfGrant.tresorVersion == again.selfGrant.tresorVersion)
+            #expect(try await repo.auditHead().sequence == before, "the same epoch declared again is not a new epoch")
             var two = world.tresorRow
             two.currentEpoch = 2
-            two.selfGrant.tresorVersion = (two.selfGrant.tresorVersion ?? 0) + 1
+            two.selfGrant.tresorVersion = (again.selfGrant.tresorVersion ?? 0) + 1
             _ = try await repo.upsertTresor(two, audit: Fixtures.audit)
+            #expect(try await repo.auditHead().sequence == before + 1, "a new epoch is audited")
             await #expect(throws: RepositoryError.self) { _ = try await repo.upsertTresor(world.tresorRow, audit: Fixtures.audit) }
             #expect(try await repo.tresors(ownerID: world.patient.id).map(\.currentEpoch) == [2])
         }

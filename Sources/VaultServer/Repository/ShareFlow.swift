@@ -11,6 +11,9 @@ enum ShareFlow {
         if let existing = try await sql.row(TresorRow.self, ShareSQL.tresor(t.id, .wait)) {
             if try TresorRow.unchanged(existing, proposed: t) { return existing }
             try await sql.execute(ShareSQL.updateTresor(t, grant: grant))
+            // A new self-grant of the same epoch (a newer tresor version, Docs/envelope-v1.md §3.2) is not a
+            // new epoch: the patient's access log says "tresor.epoch" once per epoch, not once per declaration.
+            if existing.currentEpoch == t.currentEpoch { return t }
         } else {
             try await sql.execute(ShareSQL.insertTresor(t, grant: grant))
         }

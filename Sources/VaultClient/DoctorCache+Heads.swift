@@ -1,0 +1,86 @@
+import Foundation
+import GRDB
+import VaultCore
+
+extension DoctorCache {
+    /// The writes of one store transaction to one share's heads: each verified entry replaces the head
+    /// held for its record (a replay goes aside instead), the set of heads follows, and the quarantine
+    /// heals; `finish` saves the set.
+    struct HeadWriter {
+        let db: Database
+        let owner: String
+        let tresor: String
+        let quarantine: QuarantineRows
+        let upsert: Statement
+        let before: HeadSet
+        let seen: StateCommitment?
+        var set: HeadSet
+        /// Most of the time nothing is held, and a verified change has nothing to heal.
+        var anyHeld: Bool
+
+        init(db: Database, owner: String, tresor: String) throws {
+            self.db = db
+            self.owner = owner
+            self.tresor = tresor
+            quarantine = QuarantineRows(db: db, feed: (owner, tresor))
+            upsert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (owner_id, record_id) DO UPDATE SET tresor_id = excluded.tresor_id, hlc_physical = excluded.hlc_physical,
+                        hlc_counter = excluded.hlc_counter, hlc_device = excluded.hlc_device, deleted = excluded.deleted,
+                        envelope = excluded.envelope, version_id = excluded.version_id
+                    """
+            )
+            anyHeld = try quarantine.holdsAny()
+            (before, seen) = try DoctorCache.shareState(db, owner: owner, tresor: tresor)
+            set = before
+        }
+
+        mutating func hold(_ q: QuarantinedRecord) throws {
+            try quarantine.hold(q)
+            anyHeld = true
+        }
+
+        mutating func keep(_ entry: Entry) throws {
+            let h = entry.header
+            let cached = try CachedHead.read(db, owner: owner, recordID: h.recordID.hex)
+            if let held = cached?.timestamp, h.timestamp < held {
+                try hold(QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed))
+                return
+            }
+            try write(entry, over: cached)
+        }
+
+        /// Stores `entry` as the head of its record when it becomes one: the record is held under no other
+        /// tresor and its head held is not newer. Returns false, writing nothing, otherwise.
+        mutating func keepIfHead(_ entry: Entry) throws -> Bool {
+            let cached = try CachedHead.read(db, owner: owner, recordID: entry.header.recordID.hex)
+            if let held = cached?.timestamp, entry.header.timestamp < held { return false }
+            guard cached?.tresorID ?? tresor == tresor else { return false }
+            try write(entry, over: cached)
+            return true
+        }
+
+        private mutating func write(_ entry: Entry, over cached: CachedHead?) throws {
+            let h = entry.header
+            do {
+                try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head)
+            } catch {
+                throw ClientError.integrity("the server sent a record with a malformed id")
+            }
+            try upsert.execute(arguments: [
+                owner, h.recordID.hex, tresor, Int64(clamping: h.timestamp.physicalMs), Int64(h.timestamp.counter),
+                h.timestamp.deviceID, h.deleted, entry.bytes, entry.versionID,
+            ])
+            if anyHeld {
+                try quarantine.release(sequence: entry.sequence)
+                try quarantine.release(recordID: h.recordID.hex)
+            }
+        }
+
+        func finish() throws {
+            if set != before { try DoctorCache.saveShareState(db, owner: owner, tresor: tresor, set, seen) }
+        }
+    }
+}

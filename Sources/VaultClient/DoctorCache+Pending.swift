@@ -1,0 +1,138 @@
+import Foundation
+import GRDB
+import VaultCore
+
+/// The records of a pull held pending (Docs/commitment-pages.md §8): the pages before a pull's final one
+/// pass every check but the signature and wait here, never shown, until the final page's commitment
+/// either authenticates all of them at once or sends them to the per-record check.
+extension DoctorCache {
+    /// Added for pulls whose commitment authenticates every page: one row per change held pending, by
+    /// share and change sequence, with the envelope as the server sent it.
+    static let pendingTable = DeviceDatabase.Migration(
+        "v9-doctor-pending-records",
+        sql: """
+            CREATE TABLE pending_records (
+                owner_id TEXT NOT NULL,
+                tresor_id TEXT NOT NULL,
+                sequence INTEGER NOT NULL,
+                envelope BLOB NOT NULL,
+                PRIMARY KEY (owner_id, tresor_id, sequence));
+            """
+    )
+
+    /// Holds the verified entries of a page pending, keeps its failed changes aside, and moves the
+    /// share's cursor to `cursor`, in one transaction.
+    func stage(_ pulled: [Pulled], owner: UUID, tresor: UUID, cursor: UInt64?) async throws {
+        let next = try cursor.map(Self.storedCursor)
+        let ownerID = owner.uuidString
+        let tresorID = tresor.uuidString
+        try await queue.write { db in
+            let insert = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO pending_records (owner_id, tresor_id, sequence, envelope) VALUES (?, ?, ?, ?)"
+            )
+            let quarantine = QuarantineRows(db: db, feed: (ownerID, tresorID))
+            for item in pulled {
+                switch item {
+                case let .verified(entry):
+                    try insert.execute(arguments: [ownerID, tresorID, try Self.storedCursor(entry.sequence), entry.bytes])
+                case let .failed(q): try quarantine.hold(q)
+                }
+            }
+            if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
+        }
+    }
+
+    /// Up to `limit` records held pending of the share, in sequence order.
+    func pending(owner: UUID, tresor: UUID, limit: Int) async throws -> [Entry] {
+        try await queue.read { db in
+            var out: [Entry] = []
+            try Self.eachPending(db, owner: owner.uuidString, tresor: tresor.uuidString, limit: limit) { out.append($0) }
+            return out
+        }
+    }
+
+    /// Whether the share holds records pending.
+    func holdsPending(owner: UUID, tresor: UUID) async throws -> Bool {
+        try await queue.read { db in
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM pending_records WHERE owner_id = ? AND tresor_id = ?)",
+                arguments: [owner.uuidString, tresor.uuidString]
+            ) ?? false
+        }
+    }
+
+    /// Calls `body` with each record held pending of the share, in sequence order (at most `limit`).
+    static func eachPending(_ db: Database, owner: String, tresor: String, limit: Int = .max, _ body: (Entry) throws -> Void) throws {
+        let rows = try Row.fetchCursor(
+            db,
+            sql: "SELECT sequence, envelope FROM pending_records WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence LIMIT ?",
+            arguments: [owner, tresor, Int64(clamping: limit)]
+        )
+        while let row = try rows.next() {
+            let bytes: Data = row[1]
+            let env: Envelope
+            do { env = try StoredEnvelope.decode(bytes) } catch { throw ClientError.integrity("the local cache holds an unreadable envelope") }
+            try body(Entry(sequence: UInt64(max(0, row[0] as Int64)), header: env.header, versionID: env.versionID, bytes: bytes))
+        }
+    }
+
+    /// Drops the records held pending of the share (those at `sequences` only, when given).
+    static func dropPending(_ db: Database, owner: String, tresor: String, sequences: [UInt64]?) throws {
+        guard let sequences else {
+            try db.execute(sql: "DELETE FROM pending_records WHERE owner_id = ? AND tresor_id = ?", arguments: [owner, tresor])
+            return
+        }
+        let delete = try db.cachedStatement(sql: "DELETE FROM pending_records WHERE owner_id = ? AND tresor_id = ? AND sequence = ?")
+        for s in sequences { try delete.execute(arguments: [owner, tresor, try storedCursor(s)]) }
+    }
+
+    /// Stores the records held pending of the share and then `entries` (a final page's, every check but
+    /// the signature passed) as the heads of their records, in one transaction, in sequence order, when
+    /// `shown` authenticates the heads that result (`CommitmentPages.vouches`; Docs/commitment-pages.md §8),
+    /// dropping the pending rows and moving the cursor to `cursor`. Each must become the head of its record:
+    /// it appears once among them, its record is held under no other tresor, and the head held is not
+    /// newer; and the share must hold no quarantined record. Otherwise, or when `shown` does not
+    /// authenticate the result, it writes nothing and returns nil. Returns the records held pending that
+    /// it stored when `collect`.
+    func storeIfVouched(
+        _ entries: [Entry],
+        shown: StateCommitment,
+        patient: Certificate,
+        tresor: UUID,
+        category: String,
+        cursor: UInt64?,
+        collect: Bool
+    ) async throws -> [Entry]? {
+        let next = try cursor.map(Self.storedCursor)
+        let ownerID = patient.userID.uuidString
+        let tresorID = tresor.uuidString
+        struct NotVouched: Error {}
+        do {
+            return try await queue.write { db in
+                var heads = try HeadWriter(db: db, owner: ownerID, tresor: tresorID)
+                guard !heads.anyHeld else { throw NotVouched() }
+                var records = Set<String>()
+                var promoted: [Entry] = []
+                let place = { (entry: Entry) throws in
+                    guard records.insert(entry.header.recordID.hex).inserted, try heads.keepIfHead(entry) else { throw NotVouched() }
+                }
+                try Self.eachPending(db, owner: ownerID, tresor: tresorID) { entry in
+                    try place(entry)
+                    if collect { promoted.append(entry) }
+                }
+                for entry in entries { try place(entry) }
+                let accepted = heads.seen
+                guard
+                    CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: heads.set)
+                else { throw NotVouched() }
+                try heads.finish()
+                try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: nil)
+                if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
+                return promoted
+            }
+        } catch is NotVouched {
+            return nil
+        }
+    }
+}

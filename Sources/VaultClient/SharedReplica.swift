@@ -1,0 +1,181 @@
+import Foundation
+import VaultCore
+import VaultCrypto
+
+/// The doctor's side of the replica engine: one shared tresor of one patient, each change verified on its
+/// own (`SharedRecordCheck`) and kept in the cache as the envelope the server sent.
+struct SharedReplica: ReplicaApplier {
+    let cache: DoctorCache
+    let patient: Certificate
+    let share: VerifiedShare
+    /// Told of the changes each store kept in the cache (verified, not held aside), for `watch`.
+    var applied: (@Sendable ([DoctorCache.Entry]) async throws -> Void)? = nil
+
+    var tresor: UUID { share.tresor.id }
+    var category: String { share.share.category }
+    /// The checks of the share's changes: its context, the patient's signing key, the keys granted.
+    var checks: SharedRecordCheck { checks(.current) }
+
+    /// The checks of the share's changes, with their signatures checked as `signatures` says.
+    func checks(_ signatures: SignatureCheck) -> SharedRecordCheck {
+        SharedRecordCheck(
+            context: EnvelopeContext(ownerID: patient.userID, tresorID: tresor, category: category),
+            signingKey: patient.signingKey,
+            keys: share.tresor.keys,
+            signatures: signatures
+        )
+    }
+
+    func cursor() async throws -> UInt64 { try await cache.cursor(owner: patient.userID, tresor: tresor) }
+    func quarantined() async throws -> [QuarantinedRecord] { try await cache.quarantined(owner: patient.userID, tresor: tresor) }
+    func verify(_ changes: [PulledChange]) async throws -> SharedPage { SharedPage(items: try await checks.run(changes), mode: .checked) }
+
+    /// A page before the final one: every check but the signature, to be held pending until the final
+    /// page's commitment is seen (Docs/commitment-pages.md §8); every check when held to the old path.
+    func verifyAhead(_ changes: [PulledChange]) async throws -> SharedPage {
+        let signatures = SignatureCheck.current
+        guard !signatures.perRecordOnly else { return SharedPage(items: try await checks(signatures).run(changes), mode: .checked) }
+        return SharedPage(items: try await checks(signatures).run(changes, deferringSignatures: true), mode: .staged)
+    }
+
+    func store(_ page: SharedPage, release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
+        let owner = patient.userID
+        var stored: [DoctorCache.Entry] = []
+        switch page.mode {
+        case .staged:
+            try await cache.stage(page.items, owner: owner, tresor: tresor, cursor: cursor)
+        case let .candidate(shown):
+            let entries = page.entries
+            if release.isEmpty,
+                let promoted = try await cache.storeIfVouched(
+                    entries,
+                    shown: shown,
+                    patient: patient,
+                    tresor: tresor,
+                    category: category,
+                    cursor: cursor,
+                    collect: applied != nil
+                )
+            {
+                stored = promoted + entries
+            } else {
+                // Not authenticated by the commitment: every record on its own, those held pending first.
+                stored = try await checkPending()
+                let checked = try await checkSignatures(entries)
+                try await cache.store(checked, release: release, owner: owner, tresor: tresor, cursor: cursor)
+                stored += SharedPage(items: checked, mode: .checked).entries
+            }
+        case .checked:
+            stored = try await checkPending()
+            try await cache.store(page.items, release: release, owner: owner, tresor: tresor, cursor: cursor)
+            stored += page.entries
+        }
+        if let applied { try await applied(try await kept(stored)) }
+        guard let commitments else { return ReplicaStored() }
+        let quarantined = !(try await quarantined()).isEmpty
+        // A server behind what this cache accepted waits for the patient's device (Docs/design.md §5.2).
+        let seen = try await cache.acceptedCommitments(owner: owner)[tresor]
+        let behind = ServerBehind(tresorID: tresor, category: category, shown: commitments.first { $0.tresorID == tresor }, seen: seen)
+        let problem = try await cache.reviewCommitments(commitments, patient: patient, tresor: tresor, category: category, quarantined: quarantined)
+        return ReplicaStored(problems: problem.map { [$0] } ?? [], behind: behind.map { [$0] } ?? [])
+    }
+
+    /// Checks the signature of each record held pending, a batch at a time, and stores each batch in
+    /// sequence order as any checked page (a record that fails is kept aside). Returns the entries
+    /// stored, for `watch`.
+    func checkPending() async throws -> [DoctorCache.Entry] {
+        let owner = patient.userID
+        guard try await cache.holdsPending(owner: owner, tresor: tresor) else { return [] }
+        var stored: [DoctorCache.Entry] = []
+        while case let batch = try await cache.pending(owner: owner, tresor: tresor, limit: 1_024), !batch.isEmpty {
+            let checked = try await checkSignatures(batch)
+            try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil, consumed: batch.map(\.sequence))
+            if applied != nil { stored += SharedPage(items: checked, mode: .checked).entries }
+        }
+        return stored
+    }
+
+    /// The signature check (§4.4 step 3) of entries whose other checks passed, on every core: each
+    /// verified, or kept aside as badly signed.
+    func checkSignatures(_ entries: [DoctorCache.Entry]) async throws -> [DoctorCache.Pulled] {
+        let signatures = SignatureCheck.current
+        let key = patient.signingKey
+        return try await Parallel.map(entries) { entry in
+            let env = try StoredEnvelope.decode(entry.bytes)
+            guard signatures.isValidSignature(of: env, by: key) else {
+                let rid = entry.header.recordID.hex
+                return .failed(QuarantinedRecord(sequence: entry.sequence, recordID: rid, versionID: entry.versionID, reason: .invalidSignature))
+            }
+            return .verified(entry)
+        }
+    }
+}
+
+/// A doctor's page of one share once checked, and what its records still need (Docs/commitment-pages.md §8).
+struct SharedPage: Sendable {
+    enum Mode: Sendable {
+        /// Every check ran, signatures included: stored as it is, after the records held pending.
+        case checked
+        /// Every check but the signature: held pending.
+        case staged
+        /// A final page that passed every check but the signature, whose commitment (`shown`) may
+        /// authenticate it and every record held pending: all stored at once if it does (the store decides,
+        /// in its transaction), each checked on its own if not.
+        case candidate(StateCommitment)
+    }
+
+    var items: [DoctorCache.Pulled]
+    var mode: Mode
+
+    /// The verified entries.
+    var entries: [DoctorCache.Entry] {
+        items.compactMap { item in
+            guard case let .verified(entry) = item else { return nil }
+            return entry
+        }
+    }
+}
+
+/// The checks a doctor runs on one share's pulled changes before caching them (Docs/envelope-v1.md §4.4):
+/// the patient's signature and the share's context always, and decryption with the payload checks when
+/// the doctor holds the epoch's key (a record under another epoch is kept, and counted as unreadable).
+struct SharedRecordCheck: Sendable {
+    let context: EnvelopeContext
+    let signingKey: SigningPublicKey
+    let keys: [UInt32: SymmetricKey]
+    let signatures: SignatureCheck
+
+    /// Why `env` fails, or nil when it passes every check the doctor's keys allow; all but the signature
+    /// with `deferringSignature` (a commitment is to authenticate the record, Docs/commitment-pages.md).
+    func failure(of env: Envelope, deferringSignature: Bool = false) -> QuarantineReason? {
+        do {
+            if deferringSignature {
+                _ = try env.openRecordVerifiedEarlier(keys: keys, expecting: context)
+            } else {
+                _ = try signatures.openRecord(env, keys: keys, authorKey: signingKey, context: context)
+            }
+        } catch .missingEpochKey {
+            // Verified up to the key lookup: a record the doctor may read once granted that epoch.
+        } catch {
+            return QuarantineReason(error)
+        }
+        return nil
+    }
+
+    /// Checks every change, on every core (all but the signatures with `deferringSignatures`).
+    func run(_ changes: [PulledChange], deferringSignatures: Bool = false) async throws -> [DoctorCache.Pulled] {
+        try await Parallel.map(changes) { change in
+            guard let env = change.envelope else { return .failed(change.quarantined(.malformed)) }
+            if let reason = failure(of: env, deferringSignature: deferringSignatures) { return .failed(change.quarantined(reason)) }
+            guard env.header.timestamp.physicalMs <= UInt64(Int64.max) else { return .failed(change.quarantined(.clockOutOfRange)) }
+            return .verified(
+                DoctorCache.Entry(
+                    sequence: change.sequence,
+                    header: env.header,
+                    versionID: env.versionID,
+                    bytes: StoredEnvelope.encode(env)
+                )
+            )
+        }
+    }
+}

@@ -3,6 +3,20 @@ import GRDB
 import VaultCore
 
 extension DoctorCache {
+    /// What storing a record as the head of its record needs: its change sequence, record id (hex), HLC,
+    /// whether it is a tombstone, its version id and the envelope as kept.
+    struct Head: Sendable {
+        var sequence: UInt64
+        var recordID: String
+        var timestamp: HLCTimestamp
+        var deleted: Bool
+        var versionID: String
+        var bytes: Data
+
+        /// The head this makes of its record in the set of heads.
+        var head: HeadSet.Head { HeadSet.Head(versionID: versionID, deleted: deleted, timestamp: timestamp) }
+    }
+
     /// The writes of one store transaction to one share's heads: each verified entry replaces the head
     /// held for its record (a replay goes aside instead), the set of heads follows, and the quarantine
     /// heals; `finish` saves the set.
@@ -42,40 +56,41 @@ extension DoctorCache {
             anyHeld = true
         }
 
-        mutating func keep(_ entry: Entry) throws {
-            let h = entry.header
-            let cached = try CachedHead.read(db, owner: owner, recordID: h.recordID.hex)
-            if let held = cached?.timestamp, h.timestamp < held {
-                try hold(QuarantinedRecord(sequence: entry.sequence, recordID: h.recordID.hex, versionID: entry.versionID, reason: .replayed))
+        mutating func keep(_ entry: Head) throws {
+            let cached = try CachedHead.read(db, owner: owner, recordID: entry.recordID)
+            if let held = cached?.timestamp, entry.timestamp < held {
+                try hold(QuarantinedRecord(sequence: entry.sequence, recordID: entry.recordID, versionID: entry.versionID, reason: .replayed))
                 return
             }
             try write(entry, over: cached)
         }
 
         /// Stores `entry` as the head of its record when it becomes one: the record is held under no other
-        /// tresor and its head held is not newer. Returns false, writing nothing, otherwise.
-        mutating func keepIfHead(_ entry: Entry) throws -> Bool {
-            let cached = try CachedHead.read(db, owner: owner, recordID: entry.header.recordID.hex)
-            if let held = cached?.timestamp, entry.header.timestamp < held { return false }
+        /// tresor and its head held is not newer. Returns false, writing nothing, otherwise. With `fresh`
+        /// the caller knows that the cache holds no record of the owner but those this writer stored, and
+        /// that no record comes twice, so there is no head to read.
+        mutating func keepIfHead(_ entry: Head, fresh: Bool = false) throws -> Bool {
+            let cached = fresh ? nil : try CachedHead.read(db, owner: owner, recordID: entry.recordID)
+            if let held = cached?.timestamp, entry.timestamp < held { return false }
             guard cached?.tresorID ?? tresor == tresor else { return false }
             try write(entry, over: cached)
             return true
         }
 
-        private mutating func write(_ entry: Entry, over cached: CachedHead?) throws {
-            let h = entry.header
+        private mutating func write(_ entry: Head, over cached: CachedHead?) throws {
             do {
-                try set.replace(recordID: h.recordID.hex, old: cached?.head, with: entry.head)
+                try set.replace(recordID: entry.recordID, old: cached?.head, with: entry.head)
             } catch {
                 throw ClientError.integrity("the server sent a record with a malformed id")
             }
+            let t = entry.timestamp
             try upsert.execute(arguments: [
-                owner, h.recordID.hex, tresor, Int64(clamping: h.timestamp.physicalMs), Int64(h.timestamp.counter),
-                h.timestamp.deviceID, h.deleted, entry.bytes, entry.versionID,
+                owner, entry.recordID, tresor, Int64(clamping: t.physicalMs), Int64(t.counter), t.deviceID, entry.deleted, entry.bytes,
+                entry.versionID,
             ])
             if anyHeld {
                 try quarantine.release(sequence: entry.sequence)
-                try quarantine.release(recordID: h.recordID.hex)
+                try quarantine.release(recordID: entry.recordID)
             }
         }
 

@@ -7,7 +7,8 @@ import VaultCore
 /// either authenticates all of them at once or sends them to the per-record check.
 extension DoctorCache {
     /// Added for pulls whose commitment authenticates every page: one row per change held pending, by
-    /// share and change sequence, with the envelope as the server sent it.
+    /// share and change sequence, with the envelope as the server sent it and what storing it as a head
+    /// needs (record id, version id, HLC, tombstone), so that storing them all decodes nothing again.
     static let pendingTable = DeviceDatabase.Migration(
         "v9-doctor-pending-records",
         sql: """
@@ -15,6 +16,12 @@ extension DoctorCache {
                 owner_id TEXT NOT NULL,
                 tresor_id TEXT NOT NULL,
                 sequence INTEGER NOT NULL,
+                record_id TEXT NOT NULL,
+                version_id TEXT NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                deleted INTEGER NOT NULL,
                 envelope BLOB NOT NULL,
                 PRIMARY KEY (owner_id, tresor_id, sequence));
             """
@@ -28,13 +35,21 @@ extension DoctorCache {
         let tresorID = tresor.uuidString
         try await queue.write { db in
             let insert = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO pending_records (owner_id, tresor_id, sequence, envelope) VALUES (?, ?, ?, ?)"
+                sql: """
+                    INSERT OR REPLACE INTO pending_records
+                        (owner_id, tresor_id, sequence, record_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """
             )
             let quarantine = QuarantineRows(db: db, feed: (ownerID, tresorID))
             for item in pulled {
                 switch item {
                 case let .verified(entry):
-                    try insert.execute(arguments: [ownerID, tresorID, try Self.storedCursor(entry.sequence), entry.bytes])
+                    let t = entry.header.timestamp
+                    try insert.execute(arguments: [
+                        ownerID, tresorID, try Self.storedCursor(entry.sequence), entry.header.recordID.hex, entry.versionID,
+                        Int64(clamping: t.physicalMs), Int64(t.counter), t.deviceID, entry.header.deleted, entry.bytes,
+                    ])
                 case let .failed(q): try quarantine.hold(q)
                 }
             }
@@ -42,11 +57,11 @@ extension DoctorCache {
         }
     }
 
-    /// Up to `limit` records held pending of the share, in sequence order.
+    /// Up to `limit` records held pending of the share, in sequence order, decoded.
     func pending(owner: UUID, tresor: UUID, limit: Int) async throws -> [Entry] {
         try await queue.read { db in
             var out: [Entry] = []
-            try Self.eachPending(db, owner: owner.uuidString, tresor: tresor.uuidString, limit: limit) { out.append($0) }
+            try Self.eachPending(db, owner: owner.uuidString, tresor: tresor.uuidString, limit: limit) { out.append(try $0.entry()) }
             return out
         }
     }
@@ -63,17 +78,29 @@ extension DoctorCache {
     }
 
     /// Calls `body` with each record held pending of the share, in sequence order (at most `limit`).
-    static func eachPending(_ db: Database, owner: String, tresor: String, limit: Int = .max, _ body: (Entry) throws -> Void) throws {
+    static func eachPending(_ db: Database, owner: String, tresor: String, limit: Int = .max, _ body: (Head) throws -> Void) throws {
         let rows = try Row.fetchCursor(
             db,
-            sql: "SELECT sequence, envelope FROM pending_records WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence LIMIT ?",
+            sql: """
+                SELECT sequence, record_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope FROM pending_records
+                WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence LIMIT ?
+                """,
             arguments: [owner, tresor, Int64(clamping: limit)]
         )
         while let row = try rows.next() {
-            let bytes: Data = row[1]
-            let env: Envelope
-            do { env = try StoredEnvelope.decode(bytes) } catch { throw ClientError.integrity("the local cache holds an unreadable envelope") }
-            try body(Entry(sequence: UInt64(max(0, row[0] as Int64)), header: env.header, versionID: env.versionID, bytes: bytes))
+            guard let timestamp = LocalStore.timestamp(row[3], row[4], row[5]) else {
+                throw ClientError.localState("the local cache is damaged; remove it and view again")
+            }
+            try body(
+                Head(
+                    sequence: UInt64(max(0, row[0] as Int64)),
+                    recordID: row[1],
+                    timestamp: timestamp,
+                    deleted: row[6],
+                    versionID: row[2],
+                    bytes: row[7]
+                )
+            )
         }
     }
 
@@ -114,14 +141,17 @@ extension DoctorCache {
                 guard !heads.anyHeld else { throw NotVouched() }
                 var records = Set<String>()
                 var promoted: [Entry] = []
-                let place = { (entry: Entry) throws in
-                    guard records.insert(entry.header.recordID.hex).inserted, try heads.keepIfHead(entry) else { throw NotVouched() }
+                // A first read of the patient: no head to read, every record is new (each comes once).
+                let anyHeld = "SELECT EXISTS (SELECT 1 FROM shared_records WHERE owner_id = ?)"
+                let fresh = try !(Bool.fetchOne(db, sql: anyHeld, arguments: [ownerID]) ?? true)
+                let place = { (entry: Head) throws in
+                    guard records.insert(entry.recordID).inserted, try heads.keepIfHead(entry, fresh: fresh) else { throw NotVouched() }
                 }
-                try Self.eachPending(db, owner: ownerID, tresor: tresorID) { entry in
-                    try place(entry)
-                    if collect { promoted.append(entry) }
+                try Self.eachPending(db, owner: ownerID, tresor: tresorID) { head in
+                    try place(head)
+                    if collect { promoted.append(try head.entry()) }
                 }
-                for entry in entries { try place(entry) }
+                for entry in entries { try place(entry.stored) }
                 let accepted = heads.seen
                 guard
                     CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: heads.set)
@@ -134,5 +164,14 @@ extension DoctorCache {
         } catch is NotVouched {
             return nil
         }
+    }
+}
+
+extension DoctorCache.Head {
+    /// The entry, its envelope decoded (the cache wrote it, so a failure means a damaged cache).
+    func entry() throws -> DoctorCache.Entry {
+        let env: Envelope
+        do { env = try StoredEnvelope.decode(bytes) } catch { throw ClientError.integrity("the local cache holds an unreadable envelope") }
+        return DoctorCache.Entry(sequence: sequence, header: env.header, versionID: versionID, bytes: bytes)
     }
 }

@@ -212,6 +212,18 @@ final class DoctorCache: Sendable {
 
         /// The head this entry makes of its record once stored.
         var head: HeadSet.Head { HeadSet.Head(versionID: versionID, deleted: header.deleted, timestamp: header.timestamp) }
+
+        /// What storing it as a head needs.
+        var stored: Head {
+            Head(
+                sequence: sequence,
+                recordID: header.recordID.hex,
+                timestamp: header.timestamp,
+                deleted: header.deleted,
+                versionID: versionID,
+                bytes: bytes
+            )
+        }
     }
 
     /// What the cache holds of one record of an owner: its timestamp, its head and the tresor it is kept under.
@@ -268,7 +280,7 @@ final class DoctorCache: Sendable {
             if !consumed.isEmpty { try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: consumed) }
             for item in pulled {
                 switch item {
-                case let .verified(entry): try heads.keep(entry)
+                case let .verified(entry): try heads.keep(entry.stored)
                 case let .failed(q): try heads.hold(q)
                 }
             }

@@ -123,7 +123,7 @@ public struct SVGChart: Sendable {
     }
 
     /// The SVG markup, as the page embeds it.
-    public func render() -> String { DashboardTemplates.library.render(self, withTemplate: "chart") ?? "" }
+    public func render() -> String { DashboardPages.neutralised(DashboardTemplates.library.render(self, withTemplate: "chart") ?? "") }
 
     /// How many points are drawn: one per finite reading.
     public var pointCount: Int { points.count }

@@ -141,13 +141,17 @@ public enum DashboardServer {
 }
 
 /// Tells every open page that something changed: each `/events` stream gets a growing version number
-/// (0 is a keep-alive).
+/// (0 is a keep-alive). Changes are coalesced: pages hear at most one per `interval` (each makes every open
+/// page reload), and a change inside it is told when it ends, never dropped.
 public actor LiveChanges {
     private var version = 0
     private var next = 0
     private var subscribers: [Int: AsyncStream<Int>.Continuation] = [:]
+    private let interval: Duration
+    private var lastSent: ContinuousClock.Instant?
+    private var pending = false
 
-    public init() {}
+    public init(interval: Duration = .seconds(1)) { self.interval = interval }
 
     /// A new stream of change versions, and its id for `unsubscribe`.
     public func subscribe() -> (Int, AsyncStream<Int>) {
@@ -162,6 +166,22 @@ public actor LiveChanges {
 
     /// Something this machine pulled and stored changed what a page shows.
     public func changed() {
+        guard let last = lastSent, ContinuousClock.now - last < interval else { return send() }
+        guard !pending else { return }
+        pending = true
+        Task {
+            try? await Task.sleep(until: last + interval)
+            await flush()
+        }
+    }
+
+    private func flush() {
+        pending = false
+        send()
+    }
+
+    private func send() {
+        lastSent = .now
         version += 1
         for c in subscribers.values { c.yield(version) }
     }

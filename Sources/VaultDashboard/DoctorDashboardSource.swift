@@ -118,14 +118,18 @@ public struct DoctorDashboardSource: DashboardSource {
     }
 
     /// `carevault-doctor watch`'s loop: each event pulls, verifies and stores what changed; `changed` is
-    /// called after every pull that applied something. A server that is gone is retried by the stream.
+    /// called for each change a pull applied, and when a share began or ended (`LiveChanges` coalesces).
+    /// A server that is gone is retried by the stream.
     public func follow(changed: @escaping @Sendable () -> Void) async throws {
         let watch = DoctorWatch(reader: reader, patient: nil)
         let report: @Sendable (AppliedChange) -> Void = { _ in changed() }
         for try await update in try reader.account.events(transport).updates() {
             do {
                 switch update {
-                case .ready, .share, .resync:
+                case .ready, .resync:
+                    // Pages hear of it only when the pull applied something (`report`).
+                    _ = try await reads.run { try await watch.refreshAll(report: report) }
+                case .share:
                     _ = try await reads.run { try await watch.refreshAll(report: report) }
                     // A share that began or ended changes the list even when no record moved.
                     changed()

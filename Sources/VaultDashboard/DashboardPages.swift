@@ -158,7 +158,9 @@ enum DashboardPages {
     /// A patient's page's HTML.
     static func patient(_ sheet: PatientSheet, role: DashboardRole, base: String = "/", now: Date = Date(), timeZone: TimeZone = .current) -> String {
         let c = common(sheet.username, role: role, base: base, now: now)
-        let activities = sheet.activities.enumerated().map { index, a in activity(a, index: index, outcomes: sheet.outcomes) }
+        // Grouped once: filtering every outcome for every activity grows with their product.
+        let byActivity = Dictionary(grouping: sheet.outcomes, by: \.activityID)
+        let activities = sheet.activities.enumerated().map { index, a in activity(a, index: index, outcomes: byActivity[a.id] ?? []) }
         let log = sheet.accessLog
         let page = PatientPage(
             base: c.base,
@@ -222,7 +224,7 @@ enum DashboardPages {
     }
 
     /// One activity's block: its chart when it has numeric values or a numeric target, its yes/no marks,
-    /// its text answers and the notes of its outcomes.
+    /// its text answers and the notes of its outcomes (`outcomes` may be all of them or this activity's).
     static func activity(_ a: Activity, index: Int, outcomes: [Outcome]) -> ActivityView {
         let mine = outcomes.filter { $0.activityID == a.id }.sorted { $0.occurrence < $1.occurrence }
         let readings = SVGChart.readings(of: a, outcomes: mine)

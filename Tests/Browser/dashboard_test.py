@@ -150,6 +150,8 @@ def main():
               "the page links the CSV and FHIR exports")
         export = context.request.get(f"{base}/patient/{args.chart_patient}/export.csv")
         check(export.status == 200 and export.headers["content-type"].startswith("text/csv"), "the CSV export downloads with the cookie")
+        fhir = context.request.get(f"{base}/patient/{args.chart_patient}/export.fhir.json")
+        check(fhir.status == 200 and fhir.json().get("resourceType") == "Bundle", "the FHIR export downloads with the cookie, a Bundle")
         expect_inert(page, hostile, "doctor's patient page")
         page.screenshot(path=f"{args.out}/dashboard-doctor.png", full_page=True)
 

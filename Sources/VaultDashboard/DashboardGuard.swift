@@ -65,7 +65,9 @@ public struct DashboardAccess: Sendable {
     public func verdict(host: String?, cookie: String?, path: String, queryToken: String?) -> Verdict {
         guard let port = state.port, let host, host.lowercased() == Self.allowedHost(port: port) else { return .foreignHost }
         guard path == prefix || path.hasPrefix(prefix + "/") else { return .outside }
-        if let value = Self.cookieValue(cookie, name: Self.cookieName(port: port)), Self.same(value, secret) { return .allow }
+        // Every value of the name is checked: another local server can make the browser send a second cookie
+        // of this name beside ours, and only the real one holds the secret.
+        if Self.cookieValues(cookie, name: Self.cookieName(port: port)).contains(where: { Self.same($0, secret) }) { return .allow }
         if let queryToken, Self.same(queryToken, token), state.useToken() { return .exchange(location: localPath(path)) }
         return .unauthorized
     }
@@ -82,15 +84,14 @@ public struct DashboardAccess: Sendable {
     /// it may name ::1, where another user could listen on the same port.
     public static func allowedHost(port: Int) -> String { "127.0.0.1:\(port)" }
 
-    /// The value of cookie `name` in a `Cookie` header, if there is exactly one.
-    static func cookieValue(_ header: String?, name: String) -> String? {
-        guard let header else { return nil }
-        let values = header.split(separator: ";").compactMap { pair -> String? in
+    /// The values of cookie `name` in a `Cookie` header (a browser sends one per path that matches).
+    static func cookieValues(_ header: String?, name: String) -> [String] {
+        guard let header else { return [] }
+        return header.split(separator: ";").compactMap { pair -> String? in
             let parts = pair.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == name else { return nil }
             return parts[1].trimmingCharacters(in: .whitespaces)
         }
-        return values.count == 1 ? values[0] : nil
     }
 
     /// Compares without stopping at the first different byte, so the time taken tells nothing of the token.

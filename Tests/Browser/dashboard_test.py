@@ -181,6 +181,12 @@ def main():
         check(response.status == 200, "the doctor's dashboard still opens after the patient's was opened in the same browser")
         response = patient.goto(f"{patient_url.scheme}://{patient_url.netloc}{patient_url.path}")
         check(response.status == 200, "and the patient's still opens too")
+        # A cookie of the same name planted for the whole host (as another local server's page could) neither
+        # opens anything nor logs the owner out.
+        context.add_cookies([{"name": cookie_name, "value": "planted", "domain": "127.0.0.1", "path": "/"}])
+        response = page.goto(base + "/")
+        check(response.status == 200, "a planted cookie of the same name does not log the owner out")
+        check(raw_status(base + "/", cookie=f"{cookie_name}=planted") == 401, "the planted cookie alone opens nothing")
         check(patient.locator("table.shares tbody tr").count() >= 1, "the patient's shares are listed")
         check(patient.locator("table.access-log tbody tr").count() >= 1, "the patient's access log is listed")
         check(patient.locator("svg.chart-svg").count() >= 1, "the patient's charts are drawn")

@@ -1,4 +1,4 @@
-/// The dashboard's only script and style sheet, served from the tool itself (`/static/...`): the
+/// The dashboard's only script and style sheet, served from the tool itself (`PREFIX/static/...`): the
 /// Content-Security-Policy allows scripts and styles from the dashboard's own origin and nothing else.
 enum DashboardAssets {
     /// Reloads the page when the dashboard's `/events` stream says a pulled change arrived. The page
@@ -8,7 +8,7 @@ enum DashboardAssets {
         (function () {
           if (document.body.dataset.live !== "on" || !window.EventSource) { return; }
           var state = document.getElementById("live-state");
-          var source = new EventSource("/events");
+          var source = new EventSource(document.body.dataset.events);
           source.addEventListener("open", function () {
             if (state) { state.textContent = "live"; }
             document.body.dataset.liveConnected = "yes";
@@ -71,6 +71,7 @@ enum DashboardAssets {
         .mark.no { background: #ffebe9; color: var(--bad); }
         .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
         .note { color: var(--warn); }
+        .note.bad { color: var(--bad); }
         @media print {
           header, .sort, .exports, .live-state { display: none; }
           body { background: #fff; }

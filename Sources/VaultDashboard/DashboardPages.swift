@@ -8,14 +8,16 @@ import VaultCore
 /// Everything here is plain text; the templates escape it.
 enum DashboardPages {
     struct Common {
+        var base: String
         var pageTitle: String
         var roleLabel: String
         var live: String
         var renderedAt: String
     }
 
-    static func common(_ title: String, role: DashboardRole, now: Date) -> Common {
+    static func common(_ title: String, role: DashboardRole, base: String, now: Date) -> Common {
         Common(
+            base: base,
             pageTitle: title,
             roleLabel: role == .doctor ? "Clinician" : "Patient",
             live: role == .doctor ? "on" : "off",
@@ -44,22 +46,30 @@ enum DashboardPages {
     }
 
     struct TriagePage {
+        var base: String
         var pageTitle: String
         var roleLabel: String
         var live: String
         var renderedAt: String
+        var unverified: String?
         var orders: [OrderLink]
         var rows: [TriageRowView]
     }
 
-    /// The triage page's HTML.
-    static func triage(_ list: TriageList, role: DashboardRole, now: Date = Date()) -> String {
-        let c = common("My patients", role: role, now: now)
+    /// The triage page's HTML; `base` is the run's prefix with its final slash, `unverified` how many
+    /// patients the server listed whose share did not verify (said above the table, never dropped).
+    static func triage(_ list: TriageList, role: DashboardRole, base: String = "/", unverified: Int = 0, now: Date = Date()) -> String {
+        let c = common("My patients", role: role, base: base, now: now)
         let page = TriagePage(
+            base: c.base,
             pageTitle: c.pageTitle,
             roleLabel: c.roleLabel,
             live: c.live,
             renderedAt: c.renderedAt,
+            unverified: unverified == 0
+                ? nil
+                : "\(unverified) patient\(unverified == 1 ? "" : "s") listed by the server did not verify and \(unverified == 1 ? "is" : "are") not shown "
+                    + "(a share whose signatures did not check out; 'carevault-doctor patients' names the problem).",
             orders: TriageList.Order.allCases.map { OrderLink(link: DashboardPaths.sort($0), label: $0.label, current: $0 == list.order) },
             rows: list.rows.map { r in
                 TriageRowView(
@@ -77,7 +87,7 @@ enum DashboardPages {
                 )
             }
         )
-        return DashboardTemplates.library.render(page, withTemplate: "triage") ?? ""
+        return neutralised(DashboardTemplates.library.render(page, withTemplate: "triage") ?? "")
     }
 
     struct Mark {
@@ -122,6 +132,7 @@ enum DashboardPages {
     }
 
     struct PatientPage {
+        var base: String
         var pageTitle: String
         var roleLabel: String
         var live: String
@@ -140,15 +151,19 @@ enum DashboardPages {
         var isPatient: Bool
         var shares: [ShareRow]
         var logAnchor: String
+        var logProblem: String?
         var log: [LogRow]
     }
 
     /// A patient's page's HTML.
-    static func patient(_ sheet: PatientSheet, role: DashboardRole, now: Date = Date(), timeZone: TimeZone = .current) -> String {
-        let c = common(sheet.username, role: role, now: now)
-        let activities = sheet.activities.enumerated().map { index, a in activity(a, index: index, outcomes: sheet.outcomes) }
+    static func patient(_ sheet: PatientSheet, role: DashboardRole, base: String = "/", now: Date = Date(), timeZone: TimeZone = .current) -> String {
+        let c = common(sheet.username, role: role, base: base, now: now)
+        // Grouped once: filtering every outcome for every activity grows with their product.
+        let byActivity = Dictionary(grouping: sheet.outcomes, by: \.activityID)
+        let activities = sheet.activities.enumerated().map { index, a in activity(a, index: index, outcomes: byActivity[a.id] ?? []) }
         let log = sheet.accessLog
         let page = PatientPage(
+            base: c.base,
             pageTitle: c.pageTitle,
             roleLabel: c.roleLabel,
             live: c.live,
@@ -174,8 +189,11 @@ enum DashboardPages {
                     expires: s.expiresAt.map { Output.date(millis: $0) } ?? "never"
                 )
             },
-            logAnchor: log?.checkpoint.map { "Verified against checkpoint \($0.sequence) signed at \(Output.date(millis: $0.signedAt))." }
-                ?? "Not verified: the admin has not signed an audit checkpoint yet.",
+            logAnchor: log == nil
+                ? "Not shown: the access log could not be read or verified."
+                : log?.checkpoint.map { "Verified against checkpoint \($0.sequence) signed at \(Output.date(millis: $0.signedAt))." }
+                    ?? "Not verified: the admin has not signed an audit checkpoint yet.",
+            logProblem: sheet.accessLogProblem,
             log: (log?.entries ?? []).reversed().map { e in
                 LogRow(
                     time: Output.date(millis: e.at),
@@ -185,11 +203,28 @@ enum DashboardPages {
                 )
             }
         )
-        return DashboardTemplates.library.render(page, withTemplate: "patient") ?? ""
+        return neutralised(DashboardTemplates.library.render(page, withTemplate: "patient") ?? "")
+    }
+
+    /// `html` with every bidirectional-override and -isolate control replaced by U+FFFD: patient text
+    /// cannot reorder what the page shows around it (the tools' own output and the CSV neutralise the same
+    /// characters). The templates hold none, so only patient or server text is touched.
+    static func neutralised(_ html: String) -> String {
+        guard html.unicodeScalars.contains(where: isBidiControl) else { return html }
+        var out = String.UnicodeScalarView()
+        for scalar in html.unicodeScalars { out.append(isBidiControl(scalar) ? "\u{FFFD}" : scalar) }
+        return String(out)
+    }
+
+    static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: true
+        default: false
+        }
     }
 
     /// One activity's block: its chart when it has numeric values or a numeric target, its yes/no marks,
-    /// its text answers and the notes of its outcomes.
+    /// its text answers and the notes of its outcomes (`outcomes` may be all of them or this activity's).
     static func activity(_ a: Activity, index: Int, outcomes: [Outcome]) -> ActivityView {
         let mine = outcomes.filter { $0.activityID == a.id }.sorted { $0.occurrence < $1.occurrence }
         let readings = SVGChart.readings(of: a, outcomes: mine)

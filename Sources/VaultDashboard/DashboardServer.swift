@@ -12,7 +12,8 @@ public enum DashboardServer {
     public static func router(source: some DashboardSource, access: DashboardAccess, live: LiveChanges) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: DashboardGuard(access: access))
-        router.get("/") { request, _ in
+        let base = access.prefix
+        router.get("\(base)/") { request, _ in
             switch source.role {
             case .doctor:
                 let name = request.uri.queryParameters["sort"].map(String.init) ?? TriageList.Order.attention.rawValue
@@ -21,22 +22,24 @@ public enum DashboardServer {
                     throw HTTPError(.badRequest, message: "unknown sort order (known: \(known))")
                 }
                 let sheets = try await answer { try await source.triage() }
-                return html(DashboardPages.triage(TriageList(sheets, order: order), role: .doctor))
+                return html(
+                    DashboardPages.triage(TriageList(sheets.sheets, order: order), role: .doctor, base: base + "/", unverified: sheets.unverified)
+                )
             case .patient:
                 guard let sheet = try await answer({ try await (source as? PatientDashboardSource)?.own() }) else {
                     throw HTTPError(.notFound)
                 }
-                return html(DashboardPages.patient(sheet, role: .patient))
+                return html(DashboardPages.patient(sheet, role: .patient, base: base + "/"))
             }
         }
-        router.get("/patient/:name") { _, context in
+        router.get("\(base)/patient/:name") { _, context in
             let name = try context.parameters.require("name")
             guard let sheet = try await answer({ try await source.sheet(patient: name) }) else {
                 throw HTTPError(.notFound, message: "no patient of that name shares with you")
             }
-            return html(DashboardPages.patient(sheet, role: source.role))
+            return html(DashboardPages.patient(sheet, role: source.role, base: base + "/"))
         }
-        router.get("/patient/:name/:file") { _, context in
+        router.get("\(base)/patient/:name/:file") { _, context in
             let name = try context.parameters.require("name")
             let file = try context.parameters.require("file")
             guard let format = ExportFormat.allCases.first(where: { "export.\($0.fileExtension)" == file }) else { throw HTTPError(.notFound) }
@@ -50,9 +53,9 @@ public enum DashboardServer {
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
             )
         }
-        router.get("/static/live.js") { _, _ in asset(DashboardAssets.liveScript, type: "text/javascript; charset=utf-8") }
-        router.get("/static/dashboard.css") { _, _ in asset(DashboardAssets.styleSheet, type: "text/css; charset=utf-8") }
-        router.get("/events") { _, _ in
+        router.get("\(base)/static/live.js") { _, _ in asset(DashboardAssets.liveScript, type: "text/javascript; charset=utf-8") }
+        router.get("\(base)/static/dashboard.css") { _, _ in asset(DashboardAssets.styleSheet, type: "text/css; charset=utf-8") }
+        router.get("\(base)/events") { _, _ in
             let (id, stream) = await live.subscribe()
             return Response(
                 status: .ok,
@@ -72,12 +75,13 @@ public enum DashboardServer {
     }
 
     /// Serves until the process ends: prints `dashboard: URL` first on stdout once listening, and follows
-    /// the live updates meanwhile. `opened` is called with the URL (for --open).
+    /// the live updates meanwhile. `opened` is called with the URL (for --open); what it returns is run
+    /// once the URL's token has been exchanged.
     public static func run(
         source: some DashboardSource,
         port: Int,
         tool: String,
-        opened: @escaping @Sendable (String) -> Void = { _ in }
+        opened: @escaping @Sendable (String) -> @Sendable () -> Void = { _ in {} }
     ) async throws {
         let access = DashboardAccess()
         let live = LiveChanges()
@@ -89,9 +93,9 @@ public enum DashboardServer {
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? port
                 access.listening(on: bound)
-                let url = "http://127.0.0.1:\(bound)/?token=\(access.token)"
+                let url = access.link(port: bound)
                 FileHandle.standardOutput.write(Data("dashboard: \(url)\n".utf8))
-                opened(url)
+                access.whenExchanged(opened(url))
             },
             logger: logger
         )
@@ -123,7 +127,9 @@ public enum DashboardServer {
 
     /// Runs a read of the user's view; the client's failures become answers that say what went wrong.
     static func answer<T>(_ body: () async throws -> T) async throws -> T {
-        do { return try await body() } catch let error as ClientError {
+        do { return try await body() } catch let refused as ExportRefused {
+            throw HTTPError(.badGateway, message: refused.message)
+        } catch let error as ClientError {
             switch error {
             case .serverUnreachable, .temporary: throw HTTPError(.serviceUnavailable, message: error.description)
             case .notPermitted: throw HTTPError(.forbidden, message: error.description)
@@ -135,13 +141,17 @@ public enum DashboardServer {
 }
 
 /// Tells every open page that something changed: each `/events` stream gets a growing version number
-/// (0 is a keep-alive).
+/// (0 is a keep-alive). Changes are coalesced: pages hear at most one per `interval` (each makes every open
+/// page reload), and a change inside it is told when it ends, never dropped.
 public actor LiveChanges {
     private var version = 0
     private var next = 0
     private var subscribers: [Int: AsyncStream<Int>.Continuation] = [:]
+    private let interval: Duration
+    private var lastSent: ContinuousClock.Instant?
+    private var pending = false
 
-    public init() {}
+    public init(interval: Duration = .seconds(1)) { self.interval = interval }
 
     /// A new stream of change versions, and its id for `unsubscribe`.
     public func subscribe() -> (Int, AsyncStream<Int>) {
@@ -156,6 +166,22 @@ public actor LiveChanges {
 
     /// Something this machine pulled and stored changed what a page shows.
     public func changed() {
+        guard let last = lastSent, ContinuousClock.now - last < interval else { return send() }
+        guard !pending else { return }
+        pending = true
+        Task {
+            try? await Task.sleep(until: last + interval)
+            await flush()
+        }
+    }
+
+    private func flush() {
+        pending = false
+        send()
+    }
+
+    private func send() {
+        lastSent = .now
         version += 1
         for c in subscribers.values { c.yield(version) }
     }

@@ -9,14 +9,31 @@ public protocol DashboardSource: Sendable {
     /// Which tool serves it, for titles and for what the home page is.
     var role: DashboardRole { get }
     /// The doctor's triage list: one row per patient who shares with them (empty for a patient).
-    func triage() async throws -> [PatientSheet]
+    func triage() async throws -> Triage
     /// One patient's page; nil when there is no such patient here (404).
     func sheet(patient: String) async throws -> PatientSheet?
-    /// An export of one patient's records, built on this machine from the same view.
+    /// An export of one patient's records, built on this machine from the same view; `ExportRefused`
+    /// when that view failed its integrity check, as the command-line `export` refuses (exit status 65).
     func export(patient: String, format: ExportFormat) async throws -> Data?
     /// Follows the live updates, calling `changed` after each change this machine pulled and stored;
     /// returns when it has nothing to follow (the patient's dashboard).
     func follow(changed: @escaping @Sendable () -> Void) async throws
+}
+
+/// The triage list's sheets, and how many patients the server listed whose share did not verify.
+public struct Triage: Sendable {
+    public var sheets: [PatientSheet]
+    public var unverified: Int
+
+    public init(sheets: [PatientSheet], unverified: Int) {
+        self.sheets = sheets
+        self.unverified = unverified
+    }
+}
+
+/// An export not given: the view it would be built from failed its integrity check (answered 502).
+public struct ExportRefused: Error, Sendable {
+    public var message: String
 }
 
 /// Whose dashboard it is.
@@ -40,6 +57,12 @@ public enum IntegrityState: Sendable, Equatable {
     case ownDevice
     /// Some category has no commitment that matched yet: possibly incomplete or out of date.
     case notConfirmed
+    /// What verified is shown, but not everything shared: records this device holds no key for, or
+    /// categories whose keys have not arrived (the message says which).
+    case partial(String)
+    /// The view could not be read at all for a reason other than a failed check (the server refused the
+    /// share, or answered badly): nothing of this patient is shown.
+    case unreadable(String)
     /// What the server sent failed a check: some records are withheld or the set is not the committed one.
     case failure(String)
 
@@ -48,6 +71,8 @@ public enum IntegrityState: Sendable, Equatable {
         case .verified: "verified"
         case .ownDevice: "on this device"
         case .notConfirmed: "not confirmed"
+        case .partial: "partly readable"
+        case .unreadable: "unreadable"
         case .failure: "integrity failure"
         }
     }
@@ -55,8 +80,8 @@ public enum IntegrityState: Sendable, Equatable {
     var cssClass: String {
         switch self {
         case .verified, .ownDevice: "ok"
-        case .notConfirmed: "warn"
-        case .failure: "bad"
+        case .notConfirmed, .partial: "warn"
+        case .failure, .unreadable: "bad"
         }
     }
 
@@ -66,6 +91,7 @@ public enum IntegrityState: Sendable, Equatable {
         case .verified: "matches the patient's newest signed state"
         case .ownDevice: "the records this device holds; 'carevault-patient sync' brings in other devices' changes"
         case .notConfirmed: "no signed state of the patient's matched yet: may be incomplete or out of date"
+        case let .partial(message), let .unreadable(message): message
         case let .failure(message): message
         }
     }
@@ -89,6 +115,8 @@ public struct PatientSheet: Sendable {
     public var accessLog: VerifiedAccessLog? = nil
     /// The patient's dashboard only: who the ids in the access log are (user id to username).
     public var names: [String: String] = [:]
+    /// The patient's dashboard only: why the access log could not be read or verified, if it could not.
+    public var accessLogProblem: String? = nil
 
     public init(
         username: String,

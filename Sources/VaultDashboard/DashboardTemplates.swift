@@ -2,7 +2,7 @@ import Mustache
 
 /// The dashboard's pages as mustache templates. Every value goes in as `{{name}}`, which escapes
 /// `& < > " '` for text and quoted attributes alike; the raw forms (`{{{name}}}`, `{{& name}}`) are never
-/// used, and a test fails if one appears (DashboardTemplateTests). No inline script, no inline style:
+/// used, and a test fails if one appears (SVGChartTests). No inline script, no inline style:
 /// the Content-Security-Policy allows neither.
 enum DashboardTemplates {
     static let sources: [String: String] = [
@@ -25,11 +25,11 @@ enum DashboardTemplates {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>{{pageTitle}} · CareVault</title>
-        <link rel="stylesheet" href="/static/dashboard.css">
-        <script src="/static/live.js" defer></script>
+        <link rel="stylesheet" href="{{base}}static/dashboard.css">
+        <script src="{{base}}static/live.js" defer></script>
         </head>
-        <body data-live="{{live}}">
-        <header><a class="home" href="/">CareVault</a> <span class="who">{{roleLabel}} dashboard · decrypted on this machine only</span>
+        <body data-live="{{live}}" data-events="{{base}}events">
+        <header><a class="home" href="{{base}}">CareVault</a> <span class="who">{{roleLabel}} dashboard · decrypted on this machine only</span>
         <span id="live-state" class="live-state" aria-live="polite"></span></header>
         <main>
 
@@ -46,12 +46,13 @@ enum DashboardTemplates {
     static let triage = """
         {{> head}}
         <h1>My patients</h1>
-        <p class="sort">Sort by: {{#orders}}<a href="{{link}}"{{#current}} aria-current="true" class="current"{{/current}}>{{label}}</a> {{/orders}}</p>
+        <p class="sort">Sort by: {{#orders}}<a href="{{base}}{{link}}"{{#current}} aria-current="true" class="current"{{/current}}>{{label}}</a> {{/orders}}</p>
+        {{#unverified}}<p class="note" id="unverified">{{unverified}}</p>{{/unverified}}
         <table class="triage" id="triage">
         <thead><tr><th scope="col">Patient</th><th scope="col">Integrity</th><th scope="col">Categories</th><th scope="col">7 days</th><th scope="col">30 days</th><th scope="col">Trend</th><th scope="col">Last change</th><th scope="col">As of</th></tr></thead>
         <tbody>
         {{#rows}}<tr class="patient-row" data-patient="{{username}}">
-        <th scope="row"><a href="{{link}}">{{username}}</a></th>
+        <th scope="row"><a href="{{base}}{{link}}">{{username}}</a></th>
         <td><span class="integrity {{integrityClass}}" title="{{integrityDetail}}">{{integrityLabel}}</span></td>
         <td>{{categories}}</td><td class="num">{{week}}</td><td class="num">{{month}}</td><td>{{trend}}</td><td>{{lastChange}}</td><td>{{asOf}}</td>
         </tr>
@@ -68,7 +69,7 @@ enum DashboardTemplates {
         <p class="status"><span class="integrity {{integrityClass}}">{{integrityLabel}}</span> <span class="detail">{{integrityDetail}}</span></p>
         <p class="asof">As of <span id="as-of">{{asOf}}</span>{{#categories}} · categories: {{categories}}{{/categories}}</p>
         {{#awaitingKeys}}<p class="note">Approved, keys not delivered yet: {{awaitingKeys}} (the patient's device sends them at its next sync).</p>{{/awaitingKeys}}
-        <p class="exports">Download: <a href="{{csvLink}}" download>CSV</a> · <a href="{{fhirLink}}" download>FHIR R4 Bundle</a></p>
+        <p class="exports">Download: <a href="{{base}}{{csvLink}}" download>CSV</a> · <a href="{{base}}{{fhirLink}}" download>FHIR R4 Bundle</a></p>
         <section aria-labelledby="calendar-heading"><h2 id="calendar-heading">Adherence, last 5 weeks</h2>
         {{#calendar}}{{> calendar}}{{/calendar}}
         </section>
@@ -93,6 +94,7 @@ enum DashboardTemplates {
         </tbody></table></section>
         <section aria-labelledby="log-heading"><h2 id="log-heading">Who read my data</h2>
         <p class="anchor">{{logAnchor}}</p>
+        {{#logProblem}}<p class="note bad" id="log-problem">{{logProblem}}</p>{{/logProblem}}
         <table class="access-log"><thead><tr><th scope="col">Time</th><th scope="col">What</th><th scope="col">Checked</th><th scope="col">Details</th></tr></thead><tbody>
         {{#log}}<tr><td>{{time}}</td><td>{{action}}</td><td>{{checked}}</td><td>{{details}}</td></tr>{{/log}}
         </tbody></table></section>

@@ -19,32 +19,47 @@ public struct DoctorDashboardSource: DashboardSource {
 
     public var role: DashboardRole { .doctor }
 
-    public func triage() async throws -> [PatientSheet] {
+    public func triage() async throws -> Triage {
         try await reads.run {
-            let (patients, _) = try await reader.patients()
+            let (patients, unverified) = try await reader.patients()
             var sheets: [PatientSheet] = []
-            for summary in patients { sheets.append(try await sheet(summary)) }
-            return sheets
+            for summary in patients { sheets.append(await sheet(summary)) }
+            return Triage(sheets: sheets, unverified: unverified)
         }
     }
 
     public func sheet(patient: String) async throws -> PatientSheet? {
-        try await reads.run { try await unqueuedSheet(patient: patient) }
-    }
-
-    func unqueuedSheet(patient: String) async throws -> PatientSheet? {
-        let (patients, _) = try await reader.patients()
-        guard let summary = patients.first(where: { $0.username == patient.lowercased() }) else { return nil }
-        return try await sheet(summary)
-    }
-
-    /// One patient's view, with its integrity state; a view that failed outright stays a row, marked.
-    func sheet(_ summary: PatientSummary) async throws -> PatientSheet {
-        let view: PatientView
-        do { view = try await reader.view(patient: summary.username) } catch let error as ClientError {
-            guard case .integrity = error else { throw error }
-            return .unreadable(username: summary.username, categories: summary.categories, lastChange: summary.lastChange, problem: error.description)
+        try await reads.run {
+            guard let summary = try await summary(patient) else { return nil }
+            return await sheet(summary)
         }
+    }
+
+    func summary(_ patient: String) async throws -> PatientSummary? {
+        let (patients, _) = try await reader.patients()
+        return patients.first { $0.username == patient.lowercased() }
+    }
+
+    /// One patient's view, with its integrity state; a view that could not be read (an integrity failure,
+    /// a share the server refuses, a bad answer) stays a row, marked with the problem, and never takes
+    /// the other patients' rows down with it.
+    func sheet(_ summary: PatientSummary) async -> PatientSheet {
+        do {
+            return Self.sheet(summary, view: try await reader.view(patient: summary.username))
+        } catch {
+            let error = ClientError.from(error)
+            var sheet = PatientSheet.unreadable(
+                username: summary.username,
+                categories: summary.categories,
+                lastChange: summary.lastChange,
+                problem: error.description
+            )
+            if case .integrity = error {} else { sheet.integrity = .unreadable(error.description) }
+            return sheet
+        }
+    }
+
+    static func sheet(_ summary: PatientSummary, view: PatientView) -> PatientSheet {
         var sheet = PatientSheet(
             username: summary.username,
             categories: view.categories,
@@ -52,44 +67,69 @@ public struct DoctorDashboardSource: DashboardSource {
             outcomes: view.outcomes,
             lastChange: summary.lastChange,
             asOf: view.asOf.values.min(),
-            integrity: Self.integrity(view)
+            integrity: integrity(view)
         )
         sheet.awaitingKeys = view.awaitingKeys
         return sheet
     }
 
-    /// A view's integrity state, as `show` reports it (exit status 65 for a failure).
+    /// A view's integrity state, as `show` reports it (exit status 65 for a failure). Never "verified"
+    /// while records are unreadable here or categories await their keys: what is missing is said.
     static func integrity(_ view: PatientView) -> IntegrityState {
-        if let message = view.quarantineMessage ?? view.completenessMessage { return .failure(message) }
-        return view.unconfirmed.isEmpty ? .verified : .notConfirmed
+        integrity(
+            failure: view.quarantineMessage ?? view.completenessMessage,
+            unreadable: view.unreadable,
+            awaitingKeys: view.awaitingKeys,
+            unconfirmed: view.unconfirmed
+        )
     }
 
+    static func integrity(failure: String?, unreadable: Int, awaitingKeys: [String], unconfirmed: [String]) -> IntegrityState {
+        if let failure { return .failure(failure) }
+        var missing: [String] = []
+        if unreadable > 0 { missing.append("\(unreadable) record\(unreadable == 1 ? "" : "s") this device holds no key for") }
+        if !awaitingKeys.isEmpty { missing.append("keys not delivered yet for \(awaitingKeys.joined(separator: ", "))") }
+        if !unconfirmed.isEmpty { missing.append("not confirmed: \(unconfirmed.joined(separator: ", "))") }
+        if missing.isEmpty { return .verified }
+        if unreadable == 0, awaitingKeys.isEmpty { return .notConfirmed }
+        return .partial(missing.joined(separator: "; "))
+    }
+
+    /// The export, from one read of the view under the serial-read guard; refused when the view failed
+    /// its integrity check (`ExportRefused`), as `carevault-doctor export` exits 65.
     public func export(patient: String, format: ExportFormat) async throws -> Data? {
-        guard let sheet = try await sheet(patient: patient) else { return nil }
-        switch format {
-        case .csv:
-            return CSVExport.document(activities: sheet.activities, outcomes: sheet.outcomes)
-        case .fhir:
-            let view = try await reader.view(patient: sheet.username)
-            let bundle = FHIRExport.bundle(
-                patientID: view.patient.userID,
-                username: sheet.username,
-                activities: sheet.activities,
-                outcomes: sheet.outcomes
-            )
-            return try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])
+        try await reads.run {
+            guard let summary = try await summary(patient) else { return nil }
+            let view = try await reader.view(patient: summary.username)
+            if let message = view.quarantineMessage ?? view.completenessMessage { throw ExportRefused(message: message) }
+            switch format {
+            case .csv:
+                return CSVExport.document(activities: view.activities, outcomes: view.outcomes)
+            case .fhir:
+                let bundle = FHIRExport.bundle(
+                    patientID: view.patient.userID,
+                    username: summary.username,
+                    activities: view.activities,
+                    outcomes: view.outcomes
+                )
+                return try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])
+            }
         }
     }
 
     /// `carevault-doctor watch`'s loop: each event pulls, verifies and stores what changed; `changed` is
-    /// called after every pull that applied something. A server that is gone is retried by the stream.
+    /// called for each change a pull applied, and when a share began or ended (`LiveChanges` coalesces).
+    /// A server that is gone is retried by the stream.
     public func follow(changed: @escaping @Sendable () -> Void) async throws {
         let watch = DoctorWatch(reader: reader, patient: nil)
         let report: @Sendable (AppliedChange) -> Void = { _ in changed() }
         for try await update in try reader.account.events(transport).updates() {
             do {
                 switch update {
-                case .ready, .share, .resync:
+                case .ready, .resync:
+                    // Pages hear of it only when the pull applied something (`report`).
+                    _ = try await reads.run { try await watch.refreshAll(report: report) }
+                case .share:
                     _ = try await reads.run { try await watch.refreshAll(report: report) }
                     // A share that began or ended changes the list even when no record moved.
                     changed()

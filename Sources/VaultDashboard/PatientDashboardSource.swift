@@ -16,7 +16,7 @@ public struct PatientDashboardSource: DashboardSource {
 
     var username: String { vault.account.profile.username }
 
-    public func triage() async throws -> [PatientSheet] { [] }
+    public func triage() async throws -> Triage { Triage(sheets: [], unverified: 0) }
 
     public func sheet(patient: String) async throws -> PatientSheet? {
         guard patient.lowercased() == username else { return nil }
@@ -46,15 +46,22 @@ public struct PatientDashboardSource: DashboardSource {
         }
         sheet.shares = try await vault.doctors().doctors
         sheet.names = try await vault.memberNames()
+        // The access log's own problem is said in its own section; it never hides the records' state.
         do { sheet.accessLog = try await vault.verifiedAccessLog() } catch let error as ClientError {
-            guard case let .integrity(message) = error else { throw error }
-            sheet.integrity = .failure("the access log did not verify: \(message)")
+            if case let .integrity(message) = error {
+                sheet.accessLogProblem = "the access log did not verify: \(message)"
+            } else {
+                sheet.accessLogProblem = "the access log could not be read: \(error.description)"
+            }
         }
         return sheet
     }
 
+    /// Refused while records from the server are kept aside (`ExportRefused`): the file would silently
+    /// lack them.
     public func export(patient: String, format: ExportFormat) async throws -> Data? {
         guard let sheet = try await sheet(patient: patient) else { return nil }
+        if case let .failure(message) = sheet.integrity { throw ExportRefused(message: message) }
         switch format {
         case .csv:
             return CSVExport.document(activities: sheet.activities, outcomes: sheet.outcomes)

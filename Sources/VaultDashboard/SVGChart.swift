@@ -83,28 +83,36 @@ public struct SVGChart: Sendable {
         desc = "\(sorted.count) value\(sorted.count == 1 ? "" : "s") from \(Self.day(first.date)) to \(Self.day(last.date))\(targetText)"
         var low = sorted.map(\.value).min()!
         var high = sorted.map(\.value).max()!
-        if let target {
+        if let target, target.isFinite {
             low = min(low, target)
             high = max(high, target)
         }
-        if high - low < 1e-9 {
+        // Halved before subtracting: high - low overflows to infinity for values near ±1.7e308.
+        var halfRange = high / 2 - low / 2
+        if halfRange < 5e-10 {
             low -= 1
             high += 1
+            halfRange = high / 2 - low / 2
         }
         let t0 = first.date.timeIntervalSince1970
-        let span = last.date.timeIntervalSince1970 - t0
+        let halfSpan = last.date.timeIntervalSince1970 / 2 - t0 / 2
         let x = { (d: Date) -> Double in
-            span <= 0
-                ? (Self.left + Self.width - Self.right) / 2
-                : Self.left + (d.timeIntervalSince1970 - t0) / span * (Self.width - Self.left - Self.right)
+            let share = (d.timeIntervalSince1970 / 2 - t0 / 2) / halfSpan
+            return halfSpan > 0 && share.isFinite
+                ? Self.left + share * (Self.width - Self.left - Self.right)
+                : (Self.left + Self.width - Self.right) / 2
         }
-        let y = { (v: Double) -> Double in Self.height - Self.bottom - (v - low) / (high - low) * (Self.height - Self.top - Self.bottom) }
+        let y = { (v: Double) -> Double in
+            let share = (v / 2 - low / 2) / halfRange
+            return Self.height - Self.bottom - (share.isFinite && halfRange > 0 ? share : 0.5) * (Self.height - Self.top - Self.bottom)
+        }
+        let span = halfSpan
         points = sorted.map { r in
             Point(x: Self.coordinate(x(r.date)), y: Self.coordinate(y(r.value)), label: "\(Self.day(r.date)): \(Self.number(r.value))\(unitText)")
         }
         polyline = points.map { "\($0.x),\($0.y)" }.joined(separator: " ")
         self.target = target.map { Rule(y: Self.coordinate(y($0)), label: "target \(Self.number($0))\(unitText)") }
-        ticks = [low, (low + high) / 2, high].map { Rule(y: Self.coordinate(y($0)), label: Self.number($0)) }
+        ticks = [low, low / 2 + high / 2, high].map { Rule(y: Self.coordinate(y($0)), label: Self.number($0)) }
         dates =
             span <= 0
             ? [Tick(x: Self.coordinate(x(first.date)), label: Self.day(first.date), anchor: "middle")]
@@ -115,24 +123,29 @@ public struct SVGChart: Sendable {
     }
 
     /// The SVG markup, as the page embeds it.
-    public func render() -> String { DashboardTemplates.library.render(self, withTemplate: "chart") ?? "" }
+    public func render() -> String { DashboardPages.neutralised(DashboardTemplates.library.render(self, withTemplate: "chart") ?? "") }
 
     /// How many points are drawn: one per finite reading.
     public var pointCount: Int { points.count }
 
-    static func coordinate(_ v: Double) -> String { String(format: "%.1f", v) }
+    /// A coordinate as SVG reads it; never `nan` or `inf` (the plot's middle instead).
+    static func coordinate(_ v: Double) -> String { String(format: "%.1f", v.isFinite ? v : height / 2) }
 
     static func number(_ v: Double) -> String {
         v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(format: "%.2f", v)
     }
 
-    static func day(_ d: Date) -> String {
+    /// One formatter for every label: building one per call costs more than the page around it.
+    nonisolated(unsafe) static let dayFormatter: DateFormatter = {
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")
         f.timeZone = .current
         f.dateFormat = "yyyy-MM-dd"
-        return f.string(from: d)
-    }
+        return f
+    }()
+    static let dayLock = NSLock()
+
+    static func day(_ d: Date) -> String { dayLock.withLock { dayFormatter.string(from: d) } }
 
     /// The numeric readings of one activity: every live number value of its outcomes, dated by the
     /// occurrence's scheduled start (else when it was recorded).

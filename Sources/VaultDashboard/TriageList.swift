@@ -51,8 +51,8 @@ public struct TriageList: Sendable {
         /// Lower is more urgent: an integrity failure, then not confirmed, then low or falling adherence.
         var urgency: Double {
             switch integrity {
-            case .failure: return -2
-            case .notConfirmed: return -1 + (week ?? 0) / 10
+            case .failure, .unreadable: return -2
+            case .notConfirmed, .partial: return -1 + (week ?? 0) / 10
             case .verified, .ownDevice: return (week ?? 1) - (trend.hasPrefix("▼") ? 0.1 : 0)
             }
         }
@@ -103,11 +103,12 @@ public struct TriageList: Sendable {
     }
 }
 
-/// The dashboard's URLs, built in one place; a username is percent-encoded as one path segment.
+/// The dashboard's URLs, built in one place, relative to the run's prefix (the templates put `{{base}}`,
+/// the prefix with its final slash, before each); a username is percent-encoded as one path segment.
 enum DashboardPaths {
-    static func patient(_ username: String) -> String { "/patient/" + segment(username) }
+    static func patient(_ username: String) -> String { "patient/" + segment(username) }
     static func export(_ username: String, _ format: ExportFormat) -> String { patient(username) + "/export.\(format.fileExtension)" }
-    static func sort(_ order: TriageList.Order) -> String { "/?sort=\(order.rawValue)" }
+    static func sort(_ order: TriageList.Order) -> String { "?sort=\(order.rawValue)" }
 
     static func segment(_ s: String) -> String {
         var allowed = CharacterSet.alphanumerics

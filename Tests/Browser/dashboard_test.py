@@ -77,16 +77,20 @@ def main():
         hostile = json.load(f)
     expected = sorted(args.patients.split(","))
     doctor = urllib.parse.urlsplit(args.doctor_url)
-    base = f"{doctor.scheme}://{doctor.netloc}"
+    origin = f"{doctor.scheme}://{doctor.netloc}"
+    prefix = doctor.path.rstrip("/")
+    check(prefix.startswith("/s/") and len(prefix) > 10, f"the link names this run's random prefix: {prefix}")
+    base = origin + prefix
     port = doctor.port
+    cookie_name = f"carevault_dashboard_{port}"
 
-    # Without the token or its cookie, every page is 401; a foreign Host is refused even with the cookie.
+    # Without the token or its cookie, every page is 401; outside the prefix, 404; a foreign Host or
+    # localhost (which may be ::1, where another user could listen) is refused.
     for path in ["/", f"/patient/{args.chart_patient}", "/events", "/static/live.js"]:
         check(raw_status(base + path) == 401, f"no token: {path} is 401")
-    token = urllib.parse.parse_qs(doctor.query)["token"][0]
-    cookie = f"carevault_dashboard={token}"
-    check(raw_status(base + "/", cookie=cookie) == 200, "the cookie opens the triage list")
-    check(raw_status(base + "/", host=f"rebind.test:{port}", cookie=cookie) == 403, "foreign Host refused")
+        check(raw_status(origin + path) == 404, f"outside the prefix: {path} is 404")
+    check(raw_status(base + "/", host=f"rebind.test:{port}") == 403, "foreign Host refused")
+    check(raw_status(base + "/", host=f"localhost:{port}") == 403, "localhost refused: only 127.0.0.1 is listened on")
 
     with sync_playwright() as p:
         # rebind.test resolves to 127.0.0.1 inside the browser: a DNS-rebinding page, with the real token.
@@ -99,16 +103,28 @@ def main():
 
         response = page.goto(base + "/")
         check(response.status == 401, "the browser without the token gets 401")
-        response = page.goto(f"http://rebind.test:{port}/?token={token}")
+        response = page.goto(f"http://rebind.test:{port}{prefix}/?{doctor.query}")
         check(response.status == 403, "the browser at a rebound name gets 403, token or not")
 
         response = page.goto(args.doctor_url)
         check(response.status == 200, "the printed link opens the triage list")
         check("token=" not in page.url, "the token left the address bar")
-        cookies = context.cookies(base)
-        check(any(c["name"] == "carevault_dashboard" and c["httpOnly"] and c["sameSite"] == "Strict" for c in cookies),
-              "the cookie is HttpOnly and SameSite=Strict")
+        cookies = context.cookies(origin + prefix + "/")
+        mine = [c for c in cookies if c["name"] == cookie_name]
+        check(len(mine) == 1 and mine[0]["httpOnly"] and mine[0]["sameSite"] == "Strict",
+              "the cookie is HttpOnly and SameSite=Strict, named for the port")
+        check(mine[0]["path"] == prefix + "/", f"the cookie is sent only under the prefix: {mine[0]['path']}")
+        check(mine[0]["value"] not in args.doctor_url, "the cookie holds a secret other than the printed token")
+        check(context.cookies(origin + "/") == [], "no cookie is sent outside the prefix")
         check(page.evaluate("() => document.cookie") == "", "no script can read the cookie")
+        check(raw_status(base + "/", cookie=f"{cookie_name}={mine[0]['value']}") == 200, "the cookie opens the triage list")
+        check(raw_status(base + "/", host=f"rebind.test:{port}", cookie=f"{cookie_name}={mine[0]['value']}") == 403,
+              "foreign Host refused even with the cookie")
+        # The token worked once: a second browser given the same link gets 401.
+        stranger = browser.new_context()
+        response = stranger.new_page().goto(args.doctor_url)
+        check(response.status == 401, "the printed link works once only")
+        stranger.close()
         listed = sorted(page.eval_on_selector_all("tr.patient-row", "rows => rows.map(r => r.dataset.patient)"))
         check(listed == expected, f"the triage list lists exactly the patients who share: {listed}")
         states = page.eval_on_selector_all("tr.patient-row .integrity", "els => els.map(e => e.textContent)")
@@ -132,6 +148,10 @@ def main():
         check(chart.get_attribute("role") == "img" and chart.get_attribute("aria-labelledby"), "the chart is labelled")
         check(page.locator("a[href$='export.csv']").count() == 1 and page.locator("a[href$='export.fhir.json']").count() == 1,
               "the page links the CSV and FHIR exports")
+        export = context.request.get(f"{base}/patient/{args.chart_patient}/export.csv")
+        check(export.status == 200 and export.headers["content-type"].startswith("text/csv"), "the CSV export downloads with the cookie")
+        fhir = context.request.get(f"{base}/patient/{args.chart_patient}/export.fhir.json")
+        check(fhir.status == 200 and fhir.json().get("resourceType") == "Bundle", "the FHIR export downloads with the cookie, a Bundle")
         expect_inert(page, hostile, "doctor's patient page")
         page.screenshot(path=f"{args.out}/dashboard-doctor.png", full_page=True)
 
@@ -148,10 +168,25 @@ def main():
         print(f"live: the new point showed {int((time.monotonic() - synced) * 1000)} ms after the patient's sync returned")
         expect_inert(page, hostile, "doctor's page after the live reload")
 
-        # The patient's own dashboard, read-only.
-        patient = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
+        # The patient's own dashboard, read-only, in the same browser: each dashboard keeps its own cookie,
+        # so opening one never logs the other out.
+        patient = context.new_page()
         response = patient.goto(args.patient_url)
         check(response.status == 200, "the patient's link opens the patient's dashboard")
+        patient_url = urllib.parse.urlsplit(args.patient_url)
+        check(patient_url.port != port, "the two dashboards listen on different ports")
+        names = sorted(c["name"] for c in context.cookies())
+        check(names == sorted([cookie_name, f"carevault_dashboard_{patient_url.port}"]), f"one cookie per dashboard: {names}")
+        response = page.goto(base + "/")
+        check(response.status == 200, "the doctor's dashboard still opens after the patient's was opened in the same browser")
+        response = patient.goto(f"{patient_url.scheme}://{patient_url.netloc}{patient_url.path}")
+        check(response.status == 200, "and the patient's still opens too")
+        # A cookie of the same name planted for the whole host (as another local server's page could) neither
+        # opens anything nor logs the owner out.
+        context.add_cookies([{"name": cookie_name, "value": "planted", "domain": "127.0.0.1", "path": "/"}])
+        response = page.goto(base + "/")
+        check(response.status == 200, "a planted cookie of the same name does not log the owner out")
+        check(raw_status(base + "/", cookie=f"{cookie_name}=planted") == 401, "the planted cookie alone opens nothing")
         check(patient.locator("table.shares tbody tr").count() >= 1, "the patient's shares are listed")
         check(patient.locator("table.access-log tbody tr").count() >= 1, "the patient's access log is listed")
         check(patient.locator("svg.chart-svg").count() >= 1, "the patient's charts are drawn")

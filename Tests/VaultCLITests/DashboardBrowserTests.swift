@@ -1,11 +1,14 @@
 import Foundation
+import GRDB
 import Testing
+import VaultTestSupport
 
 /// `carevault-doctor dashboard` and `carevault-patient dashboard` in a real browser (Docs/dashboard.md):
 /// Tests/Browser/dashboard_test.py drives headless Chromium through Playwright against the real tools and
 /// a real server, and checks the triage list, the charts, markup in titles staying inert text, 401 without
 /// the token, a foreign Host refused, and a patient's sync showing on an open page within 2 s. Scripts/test
 /// installs Chromium and Playwright and sets CAREVAULT_BROWSER_PYTHON; under CI a missing browser fails.
+/// One test needs no browser: a record damaged on the server, and what the doctor's dashboard makes of it.
 @Suite("End to end: the dashboards in a real browser", .serialized)
 struct DashboardBrowserTests {
     /// Titles and notes written as markup: each must show as text and run nothing.
@@ -42,7 +45,7 @@ struct DashboardBrowserTests {
             if let first = watcher.stdout.split(separator: "\n", omittingEmptySubsequences: false).first, watcher.stdout.contains("\n") {
                 let line = String(first)
                 #expect(line.hasPrefix("dashboard: http://127.0.0.1:"), "the first line on stdout: \(line)")
-                #expect(line.contains("/?token="))
+                #expect(line.contains("/s/") && line.contains("/?token="))
                 return (watcher, String(line.dropFirst("dashboard: ".count)))
             }
             guard watcher.process.isRunning else { break }
@@ -133,6 +136,77 @@ struct DashboardBrowserTests {
             #expect(!doctor.stderr.contains("token"), "\(doctor.stderr)")
             #expect(try await doctor.terminate() == 0, "\(doctor.stderr)")
             #expect(try await patient.terminate() == 0, "\(patient.stderr)")
+        }
+    }
+
+    /// Exchanges the link's token for the cookie, then GETs each path under the link's prefix; prints one
+    /// line per path, tab-separated: its status, whether the body says "integrity failure", and the first
+    /// line of the body.
+    static let client = """
+        import http.client, sys, urllib.parse
+        link = urllib.parse.urlsplit(sys.argv[1])
+        prefix = link.path.rstrip("/")
+        def get(path, cookie=None):
+            c = http.client.HTTPConnection(link.hostname, link.port, timeout=30)
+            c.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+            r = c.getresponse()
+            body = r.read().decode("utf-8", "replace")
+            c.close()
+            return r, body
+        r, _ = get(link.path + "?" + link.query)
+        cookie = r.getheader("Set-Cookie").split(";")[0]
+        for path in sys.argv[2:]:
+            r, body = get(prefix + path, cookie)
+            marked = "integrity failure" in body
+            print(f"{r.status}\t{marked}\t{body.strip().splitlines()[0] if body.strip() else ''}")
+        """
+
+    /// A record damaged on the server: the doctor's triage row and page say "integrity failure" with the
+    /// reason, and neither export hands out a file that silently lacks the record (502, as `export` exits 65).
+    @Test func aRecordThatFailsItsCheckIsMarkedAndNotExported() async throws {
+        try await FaultWorld.run(.sqlite) { world in
+            try await world.addDoctor("drbob", home: "bob")
+            for (id, title) in [("walk", "Walk"), ("run", "Run")] {
+                let add = try await world.patient(["activity", "add", "--id", id, "--title", title, "--category", "interventions"])
+                #expect(add.status == 0, "\(add.stderr)")
+            }
+            #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+            #expect(try await world.admin(["approve", "--all"]).status == 0)
+            #expect(try await world.patient(["sync"]).status == 0)
+
+            let path = try #require(world.server.database.sqlitePath)
+            let queue = try DatabaseQueue(path: path)
+            let original = try await queue.read { db -> (String, Data) in
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1"
+                )!
+                return (row[0], row[1])
+            }
+            let op = ServerOperator.sqliteFile(path)
+            try await op.dropGuard(of: .versions)
+            let broken = try StoredEnvelopeText.edit(original.1) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
+            try await op.replaceStoredEnvelope(of: original.0, with: [UInt8](broken))
+
+            let cli = try await world.doctor(["export", "alice", "--format", "csv"], home: "bob")
+            #expect(cli.status == 65, "the command-line export: \(cli.stderr)")
+
+            let (doctor, link) = try await Self.startDashboard(world, "carevault-doctor", home: "bob", password: FaultWorld.doctorPassword)
+            defer { doctor.process.stopIfRunning() }
+            let out = world.tools.root.appendingPathComponent("client.out")
+            let err = world.tools.root.appendingPathComponent("client.err")
+            let args = ["-c", Self.client, link, "/", "/patient/alice", "/patient/alice/export.csv", "/patient/alice/export.fhir.json"]
+            let status = try await Tools.offPool { try Spawn.run("/usr/bin/python3", args, environment: [:], stdout: out.path, stderr: err.path) }
+            let lines = ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            #expect(status == 0, "\((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+            try #require(lines.count == 4, "\(lines)")
+            #expect(lines[0].hasPrefix("200\tTrue\t"), "the triage row says so: \(lines[0])")
+            #expect(lines[1].hasPrefix("200\tTrue\t"), "the patient's page says so: \(lines[1])")
+            for export in lines[2...] {
+                #expect(export.hasPrefix("502\tFalse\t"), "\(export)")
+                #expect(export.contains("alice"), "the reason names the patient: \(export)")
+            }
+            #expect(try await doctor.terminate() == 0, "\(doctor.stderr)")
         }
     }
 }

@@ -164,4 +164,43 @@ struct SVGChartTests {
         #expect(!empty.contains("class=\"patient-row\""))
         #expect(empty.contains("No patient shares data with you yet."))
     }
+
+    /// Every number in a coordinate attribute of the chart's markup.
+    static func coordinates(_ svg: String) -> [String] {
+        let pattern = #/ (?:cx|cy|x|y|x1|x2|y1|y2)="([^"]*)"/#
+        var values = svg.matches(of: pattern).map { String($0.output.1) }
+        if let points = svg.firstMatch(of: #/points="([^"]*)"/#) {
+            values += points.output.1.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
+        }
+        return values
+    }
+
+    @Test(
+        arguments: [
+            ([1.7e308, -1.7e308], 1e308, 0.0),
+            ([Double.greatestFiniteMagnitude, -Double.greatestFiniteMagnitude, 0], nil, 0.0),
+            ([1e300, 1e300], nil, 0.0),
+            ([1, 2, 3], 1.7e308, 0.0),
+            ([1, 2], nil, 1e300),
+            ([4, 5], -1.7e308, -1e300),
+        ] as [([Double], Double?, Double)]
+    )
+    func chartCoordinatesAreAlwaysFiniteNumbers(values: [Double], target: Double?, spread: Double) throws {
+        // `spread` > 0 puts the first and last reading at extreme times (a date far in the past, one far ahead).
+        let readings = values.enumerated().map { i, v in
+            let t: Double = spread == 0 ? 1_790_000_000 + Double(i) * 86_400 : (i == 0 ? -spread : (i == values.count - 1 ? spread : 0))
+            return SVGChart.Reading(date: Date(timeIntervalSince1970: t), value: v)
+        }
+        let chart = SVGChart(id: "c", title: "Extreme", units: nil, readings: readings, target: target)
+        let svg = chart.render()
+        let coordinates = Self.coordinates(svg)
+        #expect(!coordinates.isEmpty)
+        for c in coordinates {
+            let value = try #require(Double(c), "not a number: \(c)")
+            #expect(value.isFinite, "\(c)")
+            #expect(value >= 0 && value <= SVGChart.width, "\(c) outside the drawing")
+        }
+        #expect(chart.pointCount == values.count)
+        #expect(!svg.contains("\"nan") && !svg.contains("\"inf") && !svg.contains("\"-inf") && !svg.contains(",nan") && !svg.contains(",inf"))
+    }
 }

@@ -77,8 +77,8 @@ struct StreamedStoreTests {
             waiting.deliver([rows[i]], at: i)
             waiting.deliver([rows[0]], at: i)  // a second delivery of an index is ignored
         }
-        #expect(try await onThread.value == ["r0", "r1", "r2", "r3", "r4"])
-        #expect(try await inTask.value == ["r0", "r1", "r2", "r3", "r4"])
+        #expect(try await onThread.value == rows.map(\.recordID))
+        #expect(try await inTask.value == rows.map(\.recordID))
         #expect(try await waiting.next() == nil, "nothing after the last chunk")
     }
 

@@ -172,8 +172,10 @@ struct StreamedStoreTests {
             let tresor = world.tresorRow.id
             let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
             #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
+            #expect(try await repo.storedState(owner: owner, tresor: tresor) != nil)
             let lifecycle: any AccountLifecycleRepository = repo
             #expect(try await lifecycle.deleteAccount(userID: owner, now: 1, audit: Fixtures.audit).versions == 1)
+            #expect(try await repo.storedState(owner: owner, tresor: tresor) == nil, "the tresor's head state went with the account")
             // Twice (two requests at once): the second finds no account and audits nothing.
             let head = try await repo.auditHead()
             await #expect(throws: RepositoryError.notFound("account")) {

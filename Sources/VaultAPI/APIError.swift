@@ -12,6 +12,9 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case notFound = "not_found"
     case conflict = "conflict"
     case invalidSignature = "invalid_signature"
+    /// A push batch does not match its own state commitment of a tresor; nothing of it was stored
+    /// (Docs/commitment-pages.md §5).
+    case commitmentMismatch = "commitment_mismatch"
     case invalidApproval = "invalid_approval"
     case shareNotActive = "share_not_active"
     case clockSkew = "clock_skew"

@@ -73,16 +73,8 @@ struct APIBinaryWireTests {
         try await APIHarness.run(backend) { api in
             let (patient, tresor) = try await api.patientWithTresor()
             let envelopes = try api.envelopes(patient, tresor, count: 3)
-            let commitment = StateCommitment.make(
-                patient: patient.identity,
-                tresorID: tresor.id,
-                category: tresor.category,
-                sequence: 1,
-                state: HeadSet(),
-                topEpoch: 1,
-                tresorVersion: 1,
-                committedAt: api.harness.clock.millis
-            )
+            // The commitment to the heads the batch leaves: the server checks the batch by it.
+            let (commitment, _) = try api.commitment(patient, tresor, sequence: 1, heads: envelopes)
             let pushed = try await api.pushBatch(patient, try EnvelopeFrame.encode(envelopes, commitments: [commitment]))
             #expect(pushed.status == .ok)
             #expect(try api.decode(PushResponse.self, pushed).results.map(\.versionID) == envelopes.map(\.versionID))

@@ -63,7 +63,7 @@ enum Fixtures {
         return VersionRow(
             versionID: Hex.encode(try! BLAKE2b.hash(json)),
             ownerID: owner,
-            recordID: record,
+            recordID: recordID(record),
             tresorID: tresor,
             epoch: 1,
             hlcPhysical: physical,
@@ -72,6 +72,12 @@ enum Fixtures {
             deleted: deleted,
             envelope: json
         )
+    }
+
+    /// The record id a test names `name`: 64 hex digits, as every pushed envelope's (a head's element in its
+    /// tresor's state is made of it, Docs/envelope-v1.md §3.4); a name that is one already stays as it is.
+    static func recordID(_ name: String) -> String {
+        name.count == 64 && (try? Hex.decode(name)) != nil ? name : Hex.encode(try! BLAKE2b.hash(Array("record \(name)".utf8)))
     }
 
     static let audit = AuditEvent(actor: "test", action: "test")

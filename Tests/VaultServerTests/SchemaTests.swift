@@ -42,6 +42,7 @@ struct SchemaTests {
         "audit_checkpoints": ["sequence", "head_hash", "signed_at", "signature", "stored_at"],
         "tresor_commitments": ["tresor_id", "owner_id", "sequence", "statement", "updated_at"],
         "login_throttle": ["key", "failures", "last_failure", "expires_at"],
+        "tresor_states": ["tresor_id", "owner_id", "lthash", "live", "deleted", "newest_physical", "newest_counter", "newest_device"],
     ]
 
     static let knownIndexes: [String: SchemaCatalog.Index] = [
@@ -55,6 +56,7 @@ struct SchemaTests {
         "tresor_commitments_owner": .init(table: "tresor_commitments", columns: ["owner_id"], unique: false, partial: false),
         "sessions_user": .init(table: "sessions", columns: ["user_id"], unique: false, partial: false),
         "login_throttle_expires": .init(table: "login_throttle", columns: ["expires_at"], unique: false, partial: false),
+        "tresor_states_owner": .init(table: "tresor_states", columns: ["owner_id"], unique: false, partial: false),
     ]
 
     static func catalog(_ repo: any VaultRepository) async throws -> SchemaCatalog {
@@ -100,7 +102,7 @@ struct SchemaTests {
         #expect(
             migrations.map(\.id) == [
                 "v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle",
-                "v7-heads-reference-kept-by-the-store", "v8-audit-patient-links", "v9-session-credential-generations",
+                "v7-heads-reference-kept-by-the-store", "v8-audit-patient-links", "v9-session-credential-generations", "v10-tresor-states",
             ]
         )
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")

@@ -77,8 +77,8 @@ struct StreamedStoreTests {
             waiting.deliver([rows[i]], at: i)
             waiting.deliver([rows[0]], at: i)  // a second delivery of an index is ignored
         }
-        #expect(try await onThread.value == ["r0", "r1", "r2", "r3", "r4"])
-        #expect(try await inTask.value == ["r0", "r1", "r2", "r3", "r4"])
+        #expect(try await onThread.value == rows.map(\.recordID))
+        #expect(try await inTask.value == rows.map(\.recordID))
         #expect(try await waiting.next() == nil, "nothing after the last chunk")
     }
 
@@ -172,8 +172,10 @@ struct StreamedStoreTests {
             let tresor = world.tresorRow.id
             let first = Fixtures.version(owner: owner, record: "r1", tresor: tresor, physical: 1)
             #expect(try await repo.storeVersions(ownerID: owner, [first]) == [.stored(sequence: 1)])
+            #expect(try await repo.storedState(owner: owner, tresor: tresor) != nil)
             let lifecycle: any AccountLifecycleRepository = repo
             #expect(try await lifecycle.deleteAccount(userID: owner, now: 1, audit: Fixtures.audit).versions == 1)
+            #expect(try await repo.storedState(owner: owner, tresor: tresor) == nil, "the tresor's head state went with the account")
             // Twice (two requests at once): the second finds no account and audits nothing.
             let head = try await repo.auditHead()
             await #expect(throws: RepositoryError.notFound("account")) {

@@ -32,6 +32,15 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     static func forbidden(_ m: String) -> APIError { APIError(.forbidden, .forbidden, m) }
     static func notFound(_ m: String) -> APIError { APIError(.notFound, .notFound, m) }
     static func conflict(_ m: String) -> APIError { APIError(.conflict, .conflict, m) }
+    /// A push whose commitment of a tresor does not match the batch (Docs/commitment-pages.md §5).
+    static func commitmentMismatch(_ tresor: UUID, category: String?) -> APIError {
+        let name = category.map { " (\($0))" } ?? ""
+        return APIError(
+            .conflict,
+            .commitmentMismatch,
+            "the batch does not match its state commitment of tresor \(tresor.uuidString.lowercased())\(name): nothing stored"
+        )
+    }
     static let unauthorized = APIError(.unauthorized, .unauthorized, "a valid session token is required (Authorization: Bearer …)")
     static let `internal` = APIError(.internalServerError, .internalError, "internal server error")
 
@@ -92,6 +101,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             case let .conflict(m): throw APIError.conflict(m)
             case let .notFound(m): throw APIError.notFound("\(m) not found")
             case let .invalidTransition(from, to): throw APIError(.conflict, .conflict, "cannot move from \(from) to \(to)")
+            case let .commitmentMismatch(t): throw APIError.commitmentMismatch(t, category: nil)
             case .unavailable:
                 context.logger.error("database unavailable", metadata: ["error": "\(error)"])
                 throw APIError.unavailable

@@ -283,6 +283,7 @@ enum AccountSQL {
             "DELETE FROM owner_sequences WHERE owner_id = \(owner)",
             "DELETE FROM shares WHERE patient_id = \(owner)",
             "DELETE FROM tresor_commitments WHERE owner_id = \(owner)",
+            "DELETE FROM tresor_states WHERE owner_id = \(owner)",
             "DELETE FROM tresors WHERE owner_id = \(owner)",
             "DELETE FROM sessions WHERE user_id = \(owner)",
             "DELETE FROM account_credentials WHERE user_id = \(owner)",

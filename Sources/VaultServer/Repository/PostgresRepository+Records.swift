@@ -9,11 +9,13 @@ extension PostgresRepository: SQLRecordReads {
     private struct HeadRecord: StoredRowDecodable {
         var recordID: String
         var tresorID: UUID
+        var versionID: String
         var key: HeadKey
 
         init(stored r: some StoredRow) throws {
             recordID = try r.string("record_id")
             tresorID = try r.uuid("tresor_id")
+            versionID = try r.string("version_id")
             key = try HeadKey(stored: r)
         }
     }
@@ -46,7 +48,16 @@ extension PostgresRepository: SQLRecordReads {
             let start = last
             // Under the owner's lock, so two pushes to one tresor are serialised; a stale one throws and rolls back.
             try await RecordSQL.replaceCommitments(PostgresSQL(connection: conn, logger: logger), owner: ownerID, commitments, now: now)
-            guard !versions.isEmpty else { return [] }
+            let sql = PostgresSQL(connection: conn, logger: logger)
+            // Each tresor's head state, updated for every head written (Docs/commitment-pages.md §5).
+            var fold = TresorStateFold()
+            for t in Set(versions.map(\.tresorID)).union(commitments.filter { $0.expected != nil }.map(\.tresorID)) {
+                fold.hold(t, try await sql.row(TresorState.self, TresorStateSQL.load(owner: ownerID, tresorID: t))?.set)
+            }
+            guard !versions.isEmpty else {
+                try fold.check(commitments)
+                return []
+            }
 
             // The heads first, under the owner's lock: a record stays in the tresor it was first written to
             // (the first version of a new record places it), so two pushes at once cannot place one record
@@ -55,12 +66,13 @@ extension PostgresRepository: SQLRecordReads {
             let stored = try await self.all(
                 HeadRecord.self,
                 """
-                SELECT record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
+                SELECT record_id, tresor_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted FROM heads
                 WHERE owner_id = \(ownerID) AND record_id = ANY(\(recordIDs))
                 """,
                 on: conn
             )
             var heads = Dictionary(stored.map { ($0.recordID, $0.key) }, uniquingKeysWith: { first, _ in first })
+            var headVersions = Dictionary(stored.map { ($0.recordID, $0.versionID) }, uniquingKeysWith: { first, _ in first })
             var placed = Dictionary(stored.map { ($0.recordID, $0.tresorID) }, uniquingKeysWith: { first, _ in first })
             let misplaced = versions.map { v in
                 if let t = placed[v.recordID] { return t != v.tresorID }
@@ -86,11 +98,16 @@ extension PostgresRepository: SQLRecordReads {
                     continue
                 }
                 last = try StoredNumberOutOfRange.successor(of: last, "the change sequence")
+                try fold.replace(v, old: heads[v.recordID].flatMap { h in headVersions[v.recordID].map { ($0, h.deleted) } })
+                headVersions[v.recordID] = v.versionID
                 heads[v.recordID] = HeadKey(hlcPhysical: v.hlcPhysical, hlcCounter: v.hlcCounter, hlcDevice: v.hlcDevice, deleted: v.deleted)
                 winners[v.recordID] = (v, last)
                 outcomes.append(.stored(sequence: UInt64(last)))
             }
+            // The commitments that check their batch, against the state it leaves; a mismatch rolls back.
+            try fold.check(commitments)
             try await self.writeHeads(conn, owner: ownerID, Array(winners.values), existing: Set(stored.map(\.recordID)), now: now)
+            for (tresor, state) in fold.changedStates { try await sql.execute(TresorStateSQL.put(owner: ownerID, tresorID: tresor, state)) }
             if last != start {
                 try await conn.query("UPDATE owner_sequences SET last_sequence = \(last) WHERE owner_id = \(ownerID)", logger: logger)
             }

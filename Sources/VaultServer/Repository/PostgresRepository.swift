@@ -99,6 +99,7 @@ public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLogi
                 for statement in migration.statements {
                     try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
+                if let compute = migration.compute { try await compute(PostgresSQL(connection: conn, logger: logger)) }
                 try await conn.query(
                     "INSERT INTO schema_migrations (name, applied_at) VALUES (\(migration.id), \(Date().unixMillis))",
                     logger: logger

@@ -63,6 +63,14 @@ extension SQLRecordReads {
         try await rows(ChangeRow.self, RecordSQL.changes("h.sequence, v.envelope", ownerID: ownerID, tresorID: tresorID, since: since, limit: limit))
     }
 
+    public func tresorsOutOfStep(ownerID: UUID) async throws -> Set<UUID> {
+        Set(
+            try await rows(CommitmentWithState.self, TresorStateSQL.commitmentsWithStates(owner: ownerID)).filter { !$0.describesState }.map(
+                \.tresorID
+            )
+        )
+    }
+
     public func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis? {
         try await row(StoredNumber.self, RecordSQL.lastChange(ownerID: ownerID, tresorID: tresorID))?.value
     }

@@ -135,10 +135,14 @@ public struct CommitmentRow: Sendable, Equatable {
     public var tresorID: UUID
     public var sequence: UInt64
     public var json: [UInt8]
-    public init(tresorID: UUID, sequence: UInt64, json: [UInt8]) {
+    /// Set on a pushed commitment that checks its batch (Docs/commitment-pages.md §5): the store refuses
+    /// the push unless the tresor's state after it is the one this commitment describes. Never stored.
+    public var expected: StateCommitment?
+    public init(tresorID: UUID, sequence: UInt64, json: [UInt8], expected: StateCommitment? = nil) {
         self.tresorID = tresorID
         self.sequence = sequence
         self.json = json
+        self.expected = expected
     }
 
     /// The refusal of a commitment that does not follow the stored one: the whole push is refused.

@@ -27,7 +27,7 @@ extension SQLiteRepository: SQLRecordReads {
             )
             let readHead = try SQLiteStep(
                 db,
-                sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted, tresor_id FROM heads WHERE owner_id = ? AND record_id = ?"
+                sql: "SELECT hlc_physical, hlc_counter, hlc_device, deleted, tresor_id, version_id FROM heads WHERE owner_id = ? AND record_id = ?"
             )
             let writeHead = try SQLiteStep(
                 db,
@@ -45,6 +45,8 @@ extension SQLiteRepository: SQLRecordReads {
                 writeHead.finish()
             }
             var outcomes: [StoreOutcome] = []
+            // Each tresor's head state, updated for every head written (Docs/commitment-pages.md §5).
+            var fold = TresorStateFold()
             // The writer's queue waits here for each chunk still being checked (never a thread of the tasks
             // checking them); a failed check of the push throws and rolls everything back.
             while let chunk = try versions.nextBlocking() {
@@ -54,6 +56,7 @@ extension SQLiteRepository: SQLRecordReads {
                     // the writer, so two pushes at once cannot place one record in two tresors).
                     try readHead.bind(.text(owner), .text(v.recordID))
                     var head: HeadKey?
+                    var headVersion = ""
                     if try readHead.step() {
                         guard try readHead.text(4) == tresor else {
                             readHead.finish()
@@ -66,6 +69,7 @@ extension SQLiteRepository: SQLRecordReads {
                             hlcDevice: try readHead.text(2),
                             deleted: try readHead.int(3) != 0
                         )
+                        headVersion = try readHead.text(5)
                     }
                     readHead.finish()
                     try insertVersion.bind(
@@ -90,6 +94,8 @@ extension SQLiteRepository: SQLRecordReads {
                         continue
                     }
                     last = try StoredNumberOutOfRange.successor(of: last, "the change sequence")
+                    if !fold.holds(v.tresorID) { fold.hold(v.tresorID, try Self.state(db, owner: ownerID, tresorID: v.tresorID)) }
+                    try fold.replace(v, old: head.map { (headVersion, $0.deleted) })
                     try writeHead.bind(
                         .text(owner),
                         .text(v.recordID),
@@ -106,6 +112,12 @@ extension SQLiteRepository: SQLRecordReads {
                     outcomes.append(.stored(sequence: UInt64(last)))
                 }
             }
+            // The commitments that check their batch, against the state it leaves; a mismatch rolls back.
+            for c in commitments where c.expected != nil && !fold.holds(c.tresorID) {
+                fold.hold(c.tresorID, try Self.state(db, owner: ownerID, tresorID: c.tresorID))
+            }
+            try fold.check(commitments)
+            for (tresor, state) in fold.changedStates { try db.execute(TresorStateSQL.put(owner: ownerID, tresorID: tresor, state)) }
             if last != start {
                 try db.execute(
                     sql: """
@@ -117,6 +129,11 @@ extension SQLiteRepository: SQLRecordReads {
             }
             return outcomes
         }
+    }
+
+    /// The stored head state of `tresorID`, nil for none.
+    static func state(_ db: Database, owner: UUID, tresorID: UUID) throws -> HeadSet? {
+        try db.row(TresorState.self, TresorStateSQL.load(owner: owner, tresorID: tresorID))?.set
     }
 
     static func changes(_ db: Database, ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) throws -> [ChangeRow] {

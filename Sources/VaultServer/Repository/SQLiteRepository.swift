@@ -37,6 +37,7 @@ public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginT
             // A migration with nothing to run for SQLite needs no foreign-key check of the whole database.
             m.registerMigration(migration.id, foreignKeyChecks: migration.statements.isEmpty ? .immediate : .deferred) { db in
                 for statement in migration.statements { try db.execute(sql: statement) }
+                if let compute = migration.compute { try db.run { db in try await compute(db) } }
             }
         }
         return m

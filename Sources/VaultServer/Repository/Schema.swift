@@ -9,6 +9,8 @@ enum Schema {
     struct Migration {
         var id: String
         var statements: [String]
+        /// Run after the statements, in the same transaction: what SQL alone cannot compute.
+        var compute: (@Sendable (any SQLConnection) async throws -> Void)? = nil
     }
 
     static func migrations(_ dialect: SchemaDialect) -> [Migration] {
@@ -30,6 +32,9 @@ enum Schema {
             Migration(id: "v8-audit-patient-links", statements: v8AuditPatientLinks(dialect)),
             // Sessions bound to the credentials they were made with (Docs/design.md §2).
             Migration(id: "v9-session-credential-generations", statements: v9SessionGenerations(dialect)),
+            // Each tresor's head state beside its commitment, computed once from the stored heads
+            // (Docs/commitment-pages.md §5).
+            Migration(id: "v10-tresor-states", statements: v10TresorStates(dialect), compute: TresorStateSQL.rebuild),
         ]
     }
 
@@ -262,6 +267,26 @@ enum Schema {
             "ALTER TABLE users ADD COLUMN credential_generation \(t.int64) NOT NULL DEFAULT 0",
             "ALTER TABLE sessions ADD COLUMN credential_generation \(t.int64) NOT NULL DEFAULT 0",
         ]
+    }
+
+    /// One row per tresor that has a head: the LtHash16 state of its heads (2048 bytes, lanes little-endian,
+    /// Docs/envelope-v1.md §3.4), how many are live and how many tombstones, and the newest HLC among them.
+    /// No foreign key to `tresors`, like `heads`: the store writes both in one transaction.
+    static func v10TresorStates(_ t: SchemaDialect) -> [String] {
+        statements(
+            """
+            CREATE TABLE tresor_states (
+                tresor_id \(t.uuid) PRIMARY KEY,
+                owner_id \(t.uuid) NOT NULL,
+                lthash \(t.bytes) NOT NULL,
+                live \(t.int64) NOT NULL,
+                deleted \(t.int64) NOT NULL,
+                newest_physical \(t.int64) NOT NULL,
+                newest_counter \(t.int64) NOT NULL,
+                newest_device \(t.text) NOT NULL);
+            CREATE INDEX tresor_states_owner ON tresor_states (owner_id);
+            """
+        )
     }
 
     /// Splits SQL into statements at semicolons that end a line.

@@ -12,6 +12,9 @@ public enum RepositoryError: Error, Equatable, Sendable {
     case invalidTransition(from: String, to: String)
     /// The database could not be reached or answered with an error worth retrying.
     case unavailable(String)
+    /// A push checked by its commitment of this tresor does not leave the tresor in the state the
+    /// commitment describes: nothing of it was stored (Docs/commitment-pages.md §5).
+    case commitmentMismatch(UUID)
 }
 
 /// Storage behind the server: small protocols, one per area, composed into one (`VaultRepository`) that
@@ -126,6 +129,11 @@ public protocol RecordRepository: Sendable {
     /// and on a final page (nothing left after it) the newest commitments of the tresors it covers (all of
     /// the owner's, or `tresorID`'s), read in the same snapshot as the changes.
     func page(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int, maxBytes: Int) async throws -> StoredPage
+
+    /// The owner's tresors whose stored commitment does not describe their stored head state (the fold of
+    /// their heads, Docs/commitment-pages.md §5): a push's commitment of one of them cannot be expected to
+    /// match, so its envelopes are checked one by one.
+    func tresorsOutOfStep(ownerID: UUID) async throws -> Set<UUID>
 
     /// Heads changed after `since`, in sequence order, at most `limit`; only `tresorID`'s when given.
     func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow]

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Synchronization
 import VaultAPI
 import VaultCore
 import VaultCrypto
@@ -24,62 +25,92 @@ extension VaultService {
     }
 
     /// Every check of a push, and one transaction storing the versions that passed with the commitments.
-    /// The transaction begins once the first chunk of envelopes is checked (every chunk, where the
-    /// repository does not stream pushes) and stores each later chunk as soon as its checks are done,
-    /// while the chunks after it are still being verified on the other cores. The store itself refuses a
-    /// version whose record lives in another tresor (`StoreOutcome.misplaced`), under its lock.
+    /// First every check but the signature runs on every envelope (on every core); then each tresor whose
+    /// commitment the batch carries, whose envelopes all passed and whose stored commitment describes its
+    /// stored state is checked by that commitment: its envelopes go without their signature checks and the
+    /// store compares the state the batch leaves with the commitment (Docs/commitment-pages.md §5). The
+    /// other envelopes' signatures are verified in chunks: the transaction begins once the first chunk is
+    /// checked (every chunk, where the repository does not stream pushes) and stores each later chunk as
+    /// soon as its checks are done, while the chunks after it are still being verified on the other cores.
+    /// The store itself refuses a version whose record lives in another tresor (`StoreOutcome.misplaced`),
+    /// under its lock.
     func push(_ caller: Caller, _ envelopes: [PushedEnvelope], commitments pushedCommitments: [StateCommitment]) async throws -> PushResponse {
         let tresors = Dictionary(uniqueKeysWithValues: try await repository.tresors(ownerID: caller.id).map { ($0.id, $0) })
         let now = clock()
         let signingKey = caller.certificate.signingKey
         let me = caller.id
-        let commitments = try Self.check(pushedCommitments, caller: caller, tresors: tresors)
+        var commitments = try Self.check(pushedCommitments, caller: caller, tresors: tresors)
+        let prechecked = try await Parallel.map(envelopes) { Self.check($0, owner: me, tresors: tresors, now: now) }
+        var byCommitment = Set(commitments.map(\.tresorID))
+        if !byCommitment.isEmpty {
+            for (e, checked) in zip(envelopes, prechecked) {
+                if case .failure = checked { byCommitment.remove(e.envelope.header.tresorID) }
+            }
+            byCommitment.subtract(try await repository.tresorsOutOfStep(ownerID: me))
+            for i in commitments.indices where !byCommitment.contains(commitments[i].tresorID) { commitments[i].expected = nil }
+        }
+        let signed = byCommitment
         let repository = self.repository
         let ranges = Parallel.chunks(envelopes.count)
         let stream = VersionChunks(count: ranges.count)
-        var results = envelopes.map { PushResult(versionID: $0.envelope.versionID, status: .rejected) }
+        var results = zip(envelopes, prechecked).map { e, checked in
+            switch checked {
+            case let .success(row): PushResult(versionID: row.versionID, status: .rejected)
+            case let .failure(err): PushResult(versionID: e.envelope.versionID, status: .rejected, code: err.code, reason: err.message)
+            }
+        }
         var accepted: [[Int]] = Array(repeating: [], count: ranges.count)
+        let storeCommitments = commitments
 
-        let outcomes: [StoreOutcome] = try await withThrowingTaskGroup(of: PushStep.self) { group in
-            // Checks that need no database, including the Ed25519 verification, spread over every core.
-            for (k, range) in ranges.enumerated() {
-                let part = envelopes[range]
-                group.addTask { .checked(k, part.map { Self.check($0, owner: me, signingKey: signingKey, tresors: tresors, now: now) }) }
-            }
-            let store: @Sendable () async throws -> PushStep = {
-                .stored(try await repository.storeVersions(ownerID: me, stream, commitments: commitments))
-            }
-            if ranges.isEmpty { group.addTask(operation: store) }
-            var delivered = 0
-            var outcomes: [StoreOutcome]?
-            for try await step in group {
-                switch step {
-                case let .checked(k, checked):
-                    var rows: [VersionRow] = []
-                    for (i, result) in zip(ranges[k], checked) {
-                        switch result {
-                        case let .success(row):
-                            results[i] = PushResult(versionID: row.versionID, status: .stored)
-                            accepted[k].append(i)
-                            rows.append(row)
-                        case let .failure(err):
-                            results[i] = PushResult(
-                                versionID: envelopes[i].envelope.versionID,
-                                status: .rejected,
-                                code: err.code,
-                                reason: err.message
-                            )
-                        }
+        let outcomes: [StoreOutcome]
+        do {
+            outcomes = try await withThrowingTaskGroup(of: PushStep.self) { group in
+                // The signature checks left, spread over every core.
+                for (k, range) in ranges.enumerated() {
+                    let part = zip(envelopes[range], prechecked[range])
+                    group.addTask {
+                        .checked(
+                            k,
+                            part.map { e, checked in
+                                checked.flatMap { row in
+                                    signed.contains(row.tresorID) ? .success(row) : Self.checkSignature(e.envelope, row, signingKey: signingKey)
+                                }
+                            }
+                        )
                     }
-                    stream.deliver(rows, at: k)
-                    delivered += 1
-                    if repository.streamsPushes ? k == 0 : delivered == ranges.count { group.addTask(operation: store) }
-                case let .stored(o):
-                    outcomes = o
                 }
+                let store: @Sendable () async throws -> PushStep = {
+                    .stored(try await repository.storeVersions(ownerID: me, stream, commitments: storeCommitments))
+                }
+                if ranges.isEmpty { group.addTask(operation: store) }
+                var delivered = 0
+                var outcomes: [StoreOutcome]?
+                for try await step in group {
+                    switch step {
+                    case let .checked(k, checked):
+                        var rows: [VersionRow] = []
+                        for (i, result) in zip(ranges[k], checked) {
+                            switch result {
+                            case let .success(row):
+                                results[i].status = .stored
+                                accepted[k].append(i)
+                                rows.append(row)
+                            case let .failure(err):
+                                results[i] = PushResult(versionID: results[i].versionID, status: .rejected, code: err.code, reason: err.message)
+                            }
+                        }
+                        stream.deliver(rows, at: k)
+                        delivered += 1
+                        if repository.streamsPushes ? k == 0 : delivered == ranges.count { group.addTask(operation: store) }
+                    case let .stored(o):
+                        outcomes = o
+                    }
+                }
+                guard let outcomes else { throw APIError.internal }
+                return outcomes
             }
-            guard let outcomes else { throw APIError.internal }
-            return outcomes
+        } catch let RepositoryError.commitmentMismatch(tresor) {
+            throw APIError.commitmentMismatch(tresor, category: tresors[tresor]?.category)
         }
         for (k, outcome) in zip(accepted.joined(), outcomes) {
             switch outcome {
@@ -114,18 +145,13 @@ extension VaultService {
             }
             guard seen.insert(c.tresorID).inserted else { throw APIError.badRequest("two state commitments name one tresor") }
             guard let json = try? VaultResponseEncoder.json.encode(c) else { throw APIError.badRequest("a state commitment cannot be encoded") }
-            return CommitmentRow(tresorID: c.tresorID, sequence: c.sequence, json: Array(json))
+            return CommitmentRow(tresorID: c.tresorID, sequence: c.sequence, json: Array(json), expected: c)
         }
     }
 
-    /// Every server-side check of one envelope (Docs/design.md §4, §5; Docs/envelope-v1.md §4.4 steps 1-3).
-    static func check(
-        _ pushed: PushedEnvelope,
-        owner: UUID,
-        signingKey: SigningPublicKey,
-        tresors: [UUID: TresorRow],
-        now: UnixMillis
-    ) -> Result<VersionRow, APIError> {
+    /// Every server-side check of one envelope but its signature (Docs/design.md §4, §5; Docs/envelope-v1.md
+    /// §4.4 steps 1 and 2), and its version id computed from the bytes received.
+    static func check(_ pushed: PushedEnvelope, owner: UUID, tresors: [UUID: TresorRow], now: UnixMillis) -> Result<VersionRow, APIError> {
         let e = pushed.envelope
         do {
             try e.header.validateStructure()
@@ -145,14 +171,10 @@ extension VaultService {
             let hours = APILimits.maxForwardDriftMs / 3_600_000
             return .failure(APIError(.badRequest, .clockSkew, "HLC time is more than \(hours) hours ahead of the server; check the device clock"))
         }
-        let ad = e.header.associatedData()
-        guard signingKey.isValidSignature(e.signature, for: Envelope.signedBytes(associatedData: ad, nonce: e.nonce, ciphertext: e.ciphertext)) else {
-            return .failure(APIError(.badRequest, .invalidSignature, "envelope signature does not verify under the owner's certified key"))
-        }
         let ts = e.header.timestamp
         return .success(
             VersionRow(
-                versionID: e.versionID(associatedData: ad),
+                versionID: e.versionID(associatedData: e.header.associatedData()),
                 ownerID: owner,
                 recordID: e.header.recordID.hex,
                 tresorID: t.id,
@@ -164,6 +186,17 @@ extension VaultService {
                 envelope: pushed.bytes
             )
         )
+    }
+
+    /// The envelope's signature under the owner's certified key (Docs/envelope-v1.md §4.4 step 3), for an
+    /// envelope that passed every other check as `row`. Counted in `PushSignatures.counter`.
+    static func checkSignature(_ e: Envelope, _ row: VersionRow, signingKey: SigningPublicKey) -> Result<VersionRow, APIError> {
+        PushSignatures.counter?.add()
+        let signed = Envelope.signedBytes(associatedData: e.header.associatedData(), nonce: e.nonce, ciphertext: e.ciphertext)
+        guard signingKey.isValidSignature(e.signature, for: signed) else {
+            return .failure(APIError(.badRequest, .invalidSignature, "envelope signature does not verify under the owner's certified key"))
+        }
+        return .success(row)
     }
 
     /// A page of changes. The owner reads all of theirs; a doctor reads one tresor through an active share.
@@ -245,6 +278,23 @@ enum PushStep: Sendable {
     case checked(Int, [Result<VersionRow, APIError>])
     /// The store's outcomes, in the order of the accepted versions.
     case stored([StoreOutcome])
+}
+
+/// The Ed25519 checks of pushed envelopes (Docs/envelope-v1.md §4.4 step 3) as the server runs them:
+/// tests count them in a task-local counter, carried into the tasks a push spreads its checks over.
+public enum PushSignatures {
+    /// Counts envelope signature checks.
+    public final class Counter: Sendable {
+        private let count = Mutex(0)
+        /// A counter at zero.
+        public init() {}
+        /// The checks counted so far.
+        public var value: Int { count.withLock { $0 } }
+        func add() { count.withLock { $0 += 1 } }
+    }
+
+    /// Where the envelope signature checks of the pushes handled in this task are counted.
+    @TaskLocal public static var counter: Counter?
 }
 
 /// One pushed envelope: decoded for the checks, and the binary encoding that is stored as it is.

@@ -21,9 +21,11 @@ struct EventStreamTests {
         var count: Int { ids.withLockedValue { $0.count } }
     }
 
-    /// A server whose `GET /v1/events` answers connection `n` (from 0) with `answer(n)`.
+    /// A server whose `GET /v1/events` answers connection `n` (from 0) with `answer(n)`. The reader gives up
+    /// on a connection silent for `silence`: long by default, since a full run can stall the test process
+    /// for several seconds before the first bytes are read, and that connection's content is what is tested.
     static func hostile(
-        silence: Duration = .seconds(5),
+        silence: Duration = .seconds(30),
         _ answer: @escaping @Sendable (Int) -> Response,
         _ body: @escaping @Sendable (EventStream, Seen) async throws -> Void
     ) async throws {

@@ -78,11 +78,20 @@ extension DoctorCache {
     }
 
     /// Calls `body` with each record held pending of the share, in sequence order (at most `limit`).
-    static func eachPending(_ db: Database, owner: String, tresor: String, limit: Int = .max, _ body: (Head) throws -> Void) throws {
+    /// Without `envelopes`, each comes with empty `bytes` (the envelopes stay in the database).
+    static func eachPending(
+        _ db: Database,
+        owner: String,
+        tresor: String,
+        limit: Int = .max,
+        envelopes: Bool = true,
+        _ body: (Head) throws -> Void
+    ) throws {
+        let envelope = envelopes ? "envelope" : "X''"
         let rows = try Row.fetchCursor(
             db,
             sql: """
-                SELECT sequence, record_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope FROM pending_records
+                SELECT sequence, record_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, \(envelope) FROM pending_records
                 WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence LIMIT ?
                 """,
             arguments: [owner, tresor, Int64(clamping: limit)]
@@ -147,9 +156,18 @@ extension DoctorCache {
                 let place = { (entry: Head) throws in
                     guard records.insert(entry.recordID).inserted, try heads.keepIfHead(entry, fresh: fresh) else { throw NotVouched() }
                 }
-                try Self.eachPending(db, owner: ownerID, tresor: tresorID) { head in
-                    try place(head)
-                    if collect { promoted.append(try head.entry()) }
+                // A first read of the patient: the records held pending are folded without their envelopes
+                // and copied in one statement once the commitment vouches for them, the bytes never leaving
+                // the database (each is new and comes once, so none replaces another).
+                let copyAtOnce = fresh && !collect
+                try Self.eachPending(db, owner: ownerID, tresor: tresorID, envelopes: !copyAtOnce) { head in
+                    guard copyAtOnce else {
+                        try place(head)
+                        if collect { promoted.append(try head.entry()) }
+                        return
+                    }
+                    guard records.insert(head.recordID).inserted else { throw NotVouched() }
+                    do { try heads.set.replace(recordID: head.recordID, old: nil, with: head.head) } catch { throw NotVouched() }
                 }
                 for entry in entries { try place(entry.stored) }
                 let accepted = heads.seen
@@ -157,6 +175,16 @@ extension DoctorCache {
                     CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: heads.set)
                 else { throw NotVouched() }
                 try heads.finish()
+                if copyAtOnce {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)
+                            SELECT owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id
+                            FROM pending_records WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence
+                            """,
+                        arguments: [ownerID, tresorID]
+                    )
+                }
                 try Self.dropPending(db, owner: ownerID, tresor: tresorID, sequences: nil)
                 if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
                 return promoted

@@ -10,8 +10,11 @@ extension PatientVault {
     /// older than what the server showed before; tells the patient; and queues again every record of the
     /// tresors found behind, as stored (the versions the patient signed), for the push that follows. The
     /// commitments of that push are signed over this device's own copy of the heads, never over what the
-    /// server shows. Anything else wrong with the server's state stays an integrity failure.
-    func heal(_ behind: [ServerBehind], _ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
+    /// server shows. Anything else wrong with the server's state stays an integrity failure. Returns the
+    /// tresors found behind: their versions go out without commitments, one batch after another, and each
+    /// is committed to once at the end of the push (a commitment with a batch describes this device's whole
+    /// copy, which the server reaches only once every batch is in).
+    func heal(_ behind: [ServerBehind], _ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws -> Set<UUID> {
         let before = summary.pulled
         let pulled = try await replica(healing: true).pull(since: 0) { n in
             progress?(SyncProgress(phase: .pull, done: before + n, total: nil))
@@ -29,6 +32,7 @@ extension PatientVault {
             summary.healed.append(note)
             progress?(SyncProgress(phase: .heal, done: 0, total: nil, note: note))
         }
+        return Set(all.map(\.tresorID))
     }
 }
 

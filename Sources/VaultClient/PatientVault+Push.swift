@@ -16,11 +16,14 @@ extension PatientVault {
     /// or another head won) makes the commitments after it stale: the tresor is committed again at the
     /// end, as before. When another device committed first, the server refuses the batch as stale: this
     /// device pulls, recomputes and pushes again, a few times.
-    func push(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
+    ///
+    /// The tresors of `committingAtEnd` (a server being healed, Docs/design.md §5.2) get no commitment with
+    /// their batches: each is committed to once, after the last batch, when the server holds every version.
+    func push(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?, committingAtEnd: Set<UUID> = []) async throws {
         var attempts = 0
         while true {
             do {
-                try await pushOutbox(&summary, progress: progress)
+                try await pushOutbox(&summary, progress: progress, committingAtEnd: committingAtEnd)
                 return
             } catch ClientError.conflict(let message) {
                 attempts += 1
@@ -43,12 +46,15 @@ extension PatientVault {
     /// `previous` leaves, ready to send; nil when nothing is left.
     private func prepareBatch(
         after position: inout Int64,
-        previous: PushInFlight?
+        previous: PushInFlight?,
+        committingAtEnd: Set<UUID>
     ) throws -> (batch: [OutboxItem], plan: [PlannedCommitment], body: [UInt8])? {
         let batch = Self.fitting(try store.outbox(after: position, limit: SyncPolicy.pushBatch))
         guard let last = batch.last else { return nil }
         position = last.position
-        let plan = try commitmentPlan(batch, after: previous.map { ($0.batch, $0.plan) })
+        let plan = try commitmentPlan(batch, after: previous.map { ($0.batch, $0.plan) }).filter {
+            !committingAtEnd.contains($0.commitment.tresorID)
+        }
         return (batch, plan, try Self.pushBody(batch, commitments: plan.map(\.commitment)))
     }
 
@@ -57,17 +63,21 @@ extension PatientVault {
         return PushInFlight(batch: prepared.batch, plan: prepared.plan, answer: Task { try await transport.push(batch: body, auth: auth) })
     }
 
-    private func pushOutbox(_ summary: inout SyncSummary, progress: (@Sendable (SyncProgress) -> Void)?) async throws {
+    private func pushOutbox(
+        _ summary: inout SyncSummary,
+        progress: (@Sendable (SyncProgress) -> Void)?,
+        committingAtEnd: Set<UUID>
+    ) async throws {
         let total = try store.outboxCount()
         var done = 0
         var position: Int64 = 0
-        var recommit = try store.uncommittedTresors()
-        var inFlight = try prepareBatch(after: &position, previous: nil).map(send)
+        var recommit = try store.uncommittedTresors().union(committingAtEnd)
+        var inFlight = try prepareBatch(after: &position, previous: nil, committingAtEnd: committingAtEnd).map(send)
         while let current = inFlight {
             // The next batch is read and planned while the server works on this one, and goes out as soon as
             // the server answered, before this one is acknowledged; this one is acknowledged whatever becomes
             // of the next.
-            let prepared = Result { try prepareBatch(after: &position, previous: current) }
+            let prepared = Result { try prepareBatch(after: &position, previous: current, committingAtEnd: committingAtEnd) }
             let answer = current.answer
             let response = try await withTaskCancellationHandler {
                 try await answer.value

@@ -67,8 +67,8 @@ extension PatientVault {
         // Pull first: a concurrent outcome is merged with the unsent local copy before that copy is pushed.
         let behind = try await pull(&summary, progress: progress, allowingBehind: true)
         // A server behind what this device accepted (a restored backup) gets this device's versions again.
-        if !behind.isEmpty { try await heal(behind, &summary, progress: progress) }
-        try await push(&summary, progress: progress)
+        let healing = behind.isEmpty ? [] : try await heal(behind, &summary, progress: progress)
+        try await push(&summary, progress: progress, committingAtEnd: healing)
         // Once per sync: a server still behind after the heal is an integrity failure.
         if !behind.isEmpty { try await pull(&summary, progress: progress) }
         summary.quarantined = try store.quarantined()

@@ -3,7 +3,7 @@ import Foundation
 extension ServerOperator {
     /// The tables a push writes: what a backup taken now and restored later turns back (the accounts,
     /// shares and sessions of a test are made before its backup, so theirs stay as they are).
-    static let recordTables = ["versions", "heads", "owner_sequences", "tresor_commitments"]
+    static let recordTables = ["versions", "heads", "owner_sequences", "tresor_commitments", "tresor_states"]
 
     /// Takes a backup of the records, commitments and change sequences as they are now, inside the
     /// database (`backup_<table>`), for `restoreRecordsBackup`.

@@ -97,6 +97,39 @@ struct RestoreHealTests {
         }
     }
 
+    /// A tresor of more records than one push batch heals too: its versions go out batch after batch
+    /// without commitments (the server, behind, holds the device's whole copy only once the last is in),
+    /// and the device commits to it once at the end.
+    @Test(arguments: Backend.allCases)
+    func aTresorLargerThanOneBatchHeals(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let op = world.repository.databaseOperator
+            let (a, password) = try await world.patient("pat", on: try world.device("pat-a"))
+            let doctor = try await world.doctor("doc", on: try world.device("doc-a"))
+            try await a.addActivity(try Sample.activity("walk"))
+            _ = try await a.grant(doctor: "doc", category: "interventions")
+            try await world.approveAll()
+            _ = try await a.sync()
+            try await op.backUpRecords()
+            let count = SyncPolicy.pushBatch + 150
+            for i in 0..<count { _ = try await a.recordOutcome(activityID: "walk", occurrence: i, value: Sample.value(Double(i))) }
+            _ = try await a.sync()
+            #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
+
+            try await op.restoreRecordsBackup()
+            let healed = try await a.sync()
+            #expect(healed.healed.count == 1 && healed.healed.first?.contains("re-sending") == true, "\(healed.healed)")
+            #expect(try await a.sync().healed.isEmpty, "one heal is enough")
+            #expect(try await a.pendingCount() == 0)
+            let view = try await doctor.view(patient: "pat")
+            #expect(view.completenessMessage == nil, "\(view.completenessMessage ?? "")")
+            #expect(view.outcomes.count == count)
+            let fresh = try await world.device("pat-b").loginPatient("pat", password: password)
+            _ = try await fresh.sync()
+            #expect(try await fresh.outcomes().count == count)
+        }
+    }
+
     /// A server that only claims to be behind (its commitment rolled back, every version still held) makes
     /// the device re-send versions the server already stores, nothing else, and commit after what it
     /// accepted: the server learns nothing and no reader takes the older commitment as current.

@@ -167,6 +167,25 @@ struct APICommitmentCheckTests {
         }
     }
 
+    /// A sequence past what the store keeps (signed 64-bit) is refused: stored, it would come back negative
+    /// and every later commitment of the tresor would be stale for good.
+    @Test(arguments: Backend.allCases)
+    func aSequenceTheStoreCannotKeepIsRefused(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let (patient, tresor) = try await api.patientWithTresor()
+            let envelopes = try api.envelopes(patient, tresor, count: 2)
+            for sequence in [UInt64(Int64.max) + 1, .max] {
+                let (c, _) = try api.commitment(patient, tresor, sequence: sequence, heads: envelopes)
+                let (r, _) = try await api.countedPush(patient, envelopes, [c])
+                #expect(r.status == .badRequest, "sequence \(sequence)")
+            }
+            #expect(try await api.storedEnvelopes(patient).isEmpty)
+            let (ok, _) = try api.commitment(patient, tresor, sequence: 1, heads: envelopes)
+            let (r, _) = try await api.countedPush(patient, envelopes, [ok])
+            #expect(r.status == .ok, "the tresor is not stuck")
+        }
+    }
+
     /// A commitment that leaves an envelope of the batch out, or whose counts or newest HLC are not the
     /// fold's (signed as the patient, so only the comparison can refuse them).
     @Test(arguments: Backend.allCases)

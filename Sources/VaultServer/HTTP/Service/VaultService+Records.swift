@@ -144,6 +144,9 @@ extension VaultService {
                 throw APIError(.badRequest, .invalidSignature, "a state commitment does not verify: \(error)")
             }
             guard seen.insert(c.tresorID).inserted else { throw APIError.badRequest("two state commitments name one tresor") }
+            // Stored as a signed 64-bit integer: a larger sequence would come back negative and make every
+            // later commitment of the tresor look stale, for good.
+            guard c.sequence <= UInt64(Int64.max) else { throw APIError.badRequest("a state commitment's sequence is out of range") }
             guard let json = try? VaultResponseEncoder.json.encode(c) else { throw APIError.badRequest("a state commitment cannot be encoded") }
             return CommitmentRow(tresorID: c.tresorID, sequence: c.sequence, json: Array(json), expected: c)
         }

@@ -322,12 +322,20 @@ public struct SessionInfo: Codable, Sendable, Equatable {
     }
 }
 
-/// The caller's sessions.
+/// A page of the caller's sessions, by id (`GET /v1/sessions?after=…&limit=…`).
 public struct SessionList: Codable, Sendable {
-    /// Newest first.
+    /// By id, ascending.
     public var sessions: [SessionInfo]
-    /// The list.
-    public init(sessions: [SessionInfo]) { self.sessions = sessions }
+    /// Pass as `after` for the next page: the last session's id, or the `after` sent when the page is empty.
+    public var nextCursor: String?
+    /// True when no session follows this page.
+    public var done: Bool
+    /// The page.
+    public init(sessions: [SessionInfo], nextCursor: String? = nil, done: Bool = true) {
+        self.sessions = sessions
+        self.nextCursor = nextCursor
+        self.done = done
+    }
 }
 
 /// How many sessions a revocation ended.

@@ -26,15 +26,34 @@ public struct PendingShare: Codable, Sendable, Equatable {
     }
 }
 
-/// Everything waiting for the admin, and the next approval sequence number to use.
+/// A page of what waits for the admin, and the next approval sequence number to use. Registrations
+/// (by user id) and shares (by share id) are paged side by side: each list holds up to `limit` items
+/// after its own cursor (`GET /v1/admin/pending?after=…&sharesAfter=…&limit=…`).
 public struct PendingResponse: Codable, Sendable {
     public var registrations: [PendingRegistration]
     public var shares: [PendingShare]
     public var nextSequence: UInt64
-    public init(registrations: [PendingRegistration], shares: [PendingShare], nextSequence: UInt64) {
+    /// Pass as `after` for the next page: the last registration's user id, or the `after` sent when
+    /// the page has none (absent on the first page then).
+    public var nextCursor: UUID?
+    /// Pass as `sharesAfter` for the next page: the last share's id, or the `sharesAfter` sent.
+    public var nextShareCursor: UUID?
+    /// True when neither list has anything after this page.
+    public var done: Bool
+    public init(
+        registrations: [PendingRegistration],
+        shares: [PendingShare],
+        nextSequence: UInt64,
+        nextCursor: UUID? = nil,
+        nextShareCursor: UUID? = nil,
+        done: Bool = true
+    ) {
         self.registrations = registrations
         self.shares = shares
         self.nextSequence = nextSequence
+        self.nextCursor = nextCursor
+        self.nextShareCursor = nextShareCursor
+        self.done = done
     }
 }
 
@@ -78,10 +97,18 @@ public struct UserSummary: Codable, Sendable, Equatable {
     }
 }
 
-/// All users.
+/// A page of users, by user id (`GET /v1/admin/users?after=…&limit=…`).
 public struct UserList: Codable, Sendable {
     public var users: [UserSummary]
-    public init(users: [UserSummary]) { self.users = users }
+    /// Pass as `after` for the next page: the last user's id, or the `after` sent when the page is empty.
+    public var nextCursor: UUID?
+    /// True when no user follows this page.
+    public var done: Bool
+    public init(users: [UserSummary], nextCursor: UUID? = nil, done: Bool = true) {
+        self.users = users
+        self.nextCursor = nextCursor
+        self.done = done
+    }
 }
 
 /// One entry of the hash-chained audit log.

@@ -91,4 +91,9 @@ public enum APILimits {
     /// The default and the largest page of audit links (`GET /v1/access-log/chain`): each is about 150 bytes.
     public static let defaultLinkLimit = 5_000
     public static let maxLinkLimit = 10_000
+    /// The default and the largest page of the listings that grow with the clinic (`GET /v1/admin/users`,
+    /// `/v1/admin/pending` (per list), `/v1/doctor/patients`, `/v1/sessions`): a pending share with its two
+    /// certificates is the largest item, about 2 KiB, so a full page stays near 2 MiB.
+    public static let defaultListLimit = 200
+    public static let maxListLimit = 1_000
 }

@@ -103,8 +103,16 @@ public struct PatientSummary: Codable, Sendable, Equatable {
     }
 }
 
-/// The doctor's "My Patients" list.
+/// A page of the doctor's "My Patients" list, by patient id (`GET /v1/doctor/patients?after=…&limit=…`).
 public struct PatientList: Codable, Sendable {
     public var patients: [PatientSummary]
-    public init(patients: [PatientSummary]) { self.patients = patients }
+    /// Pass as `after` for the next page: the last patient's id, or the `after` sent when the page is empty.
+    public var nextCursor: UUID?
+    /// True when no patient follows this page.
+    public var done: Bool
+    public init(patients: [PatientSummary], nextCursor: UUID? = nil, done: Bool = true) {
+        self.patients = patients
+        self.nextCursor = nextCursor
+        self.done = done
+    }
 }

@@ -278,10 +278,18 @@ extension AccountManager {
         return try await login(username: username, password: newPassword, expecting: (update.kdf, update.salt))
     }
 
-    /// The account's sessions.
-    public func sessions(_ account: UnlockedAccount) async throws -> [SessionInfo] {
-        let list = try await transport.send(AccountEndpoints.sessions, auth: try account.sessionAuth)
-        return list.sessions
+    /// The account's sessions, read page by page (`pageSize` a page), newest first.
+    public func sessions(_ account: UnlockedAccount, pageSize: Int = APILimits.maxListLimit) async throws -> [SessionInfo] {
+        let sessions = try await ListingPages.all(
+            fetch: { after in
+                let query = ListingPages.query(after: after, limit: pageSize)
+                return try await transport.send(AccountEndpoints.sessions.query(query), auth: try account.sessionAuth)
+            },
+            items: \.sessions,
+            next: \.nextCursor,
+            done: \.done
+        )
+        return sessions.sorted { ($0.createdAt, $1.id) > ($1.createdAt, $0.id) }
     }
 
     /// Ends one session (by the id `sessions` shows) or, with nil, every session but this one; returns how many.

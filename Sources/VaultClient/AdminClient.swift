@@ -70,9 +70,36 @@ public struct AdminClient: Sendable {
         return answer.deploymentID
     }
 
-    /// Registrations and shares waiting for a decision, and the next free approval sequence number.
-    public func pending() async throws -> PendingResponse {
-        try await transport.send(AdminEndpoints.pending, auth: auth)
+    /// Every registration and share waiting for a decision, read page by page (`pageSize` of each list
+    /// a page), and the next free approval sequence number: the highest any page offered.
+    public func pending(pageSize: Int = APILimits.defaultListLimit) async throws -> PendingResponse {
+        var all = PendingResponse(registrations: [], shares: [], nextSequence: 0)
+        var cursor: UUID?
+        var shareCursor: UUID?
+        while true {
+            let page = try await pendingPage(after: cursor, sharesAfter: shareCursor, limit: pageSize)
+            all.registrations += page.registrations
+            all.shares += page.shares
+            all.nextSequence = max(all.nextSequence, page.nextSequence)
+            if page.done || (page.registrations.isEmpty && page.shares.isEmpty) { return all }
+            // Each list that moved must have moved forward; one of them did, the page holding something.
+            if !page.registrations.isEmpty {
+                try ListingPages.requireProgress(from: ListingPages.key(cursor), to: ListingPages.key(page.nextCursor))
+            }
+            if !page.shares.isEmpty {
+                try ListingPages.requireProgress(from: ListingPages.key(shareCursor), to: ListingPages.key(page.nextShareCursor))
+            }
+            cursor = page.nextCursor ?? cursor
+            shareCursor = page.nextShareCursor ?? shareCursor
+        }
+    }
+
+    /// One page of what waits: up to `limit` registrations after user id `after` and up to `limit` shares
+    /// after share id `sharesAfter`.
+    public func pendingPage(after: UUID? = nil, sharesAfter: UUID? = nil, limit: Int = APILimits.defaultListLimit) async throws -> PendingResponse {
+        var query = ListingPages.query(after: ListingPages.key(after), limit: limit)
+        if let sharesAfter = ListingPages.key(sharesAfter) { query += "&sharesAfter=\(sharesAfter)" }
+        return try await transport.send(AdminEndpoints.pending.query(query), auth: auth)
     }
 
     /// Rejects the pending registration (by user id or username) or share (by id) that `id` names, with
@@ -93,9 +120,20 @@ public struct AdminClient: Sendable {
         }
     }
 
-    /// Every account, whatever its state.
-    public func users() async throws -> UserList {
-        try await transport.send(AdminEndpoints.users, auth: auth)
+    /// Every account, whatever its state, read page by page (`pageSize` a page), oldest first.
+    public func users(pageSize: Int = APILimits.maxListLimit) async throws -> UserList {
+        let users = try await ListingPages.all(
+            fetch: { try await usersPage(after: $0.flatMap(UUID.init(uuidString:)), limit: pageSize) },
+            items: \.users,
+            next: { ListingPages.key($0.nextCursor) },
+            done: \.done
+        )
+        return UserList(users: users.sorted { ($0.createdAt, $0.username) < ($1.createdAt, $1.username) })
+    }
+
+    /// One page of the accounts: up to `limit` with a user id above `after`, by id.
+    public func usersPage(after: UUID? = nil, limit: Int = APILimits.maxListLimit) async throws -> UserList {
+        try await transport.send(AdminEndpoints.users.query(ListingPages.query(after: ListingPages.key(after), limit: limit)), auth: auth)
     }
 
     /// Up to `limit` audit entries after entry `after`.

@@ -112,13 +112,22 @@ public actor DoctorReader {
     /// only a hint: a patient it lists whose shares do not verify (a share row the operator invented, a
     /// revoked share shown again) is left out and counted in `unverified`. Each summary's categories are the
     /// verified ones; its last change is the server's word.
-    public func patients() async throws -> (patients: [PatientSummary], unverified: Int) {
-        let summaries = try await transport.send(ShareEndpoints.doctorPatients, auth: try auth)
+    /// The server's list is read page by page (`pageSize` a page); the result is ordered by username.
+    public func patients(pageSize: Int = APILimits.maxListLimit) async throws -> (patients: [PatientSummary], unverified: Int) {
+        let summaries = try await ListingPages.all(
+            fetch: { after in
+                let query = ListingPages.query(after: after, limit: pageSize)
+                return try await transport.send(ShareEndpoints.doctorPatients.query(query), auth: try auth)
+            },
+            items: \.patients,
+            next: { ListingPages.key($0.nextCursor) },
+            done: \.done
+        )
         let list = try await transport.send(ShareEndpoints.list, auth: try auth)
         var out: [PatientSummary] = []
         var unverified = 0
         var seen = Set<UUID>()
-        for summary in summaries.patients where seen.insert(summary.patientID).inserted {
+        for summary in summaries where seen.insert(summary.patientID).inserted {
             let listed = list.shares.filter { $0.patientID == summary.patientID }
             do {
                 let cert = try await patientCertificate(id: summary.patientID, username: summary.username)
@@ -135,7 +144,7 @@ public actor DoctorReader {
                 }
             }
         }
-        return (out, unverified)
+        return (out.sorted { ($0.username, $0.patientID.uuidString) < ($1.username, $1.patientID.uuidString) }, unverified)
     }
 
     /// The patient's certificate, verified under the pinned admin key.

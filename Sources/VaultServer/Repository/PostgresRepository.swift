@@ -11,7 +11,9 @@ import VaultCrypto
 /// The production backend: PostgreSQL through a pooled postgres-nio client. Stateless apart from the
 /// database, so several server instances can share one PostgreSQL. Each owner's pushes take that
 /// owner's row lock in `owner_sequences`, so change sequences commit in order and a cursor never skips.
-public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLoginThrottleStore, SQLShareStore, SQLAuditStore {
+public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLoginThrottleStore, SQLShareStore, SQLAuditStore,
+    SQLListingStore
+{
     public let backendName = "postgres"
     /// The store waits for every chunk (see `storeVersions`).
     public let streamsPushes = false

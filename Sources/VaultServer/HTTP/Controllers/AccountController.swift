@@ -92,7 +92,9 @@ struct AccountController: APIController {
     }
 
     @Sendable func sessions(_ request: Request, context: Context) async throws -> SessionList {
-        try await service.sessions(try context.requireCaller())
+        let caller = try context.requireCaller()
+        let after = request.uri.queryParameters.get("after").map { String($0) }
+        return try await service.sessions(caller, after: after, limit: try request.queryLimit(default: APILimits.defaultListLimit))
     }
 
     @Sendable func revokeSession(_ request: Request, context: Context) async throws -> RevokedSessions {

@@ -37,12 +37,16 @@ struct AdminController: APIController {
 
     @Sendable func pending(_ request: Request, context: Context) async throws -> PendingResponse {
         _ = try context.requireAdmin()
-        return try await service.pending()
+        return try await service.pending(
+            after: try request.queryUUID("after"),
+            sharesAfter: try request.queryUUID("sharesAfter"),
+            limit: try request.queryLimit(default: APILimits.defaultListLimit)
+        )
     }
 
     @Sendable func users(_ request: Request, context: Context) async throws -> UserList {
         _ = try context.requireAdmin()
-        return try await service.users()
+        return try await service.users(after: try request.queryUUID("after"), limit: try request.queryLimit(default: APILimits.defaultListLimit))
     }
 
     @Sendable func audit(_ request: Request, context: Context) async throws -> AuditPage {

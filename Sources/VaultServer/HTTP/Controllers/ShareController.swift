@@ -38,6 +38,8 @@ struct ShareController: APIController {
     }
 
     @Sendable func patients(_ request: Request, context: Context) async throws -> PatientList {
-        try await service.patients(try context.requireCaller())
+        let caller = try context.requireCaller()
+        let after = try request.queryUUID("after")
+        return try await service.patients(caller, after: after, limit: try request.queryLimit(default: APILimits.defaultListLimit))
     }
 }

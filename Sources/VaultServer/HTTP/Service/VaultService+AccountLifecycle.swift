@@ -250,30 +250,36 @@ extension VaultService {
         try await lifecycle.replaceRecovery(userID: caller.id, r.recovery, now: clock(), audit: event)
     }
 
-    /// `GET /v1/sessions`.
-    func sessions(_ caller: Caller) async throws -> SessionList {
-        let entries = try await lifecycle.sessionEntries(userID: caller.id, now: clock())
-        return SessionList(
-            sessions: entries.map {
-                SessionInfo(
-                    id: $0.id,
-                    deviceName: $0.deviceName,
-                    createdAt: $0.createdAt,
-                    lastUsedAt: $0.lastUsedAt,
-                    expiresAt: $0.expiresAt,
-                    current: $0.tokenHash == caller.tokenHash
-                )
-            }
-        )
+    /// `GET /v1/sessions`: a page of the caller's live sessions, by id (Docs/design.md §6.1).
+    func sessions(_ caller: Caller, after: String?, limit: Int) async throws -> SessionList {
+        if let after { try Self.checkSessionID(after) }
+        let clamped = Self.listLimit(limit)
+        let entries = try await repository.sessionEntries(userID: caller.id, now: clock(), after: after, limit: clamped + 1)
+        let page = entries.prefix(clamped).map {
+            SessionInfo(
+                id: $0.id,
+                deviceName: $0.deviceName,
+                createdAt: $0.createdAt,
+                lastUsedAt: $0.lastUsedAt,
+                expiresAt: $0.expiresAt,
+                current: $0.tokenHash == caller.tokenHash
+            )
+        }
+        return SessionList(sessions: page, nextCursor: page.last?.id ?? after, done: entries.count <= clamped)
+    }
+
+    /// A session id as `SessionInfo.id` gives it: 16 lower-case hex digits, else a 400.
+    static func checkSessionID(_ id: String) throws {
+        guard id.count == 16, id.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+            throw APIError.badRequest("a session id is 16 lower-case hex digits")
+        }
     }
 
     /// `POST /v1/sessions/{id}/revoke` (one session of the caller's) and `/v1/sessions/revoke-others`.
     func revokeSessions(_ caller: Caller, id: String?) async throws -> RevokedSessions {
         let selection: SessionSelection
         if let id {
-            guard id.count == 16, id.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
-                throw APIError.badRequest("a session id is 16 lower-case hex digits")
-            }
+            try Self.checkSessionID(id)
             selection = .id(id)
         } else {
             selection = .allExcept(tokenHash: caller.tokenHash)

@@ -12,17 +12,30 @@ extension VaultService {
         AdminRequestSignature.deploymentID(serverSecret: try await repository.serverSecret())
     }
 
-    func pending() async throws -> PendingResponse {
-        let registrations = try await repository.users().filter { $0.status == .pending }
-            .map { PendingRegistration(request: $0.registration, receivedAt: $0.createdAt) }
+    /// A page of what waits (Docs/design.md §6.1): up to `limit` pending registrations after
+    /// `after` and up to `limit` pending shares after `sharesAfter`, each list by id.
+    func pending(after: UUID?, sharesAfter: UUID?, limit: Int) async throws -> PendingResponse {
+        let clamped = Self.listLimit(limit)
+        let users = try await repository.users(after: after, status: .pending, limit: clamped + 1)
+        let registrations = users.prefix(clamped).map { PendingRegistration(request: $0.registration, receivedAt: $0.createdAt) }
+        let now = clock()
+        _ = try await repository.expireShares(now: now)
+        let rows = try await repository.shares(state: .pending, after: sharesAfter, limit: clamped + 1)
         var shares: [PendingShare] = []
-        for s in try await repository.shares(state: .pending, asOf: clock()) {
+        for s in rows.prefix(clamped).map({ $0.current(at: now) }) where s.state == .pending {
             guard let p = try await repository.user(id: s.patientID)?.certificate,
                 let d = try await repository.user(id: s.doctorID)?.certificate
             else { continue }
             shares.append(PendingShare(share: try await shareInfo(s), patient: p, doctor: d))
         }
-        return PendingResponse(registrations: registrations, shares: shares, nextSequence: try await nextApprovalSequence())
+        return PendingResponse(
+            registrations: Array(registrations),
+            shares: shares,
+            nextSequence: try await nextApprovalSequence(),
+            nextCursor: users.prefix(clamped).last?.id ?? after,
+            nextShareCursor: rows.prefix(clamped).last?.id ?? sharesAfter,
+            done: users.count <= clamped && rows.count <= clamped
+        )
     }
 
     /// The highest stored approval sequence + 1, or a 409 when the stored one is already at the highest
@@ -171,9 +184,16 @@ extension VaultService {
         return c
     }
 
-    func users() async throws -> UserList {
-        UserList(users: try await repository.users().map(summary))
+    /// A page of every account, whatever its state, by id (Docs/design.md §6.1).
+    func users(after: UUID?, limit: Int) async throws -> UserList {
+        let clamped = Self.listLimit(limit)
+        let rows = try await repository.users(after: after, status: nil, limit: clamped + 1)
+        let page = rows.prefix(clamped)
+        return UserList(users: page.map(summary), nextCursor: page.last?.id ?? after, done: rows.count <= clamped)
     }
+
+    /// A listing's page size: `limit` within 1 … `APILimits.maxListLimit`.
+    static func listLimit(_ limit: Int) -> Int { max(1, min(limit, APILimits.maxListLimit)) }
 
     func summary(_ u: UserRow) -> UserSummary {
         UserSummary(

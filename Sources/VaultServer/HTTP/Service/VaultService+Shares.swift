@@ -136,11 +136,20 @@ extension VaultService {
         return try await shareInfo(announce(row))
     }
 
-    func patients(_ caller: Caller) async throws -> PatientList {
+    /// A page of the doctor's patients, by patient id (Docs/design.md §6.1): up to `limit`
+    /// patients after `after` with an active share naming the doctor.
+    func patients(_ caller: Caller, after: UUID?, limit: Int) async throws -> PatientList {
         try require(caller, role: .doctor)
-        let active = try await repository.shares(doctorID: caller.id, asOf: clock()).filter { $0.state == .active }
+        let clamped = Self.listLimit(limit)
+        let now = clock()
+        _ = try await repository.expireShares(now: now)
+        let rows = try await repository.activeShares(doctorID: caller.id, patientsAfter: after, limit: clamped + 1)
+        var order: [UUID] = []
+        var seen = Set<UUID>()
         var byPatient: [UUID: PatientSummary] = [:]
-        for s in active {
+        for s in rows.map({ $0.current(at: now) }) {
+            if seen.insert(s.patientID).inserted { order.append(s.patientID) }
+            guard order.count <= clamped, s.state == .active else { continue }
             let last = try await repository.lastChange(ownerID: s.patientID, tresorID: s.tresorID) ?? s.updatedAt
             if var p = byPatient[s.patientID] {
                 p.categories = Array(Set(p.categories + [s.category])).sorted()
@@ -151,6 +160,11 @@ extension VaultService {
                 byPatient[s.patientID] = PatientSummary(patientID: s.patientID, username: name, categories: [s.category], lastChange: last)
             }
         }
-        return PatientList(patients: byPatient.values.sorted { $0.username < $1.username })
+        let page = order.prefix(clamped)
+        return PatientList(
+            patients: page.compactMap { byPatient[$0] },
+            nextCursor: page.last ?? after,
+            done: order.count <= clamped
+        )
     }
 }

@@ -107,6 +107,7 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
     if let service { app.addServices(service) }
     if let address = configuration.metricsAddress { app.addServices(metricsApplication(address, logger: logger)) }
     app.addServices(events)
+    app.addServices(RetentionService(repository: repository, logger: logger))
     if let relay = try PostgresEventRelay(databaseURL: configuration.databaseURL, hub: events, logger: logger) { app.addServices(relay) }
     app.beforeServerStarts {
         // Each migration this start applies is logged (an upgrade says what it changed in the database).

@@ -73,7 +73,7 @@ struct AdminSignatureAuthenticator: RouterMiddleware {
         guard service.adminKey.isValidSignature(signature, for: statement) else {
             throw APIError(.unauthorized, .invalidSignature, "admin signature does not verify under the configured admin key")
         }
-        let purgeBefore = now - 2 * AdminRequestSignature.windowMs
+        let purgeBefore = now - RetentionService.adminSignatureRetentionMs
         guard try await service.repository.rememberAdminSignature(signature.base64URL, at: now, purgeBefore: purgeBefore) else {
             throw APIError(.unauthorized, .unauthorized, "admin request was already used (replay)")
         }

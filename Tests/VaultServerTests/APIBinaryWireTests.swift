@@ -168,8 +168,9 @@ struct APIBinaryWireTests {
         }
     }
 
-    @Test func pagesOfLargeRecordsStayUnderTheByteBound() async throws {
-        try await APIHarness.run(.sqlite) { api in
+    @Test(arguments: Backend.allCases)
+    func pagesOfLargeRecordsStayUnderTheByteBound(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
             let (patient, tresor) = try await api.patientWithTresor()
             let envelopes = try api.envelopes(patient, tresor, count: 48, payloadBytes: 100 * 1024)
             try await api.pushAll(patient, envelopes, batch: 16)

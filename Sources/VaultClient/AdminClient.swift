@@ -71,7 +71,7 @@ public struct AdminClient: Sendable {
     }
 
     /// Every registration and share waiting for a decision, read page by page (`pageSize` of each list
-    /// a page), and the next free approval sequence number: the highest any page offered.
+    /// a page), each list oldest first, and the next free approval sequence number: the highest any page offered.
     public func pending(pageSize: Int = APILimits.defaultListLimit) async throws -> PendingResponse {
         var all = PendingResponse(registrations: [], shares: [], nextSequence: 0)
         var cursor: UUID?
@@ -81,7 +81,11 @@ public struct AdminClient: Sendable {
             all.registrations += page.registrations
             all.shares += page.shares
             all.nextSequence = max(all.nextSequence, page.nextSequence)
-            if page.done || (page.registrations.isEmpty && page.shares.isEmpty) { return all }
+            if page.done || (page.registrations.isEmpty && page.shares.isEmpty) {
+                all.registrations.sort { ($0.receivedAt, $0.request.username) < ($1.receivedAt, $1.request.username) }
+                all.shares.sort { ($0.share.createdAt, $0.share.shareID.uuidString) < ($1.share.createdAt, $1.share.shareID.uuidString) }
+                return all
+            }
             // Each list that moved must have moved forward; one of them did, the page holding something.
             if !page.registrations.isEmpty {
                 try ListingPages.requireProgress(from: ListingPages.key(cursor), to: ListingPages.key(page.nextCursor))

@@ -86,4 +86,28 @@ struct RetentionTests {
             #expect(left.sessions == live && left.throttle == live && left.signatures == live)
         }
     }
+
+    @Test func theServiceRunsOnItsScheduleUntilCancelled() async throws {
+        try await TestDatabase.with(.sqlite) { repo in
+            let (expired, live) = try await Self.seed(repo)
+            // Two rows of each table per run: three runs clear the five expired ones.
+            let service = RetentionService(
+                repository: repo,
+                schedule: .init(firstRunAfter: .milliseconds(10), interval: .milliseconds(20), batch: 2, maxBatches: 1),
+                clock: { Self.now },
+                logger: Logger(label: "retention-test")
+            )
+            let running = Task { try await service.run() }
+            for _ in 0..<500 {
+                var left = 0
+                for n in expired where try await repo.session(tokenHash: "session-\(n)") != nil { left += 1 }
+                if left == 0 { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            running.cancel()
+            try await running.value
+            let left = try await Self.remaining(repo, expired + live)
+            #expect(left.sessions == live && left.throttle == live && left.signatures == live)
+        }
+    }
 }

@@ -3,18 +3,22 @@ import Logging
 import ServiceLifecycle
 import VaultCore
 
-/// The periodic clean-up of rows that only grow (Docs/operations.md "Retention"): every `interval`,
+/// The periodic clean-up of rows that only grow (Docs/operations.md §6 "Retention"): `firstRunAfter` the
+/// start (once the migrations have run) and then every `interval`,
 /// expired sessions, login back-off rows past their window and admin request signatures older than the
 /// replay window needs are deleted, `batch` rows of each table per statement and at most `maxBatches`
 /// statements per table and run, so no run holds a lock long. Every instance runs it; on a shared
 /// PostgreSQL database the runs skip each other's rows (`RetentionRepository`).
 public struct RetentionService: Service {
-    /// How often a run starts, how many rows one statement deletes, how many statements one run makes.
+    /// When the first run starts, how often one starts after it, how many rows one statement deletes, how
+    /// many statements one run makes.
     public struct Schedule: Sendable {
+        public var firstRunAfter: Duration
         public var interval: Duration
         public var batch: Int
         public var maxBatches: Int
-        public init(interval: Duration = .seconds(300), batch: Int = 1_000, maxBatches: Int = 50) {
+        public init(firstRunAfter: Duration = .seconds(60), interval: Duration = .seconds(300), batch: Int = 1_000, maxBatches: Int = 50) {
+            self.firstRunAfter = firstRunAfter
             self.interval = interval
             self.batch = max(1, batch)
             self.maxBatches = max(1, maxBatches)
@@ -41,6 +45,7 @@ public struct RetentionService: Service {
     /// Runs until the graceful shutdown; a failed run (the database away) is logged and the next one tries again.
     public func run() async throws {
         await cancelWhenGracefulShutdown {
+            if (try? await Task.sleep(for: schedule.firstRunAfter)) == nil { return }
             while !Task.isCancelled {
                 do {
                     let purged = try await runOnce()
@@ -56,7 +61,9 @@ public struct RetentionService: Service {
                 } catch is CancellationError {
                     return
                 } catch {
-                    logger.warning("retention run failed", metadata: ["error": "\(error)"])
+                    // PostgreSQL's own words when it answered; otherwise only the error's type (no driver text).
+                    let detail = DatabaseRefusal(error, during: "the retention run").map { "\($0)" } ?? String(reflecting: type(of: error))
+                    logger.warning("retention run failed", metadata: ["error": "\(detail)"])
                 }
                 if (try? await Task.sleep(for: schedule.interval)) == nil { return }
             }

@@ -105,4 +105,28 @@ struct AuditBatcherTests {
             }
         }
     }
+
+    /// A batch larger than one insert statement and than one patient-head lookup (64 each): the entries
+    /// are stored in order, and each patient's first entry in it links to that patient's stored head.
+    @Test(arguments: Backend.allCases)
+    func aLargeBatchIsStoredInOrderWithEveryPatientsLinks(backend: Backend) async throws {
+        try await TestDatabase.with(backend) { repo in
+            let patients = (0..<70).map { _ in UUID() }
+            try await repo.appendAudit(patients.prefix(35).map { Self.event(-1, patient: $0) }, now: 1)
+            let events = (0..<150).map { n in Self.event(n, patient: n % 5 == 4 ? nil : patients[n % patients.count]) }
+            try await repo.appendAudit(events, now: 2)
+            #expect(try await repo.verifyAudit().ok)
+            let all = try await repo.auditEntries(after: 35, limit: 1_000, patientID: nil)
+            #expect(all.map { $0.details["n"]! } == (0..<150).map(String.init))
+            let secret = try await repo.serverSecret()
+            for p in patients {
+                let key = try AuditBuilder.patientKey(p, serverSecret: secret)
+                var previous: String?
+                for e in try await repo.auditEntries(after: 0, limit: 1_000, patientID: p) {
+                    #expect(e.patientLink == AuditChain.patientLink(key: key, previous: previous), "entry \(e.sequence)")
+                    previous = e.hash
+                }
+            }
+        }
+    }
 }

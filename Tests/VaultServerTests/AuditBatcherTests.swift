@@ -129,4 +129,34 @@ struct AuditBatcherTests {
             }
         }
     }
+
+    /// Two instances on one PostgreSQL, each with its own batcher, appending at once: the head's lock
+    /// orders their batches into one chain, every patient's links hold, and there are fewer transactions
+    /// than reads, with no delay added anywhere.
+    @Test(.enabled(if: PostgresTestServer.url != nil || PostgresTestServer.required))
+    func twoInstancesBatchIntoOneChain() async throws {
+        try await MultiInstanceTests.twoInstances { a, b in
+            let batchers = [AuditBatcher(repository: a), AuditBatcher(repository: b)]
+            let patients = (0..<5).map { _ in UUID() }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in 0..<200 {
+                    group.addTask { try await batchers[n % 2].append(Self.event(n, patient: patients[n % patients.count]), now: 1) }
+                }
+                try await group.waitForAll()
+            }
+            let transactions = await batchers[0].transactions + batchers[1].transactions
+            #expect(transactions < 200, "\(transactions) transactions for 200 reads")
+            #expect(try await a.verifyAudit().ok)
+            #expect(try await b.auditEntries(after: 0, limit: 1_000, patientID: nil).count == 200)
+            let secret = try await a.serverSecret()
+            for p in patients {
+                let key = try AuditBuilder.patientKey(p, serverSecret: secret)
+                var previous: String?
+                for e in try await b.auditEntries(after: 0, limit: 1_000, patientID: p) {
+                    #expect(e.patientLink == AuditChain.patientLink(key: key, previous: previous), "entry \(e.sequence)")
+                    previous = e.hash
+                }
+            }
+        }
+    }
 }

@@ -50,10 +50,10 @@ struct AuditBatchClientTests {
         return (vaults, doctor, shares.map { ($0.patientID, $0.tresorID) })
     }
 
-    /// One page of the doctor's pull of a shared tresor, as the doctor's device asks for it.
-    static func pull(_ doctor: DoctorReader, _ share: (UUID, UUID)) async throws -> Int {
-        let query = "?owner=\(share.0.uuidString)&tresor=\(share.1.uuidString)&since=0&limit=100"
-        return try await (await doctor.transport).pullPage(query: query, after: 0, auth: try await doctor.auth).page.changes.count
+    /// One page of the doctor's pull of a shared tresor after `since`, as the doctor's device asks for it.
+    static func pull(_ doctor: DoctorReader, _ share: (UUID, UUID), since: UInt64 = 0) async throws -> Int {
+        let query = "?owner=\(share.0.uuidString)&tresor=\(share.1.uuidString)&since=\(since)&limit=100"
+        return try await (await doctor.transport).pullPage(query: query, after: since, auth: try await doctor.auth).page.changes.count
     }
 
     static func reads(_ repo: any VaultRepository) async throws -> [AuditEntry] {
@@ -90,6 +90,11 @@ struct AuditBatchClientTests {
                 #expect(log.entries.filter { $0.action == "records.read" }.count == 25)
                 #expect(log.checkpoint != nil)
             }
+
+            // An empty page (nothing after the cursor) is one entry too, of count 0 (Docs/design.md §6).
+            #expect(try await Self.pull(doctor, shares[0], since: 1_000_000) == 0)
+            let empty = try await Self.reads(world.repository)
+            #expect(empty.count == 51 && empty.last?.details["count"] == "0" && empty.last?.patientID == shares[0].0)
         }
     }
 

@@ -15,13 +15,19 @@ public struct AuditChainReport: Codable, Sendable, Equatable {
     public var newestCheckpoint: AuditCheckpoint?
     /// The first broken sequence and why; nil when `ok`.
     public var broken: AuditChainBreak?
+    /// Where an incremental check (`verifyAuditChainSinceCheckpoint`) resumed: the remembered checkpoint's
+    /// sequence, the entries after it walked here. Nil when the whole log was walked from entry 1.
+    public var resumedAt: UInt64?
 }
 
 extension AdminClient {
     /// Every entry of the audit log, oldest first, fetched a page at a time.
-    public func allAuditEntries() async throws -> [AuditEntry] {
+    public func allAuditEntries() async throws -> [AuditEntry] { try await auditEntries(after: 0) }
+
+    /// Every entry after entry `after`, oldest first, fetched a page at a time.
+    public func auditEntries(after: UInt64) async throws -> [AuditEntry] {
         var entries: [AuditEntry] = []
-        var cursor: UInt64 = 0
+        var cursor = after
         while true {
             let page = try await auditLog(after: cursor, limit: 1_000)
             entries += page.entries
@@ -75,10 +81,15 @@ extension AdminClient {
     }
 
     /// Verifies the chain, then signs a checkpoint at its newest entry, stores it on the server and
-    /// remembers it in `store`. A broken chain is an integrity failure and nothing is signed.
+    /// remembers it in `store`. A broken chain is an integrity failure and nothing is signed. The check
+    /// resumes at the checkpoint `store` remembers (`verifyAuditChainSinceCheckpoint`) unless `full`.
     @discardableResult
-    public func checkpointAudit(store: AuditCheckpointStore?, now: UnixMillis = Date().unixMillis) async throws -> AuditCheckpoint {
-        let (report, entries) = try await verifyAuditChain(store: store)
+    public func checkpointAudit(
+        store: AuditCheckpointStore?,
+        full: Bool = false,
+        now: UnixMillis = Date().unixMillis
+    ) async throws -> AuditCheckpoint {
+        let (report, entries) = try await full ? verifyAuditChain(store: store) : verifyAuditChainSinceCheckpoint(store: store)
         return try await signCheckpoint(verified: report, entries: entries, store: store, now: now)
     }
 

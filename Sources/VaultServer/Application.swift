@@ -121,7 +121,8 @@ public func buildApplication(_ configuration: ServerConfiguration) async throws 
     return app
 }
 
-/// The router with every route of the API over `repository` (tests build it with any repository).
+/// The router with every route of the API over `repository` (tests build it with any repository, and may
+/// pass the audit batcher to count its transactions).
 /// Three groups carry the access rules (Docs/design.md §6): open routes, routes behind a session, and
 /// /v1/admin behind the admin's request signature; a controller per area fills them.
 public func buildRouter(
@@ -131,14 +132,16 @@ public func buildRouter(
     trustedProxies: [IPNetwork] = [],
     events: EventHub = EventHub(),
     registrationsPerHour: Int = 20,
-    servesMetrics: Bool = true
+    servesMetrics: Bool = true,
+    auditBatcher: AuditBatcher? = nil
 ) -> Router<VaultRequestContext> {
     let service = VaultService(
         repository: repository,
         adminKey: adminKey,
         clock: clock,
         registrationLimits: .init(perAddress: registrationsPerHour),
-        events: events
+        events: events,
+        auditBatcher: auditBatcher
     )
     // Before any metric exists: the first use of `shared` sets the process's metrics backend.
     let metrics = ServerMetrics.shared

@@ -26,9 +26,10 @@ struct Audit: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Download the whole log and check it here; exit 65 if any entry was edited, removed or rehashed.",
             discussion: """
-                Checks sequence numbers from 1, every previous-hash link, every hash recomputed from its entry,
-                every checkpoint's admin signature and hash, and that the newest checkpoint remembered in the
-                checkpoint file is still on the server.
+                The full check, always from entry 1: sequence numbers from 1, every previous-hash link, every
+                hash recomputed from its entry, every checkpoint's admin signature and hash, and that the newest
+                checkpoint remembered in the checkpoint file is still on the server. 'audit checkpoint' checks
+                less (only the entries after the remembered checkpoint): run this one regularly too.
 
                 Example: carevault-admin audit verify --admin-secret /secure/admin/admin.key
                 """
@@ -53,19 +54,32 @@ struct Audit: AsyncParsableCommand {
     struct Checkpoint: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Verify the log, then sign a checkpoint at its newest entry and store it on the server.",
-            discussion: "Example: carevault-admin audit checkpoint --admin-secret /secure/admin/admin.key"
+            discussion: """
+                Starts from the newest checkpoint remembered in the checkpoint file when the server still lists
+                it, the entry at its sequence still has the signed hash and the server's own check of its log
+                passes: only the entries after it are downloaded and checked here, as 'audit verify' checks
+                them. An edit before that checkpoint that leaves the stored hashes alone is caught only by
+                'audit verify' (or the server's own check), so run that too. Otherwise, and with --full, the
+                whole log is checked first, as 'audit verify' does.
+
+                Example: carevault-admin audit checkpoint --admin-secret /secure/admin/admin.key
+                """
         )
         @OptionGroup var admin: AdminOptions
+        @Flag(help: "Check the whole log from entry 1 before signing, as 'audit verify' does.") var full = false
         func run() async throws {
             let client = try admin.client()
             let store = try admin.checkpointStore()
-            let (report, entries) = try await client.verifyAuditChain(store: store)
+            let (report, entries) = try await full ? client.verifyAuditChain(store: store) : client.verifyAuditChainSinceCheckpoint(store: store)
             if let broken = report.broken { throw Audit.failure(broken) }
             let checkpoint = try await client.signCheckpoint(verified: report, entries: entries, store: store)
             if admin.global.json {
                 try Output.json(checkpoint)
             } else {
                 Output.line("signed checkpoint \(checkpoint.sequence) at \(Output.date(millis: checkpoint.signedAt))")
+                if let from = report.resumedAt {
+                    Output.line("checked the \(report.entriesChecked) entries after checkpoint \(from) ('audit verify' checks them all)")
+                }
             }
         }
     }

@@ -16,18 +16,33 @@ struct ClientWorld: Sendable {
     let baseURL: String
     let admin: SigningKeyPair
     let root: URL
+    /// The server's audit batcher, when the test made it (`batcher`).
+    var auditBatcher: AuditBatcher? = nil
 
-    static func run(_ backend: Backend, _ body: @escaping @Sendable (ClientWorld) async throws -> Void) async throws {
+    /// `batcher` makes the server's audit batcher over the test's database, for a test that watches or
+    /// breaks its transactions.
+    static func run(
+        _ backend: Backend,
+        batcher: (@Sendable (any VaultRepository) -> AuditBatcher)? = nil,
+        _ body: @escaping @Sendable (ClientWorld) async throws -> Void
+    ) async throws {
         try await TestDatabase.with(backend) { repo in
             let admin = SigningKeyPair.generate()
+            let auditBatcher = batcher?(repo)
             let app = Application(
-                router: buildRouter(repository: repo, adminKey: admin.publicKey),
+                router: buildRouter(repository: repo, adminKey: admin.publicKey, auditBatcher: auditBatcher),
                 configuration: .init(address: .hostname("127.0.0.1", port: 0))
             )
             try await app.test(.live) { client in
                 let root = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-client-\(UUID().uuidString)")
                 defer { try? FileManager.default.removeItem(at: root) }
-                let world = ClientWorld(repository: repo, baseURL: "http://127.0.0.1:\(client.port!)", admin: admin, root: root)
+                let world = ClientWorld(
+                    repository: repo,
+                    baseURL: "http://127.0.0.1:\(client.port!)",
+                    admin: admin,
+                    root: root,
+                    auditBatcher: auditBatcher
+                )
                 try await body(world)
             }
         }

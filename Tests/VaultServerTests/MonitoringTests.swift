@@ -69,6 +69,11 @@ struct MonitoringTests {
             #expect(text.contains(#"method="OTHER""#))
             #expect(last.keys.contains { $0.contains(#"route="/v1/directory/users/"#) }, "the directory lookup is counted under its template")
             #expect((last["carevault_login_failures_total"] ?? 0) >= failuresBefore + 1, "a refused login is counted")
+            // Its audit entry went through the batcher: one more transaction, its size and time recorded.
+            #expect((last["carevault_audit_batches_total"] ?? 0) >= (after["carevault_audit_batches_total"] ?? 0) + 1)
+            #expect((last["carevault_audit_batch_size_count"] ?? 0) >= 1)
+            #expect(last.keys.contains { $0.hasPrefix(#"carevault_audit_batch_size_bucket{le="256"#) }, "buckets up to the largest batch")
+            #expect((last["carevault_audit_append_duration_seconds_count"] ?? 0) >= 1)
         }
     }
 

@@ -181,6 +181,24 @@ public struct AuditChainCheck: Sendable {
         rememberedOnServer = remembered.map { r in checkpoints.contains { $0.sequence == r.sequence && $0.headHash == r.headHash } } ?? true
     }
 
+    /// A walk that resumes after `anchor`, one of `checkpoints` whose entry the caller found still holding
+    /// the signed hash: the entries after it are checked as by a walk from 1, the checkpoints after it must
+    /// be reached, and the chain before it is taken as `anchor` signed it (only a walk from 1 checks it).
+    public init(
+        checkpoints: [AuditCheckpoint],
+        adminKey: SigningPublicKey,
+        remembered: AuditCheckpoint?,
+        resumingAt anchor: AuditCheckpoint
+    ) throws(AuditChainBreak) {
+        try self.init(checkpoints: checkpoints, adminKey: adminKey, remembered: remembered)
+        guard self.checkpoints[anchor.sequence]?.headHash == anchor.headHash else {
+            throw AuditChainBreak(sequence: anchor.sequence, reason: .checkpointMissing, detail: "the walk resumes at a checkpoint not listed")
+        }
+        last = anchor.sequence
+        head = anchor.headHash
+        newestMatched = anchor
+    }
+
     /// The newest checkpoint known, from the server or remembered.
     public var newestCheckpoint: AuditCheckpoint? { checkpoints.values.max { $0.sequence < $1.sequence } }
 

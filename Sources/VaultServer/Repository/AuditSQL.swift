@@ -16,15 +16,37 @@ enum AuditSQL {
         "SELECT hash AS value FROM audit_log WHERE patient_id = \(patient) ORDER BY sequence DESC LIMIT 1"
     }
 
+    /// The hash of the newest entry about each of `patients` (non-empty), in one statement: a row per
+    /// patient, `n` its index, `value` the hash or NULL. Each is the one-row index lookup of `patientHead`.
+    static func patientHeads(_ patients: [UUID]) -> SQLStatement {
+        var out: SQLStatement = ""
+        for (n, p) in patients.enumerated() {
+            let union = n == 0 ? "" : " UNION ALL "
+            out = "\(out)\(sql: union)SELECT \(sql: String(n)) AS n, (\(patientHead(p))) AS value"
+        }
+        return out
+    }
+
     static let serverSecret: SQLStatement = "SELECT value FROM meta WHERE key = 'server_secret'"
 
-    static func insert(_ e: AuditEntry) throws -> SQLStatement {
-        """
-        INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link)
-        VALUES (\(Int64(e.sequence)), \(e.at), \(e.actor), \(e.action), \(e.patientID), \(try RowJSON.encode(e.details)),
-                \(e.previousHash), \(e.hash), \(Int64(e.entryFormat)), \(AuditChain.digest(of: e)), \(e.patientLink))
-        """
+    /// One statement inserting `entries` (non-empty), in their order.
+    static func insert(_ entries: [AuditEntry]) throws -> SQLStatement {
+        var rows: SQLStatement = ""
+        for (n, e) in entries.enumerated() {
+            let row: SQLStatement = """
+                (\(Int64(e.sequence)), \(e.at), \(e.actor), \(e.action), \(e.patientID), \(try RowJSON.encode(e.details)),
+                 \(e.previousHash), \(e.hash), \(Int64(e.entryFormat)), \(AuditChain.digest(of: e)), \(e.patientLink))
+                """
+            rows = "\(rows)\(sql: n == 0 ? "" : ", ")\(row)"
+        }
+        return """
+            INSERT INTO audit_log (sequence, at, actor, action, patient_id, details, previous_hash, hash, format, digest, patient_link)
+            VALUES \(rows)
+            """
     }
+
+    /// Rows per insert statement of a batch (11 binds each).
+    static let insertRows = 64
 
     static func moveHead(to e: AuditEntry) -> SQLStatement {
         "UPDATE audit_head SET sequence = \(Int64(e.sequence)), hash = \(e.hash) WHERE id = 1"
@@ -63,12 +85,27 @@ enum AuditSQL {
     static func append(_ sql: some SQLConnection, _ events: [AuditEvent], now: UnixMillis) async throws {
         guard !events.isEmpty else { return }
         let head = try await sql.row(AuditHeadRow.self, Self.head(.wait))
-        var patientHeads: [UUID: String] = [:]
-        for p in AuditBuilder.patients(events) { patientHeads[p] = try await sql.row(StoredText.self, Self.patientHead(p))?.value }
+        let patientHeads = try await Self.patientHeads(sql, AuditBuilder.patients(events))
         let secret = try await sql.row(StoredBytes.self, Self.serverSecret)?.value
         let entries = try Self.entries(for: events, head: head, patientHeads: patientHeads, secret: secret, now: now)
-        for e in entries { try await sql.execute(try Self.insert(e)) }
+        // A batch (`AuditBatcher`) is a few statements, not one per entry, while the head is locked.
+        for start in stride(from: 0, to: entries.count, by: insertRows) {
+            try await sql.execute(try Self.insert(Array(entries[start..<min(start + insertRows, entries.count)])))
+        }
         try await sql.execute(Self.moveHead(to: entries.last!))
+    }
+
+    /// The hash of the newest stored entry about each of `patients` that has one, 64 patients a statement.
+    static func patientHeads(_ sql: some SQLConnection, _ patients: [UUID]) async throws -> [UUID: String] {
+        var heads: [UUID: String] = [:]
+        for start in stride(from: 0, to: patients.count, by: insertRows) {
+            let some = Array(patients[start..<min(start + insertRows, patients.count)])
+            for row in try await sql.rows(PatientHeadRow.self, Self.patientHeads(some)) {
+                guard let hash = row.value, some.indices.contains(row.n) else { continue }
+                heads[some[row.n]] = hash
+            }
+        }
+        return heads
     }
 
     /// The entries `events` become after the head read in the caller's transaction (`head`), each chained
@@ -89,6 +126,16 @@ enum AuditSQL {
             serverSecret: secret,
             now: now
         )
+    }
+}
+
+/// A row of `AuditSQL.patientHeads`: the patient's index in the list, and its newest entry's hash if any.
+struct PatientHeadRow: StoredRowDecodable, Sendable {
+    var n: Int
+    var value: String?
+    init(stored r: some StoredRow) throws {
+        n = Int(clamping: try r.int64("n"))
+        value = try r.optionalString("value")
     }
 }
 

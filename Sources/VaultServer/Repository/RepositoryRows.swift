@@ -168,12 +168,16 @@ public struct AuditEvent: Sendable, Equatable {
     public var action: String
     public var patientID: UUID?
     public var details: [String: String]
+    /// When it happened, where that is not the time the append is given: an event appended with others
+    /// in one batch (`AuditBatcher`) keeps the time of the request it records.
+    public var at: UnixMillis?
 
-    public init(actor: String, action: String, patientID: UUID? = nil, details: [String: String] = [:]) {
+    public init(actor: String, action: String, patientID: UUID? = nil, details: [String: String] = [:], at: UnixMillis? = nil) {
         self.actor = actor
         self.action = action
         self.patientID = patientID
         self.details = details
+        self.at = at
     }
 }
 

@@ -68,7 +68,8 @@ extension StoredRow {
 }
 
 /// Builds audit entries (format 2) for a batch of events, chained onto the given head, each about a patient
-/// linked to the newest earlier entry about that patient (Docs/envelope-v1.md §3.1).
+/// linked to the newest earlier entry about that patient (Docs/envelope-v1.md §3.1): two events about one
+/// patient in one batch link the second to the first, not both to the stored head.
 enum AuditBuilder {
     /// `patientHeads`: the hash of the newest stored entry about each patient the events name, when there is
     /// one; `serverSecret`: the database's, from which each patient's audit key is derived.
@@ -88,7 +89,7 @@ enum AuditBuilder {
             sequence = try StoredNumberOutOfRange.successor(of: sequence, "the audit sequence")
             var entry = AuditEntry(
                 sequence: sequence,
-                at: now,
+                at: e.at ?? now,
                 actor: e.actor,
                 action: e.action,
                 patientID: e.patientID,

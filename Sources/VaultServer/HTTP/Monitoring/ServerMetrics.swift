@@ -19,16 +19,26 @@ public final class ServerMetrics: Sendable {
     let recordsPulled: Metrics.Counter
     /// Login attempts refused (wrong credentials, account not approved or rejected).
     let loginFailures: Metrics.Counter
+    /// Transactions of `AuditBatcher`, each appending one batch of audit entries under one head lock.
+    let auditBatches: Metrics.Counter
+    /// Entries per batch (a histogram: its sum over its count is the mean batch).
+    let auditBatchSize: Metrics.Recorder
+    /// How long each batch's transaction took, waiting for the head's lock included.
+    let auditAppendDuration: Metrics.Timer
 
     private init() {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.nameAndLabelSanitizer = { name, labels in
             (Self.names[name] ?? Self.sanitized(name), labels.map { (Self.labels[$0.0] ?? Self.sanitized($0.0), Self.value($0.0, $0.1)) })
         }
+        factory.valueHistogramBuckets["carevault_audit_batch_size"] = [1, 2, 4, 8, 16, 32, 64, 128, 256]
         MetricsSystem.bootstrap(factory)
         recordsPushed = Counter(label: "carevault_records_pushed_total")
         recordsPulled = Counter(label: "carevault_records_pulled_total")
         loginFailures = Counter(label: "carevault_login_failures_total")
+        auditBatches = Counter(label: "carevault_audit_batches_total")
+        auditBatchSize = Recorder(label: "carevault_audit_batch_size")
+        auditAppendDuration = Metrics.Timer(label: "carevault_audit_append_duration_seconds")
     }
 
     /// Prometheus names for the metrics Hummingbird's `MetricsMiddleware` reports under OpenTelemetry-style labels.

@@ -140,15 +140,13 @@ extension VaultService {
             // into the append-only log (enough to see repeated guesses at one name, nothing more).
             var details = ["address": address]
             if let user { details["username"] = user.username } else { details["usernameHash"] = try await unknownUsernameHash(name) }
-            try await repository.appendAudit(
-                [
-                    AuditEvent(
-                        actor: user.map { Self.idText($0.id) } ?? "unknown",
-                        action: "login.failed",
-                        patientID: user?.role == .patient ? user?.id : nil,
-                        details: details
-                    )
-                ],
+            try await auditBatcher.append(
+                AuditEvent(
+                    actor: user.map { Self.idText($0.id) } ?? "unknown",
+                    action: "login.failed",
+                    patientID: user?.role == .patient ? user?.id : nil,
+                    details: details
+                ),
                 now: now
             )
             throw APIError(.unauthorized, .invalidCredentials, "wrong username or password")

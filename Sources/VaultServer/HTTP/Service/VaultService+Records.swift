@@ -233,18 +233,18 @@ extension VaultService {
         }
         let page = try await repository.page(ownerID: owner, tresorID: tresor, since: since, limit: clamped, maxBytes: maxBytes)
         let category = share.category
-        try await repository.appendAudit(
-            [
-                AuditEvent(
-                    actor: Self.idText(caller.id),
-                    action: "records.read",
-                    patientID: owner,
-                    details: [
-                        "doctor": caller.user.username, "category": category, "since": String(since),
-                        "count": String(page.changes.count),
-                    ]
-                )
-            ],
+        // Audited before the page goes out, in a batch with the reads of other requests; a read whose
+        // entry is not committed fails. Every page is one entry, an empty one too (Docs/design.md §6).
+        try await auditBatcher.append(
+            AuditEvent(
+                actor: Self.idText(caller.id),
+                action: "records.read",
+                patientID: owner,
+                details: [
+                    "doctor": caller.user.username, "category": category, "since": String(since),
+                    "count": String(page.changes.count),
+                ]
+            ),
             now: now
         )
         ServerMetrics.shared.recordsPulled.increment(by: page.changes.count)

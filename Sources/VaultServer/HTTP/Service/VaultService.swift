@@ -17,6 +17,8 @@ struct VaultService: Sendable {
     let sessionTouches = SessionTouchLog()
     /// Live events, published after committed changes (Docs/events.md).
     let events: EventHub
+    /// The standalone audit appends, written in batches (Docs/design.md §6).
+    let auditBatcher: AuditBatcher
 
     init(
         repository: any VaultRepository,
@@ -24,9 +26,11 @@ struct VaultService: Sendable {
         clock: @escaping @Sendable () -> UnixMillis,
         rateLimits: LoginRateLimiter.Limits = .init(),
         registrationLimits: RegistrationRateLimiter.Limits = .init(),
-        events: EventHub = EventHub()
+        events: EventHub = EventHub(),
+        auditBatcher: AuditBatcher? = nil
     ) {
         self.repository = repository
+        self.auditBatcher = auditBatcher ?? AuditBatcher(repository: repository)
         self.adminKey = adminKey
         self.clock = clock
         self.events = events

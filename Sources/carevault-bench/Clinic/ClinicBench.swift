@@ -19,6 +19,7 @@ struct ClinicResult: Sendable {
     var serverRSS: [Double] = []
     var databaseMiB = 0.0
     var slowStatements: Int?
+    var topStatements: [ClinicDatabase.Statement] = []
 
     var growthSync: Double? { probeSmall.flatMap { s in probeLarge.map { $0.sync / s.sync } } }
     var growthRefresh: Double? { probeSmall.flatMap { s in probeLarge.map { $0.refresh / s.refresh } } }
@@ -116,7 +117,18 @@ struct ClinicBench {
         result.serverRSS = instances.peakMiB
         result.audit = try await ClinicFinalAudit(build: build, instances: instances).run()
         result.databaseMiB = try await ClinicDatabase.sizeMiB(instances.database)
-        if let postgres { result.slowStatements = Self.slowStatements(postgres.logFile) }
+        if let postgres {
+            result.slowStatements = Self.slowStatements(postgres.logFile)
+            do {
+                result.topStatements = try await ClinicDatabase.topStatements(postgres.url)
+                Progress.say("clinic: PostgreSQL's time by statement (pg_stat_statements), largest first:")
+                for s in result.topStatements {
+                    Progress.say("clinic:   \(fmt(s.totalMs / 1_000, 1)) s in \(s.calls) calls (mean \(fmt(s.meanMs, 2)) ms): \(s.query)")
+                }
+            } catch {
+                Progress.say("clinic: note: pg_stat_statements could not be read: \(error)")
+            }
+        }
         return result
     }
 

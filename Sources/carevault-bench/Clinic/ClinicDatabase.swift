@@ -61,6 +61,35 @@ enum ClinicDatabase {
         }
     }
 
+    /// One statement's share of the database's time, from `pg_stat_statements`.
+    struct Statement: Sendable {
+        var calls: Int
+        var totalMs: Double
+        var meanMs: Double
+        var query: String
+    }
+
+    /// The statements that took the most of PostgreSQL's time over the run (since its last restart:
+    /// pg_stat_statements keeps its counts across a fast restart).
+    static func topStatements(_ url: String, limit: Int = 12) async throws -> [Statement] {
+        try await withPostgres(url) { client, logger in
+            var out: [Statement] = []
+            let rows = try await client.query(
+                """
+                SELECT calls::BIGINT, total_exec_time::FLOAT8, mean_exec_time::FLOAT8, query FROM pg_stat_statements
+                WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                ORDER BY total_exec_time DESC LIMIT \(limit)
+                """,
+                logger: logger
+            )
+            for try await (calls, total, mean, query) in rows.decode((Int64, Double, Double, String).self) {
+                let oneLine = query.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+                out.append(Statement(calls: Int(calls), totalMs: total, meanMs: mean, query: String(oneLine.prefix(200))))
+            }
+            return out
+        }
+    }
+
     static func withPostgres<T: Sendable>(_ url: String, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
         let logger = BenchDatabase.logger
         let client = PostgresClient(configuration: try PostgresRepository.configuration(url: url), backgroundLogger: logger)

@@ -39,6 +39,8 @@ struct ClinicPostgres: Sendable {
             max_connections = \(maxConnections)
             shared_buffers = 256MB
             log_min_duration_statement = 250
+            shared_preload_libraries = 'pg_stat_statements'
+            pg_stat_statements.track = top
             log_line_prefix = '%m [%p] '
 
             """
@@ -48,6 +50,9 @@ struct ClinicPostgres: Sendable {
         try handle.close()
         try await pg.run("pg_ctl", ["-D", "\(directory)/data", "-l", pg.logFile, "-w", "-t", "60", "start"])
         try await pg.run("createdb", ["-h", "127.0.0.1", "-p", String(pg.port), "-U", "postgres", "carevault"])
+        try await ClinicDatabase.withPostgres(pg.url) { client, logger in
+            _ = try await client.query("CREATE EXTENSION pg_stat_statements", logger: logger)
+        }
         return pg
     }
 

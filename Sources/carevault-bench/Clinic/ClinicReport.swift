@@ -51,6 +51,14 @@ extension ClinicResult {
             ("clinic_probe_large_refresh_ms", .num(probeLarge?.refresh, 2)),
             ("clinic_slow_statements", slowStatements.map { .int($0) } ?? .null),
             (
+                "clinic_top_statements",
+                .array(
+                    topStatements.map {
+                        .object([("calls", .int($0.calls)), ("total_s", .num($0.totalMs / 1_000, 2)), ("mean_ms", .num($0.meanMs, 3)), ("query", .string($0.query))])
+                    }
+                )
+            ),
+            (
                 "clinic_fault_windows",
                 .array(windows.map { .object([("what", .string($0.what)), ("start_s", .num($0.start, 1)), ("end_s", .num($0.end, 1))]) })
             ),

@@ -54,7 +54,10 @@ extension ClinicResult {
                 "clinic_top_statements",
                 .array(
                     topStatements.map {
-                        .object([("calls", .int($0.calls)), ("total_s", .num($0.totalMs / 1_000, 2)), ("mean_ms", .num($0.meanMs, 3)), ("query", .string($0.query))])
+                        .object([
+                            ("calls", .int($0.calls)), ("total_s", .num($0.totalMs / 1_000, 2)), ("mean_ms", .num($0.meanMs, 3)),
+                            ("query", .string($0.query)),
+                        ])
                     }
                 )
             ),

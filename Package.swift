@@ -121,11 +121,13 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The clinic simulation's final audit, apart from the benchmark so that it is tested.
+        .target(name: "ClinicAudit"),
         // Benchmarks against the physical floors (Scripts/bench builds it in release mode).
         .executableTarget(
             name: "carevault-bench",
             dependencies: [
-                "VaultServer", "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto", "CSodium",
+                "ClinicAudit", "VaultServer", "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto", "CSodium",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -136,6 +138,7 @@ let package = Package(
         ),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultCrypto"]),
+        .testTarget(name: "ClinicAuditTests", dependencies: ["ClinicAudit"]),
         // Test-only helpers shared by the suites: fresh SQLite/PostgreSQL databases, a movable clock.
         .target(
             name: "VaultTestSupport",

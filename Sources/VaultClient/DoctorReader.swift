@@ -157,14 +157,23 @@ public actor DoctorReader {
     }
 
     /// Every active share of `patient` (a username), each verified end to end.
+    /// The patient is looked up by name and only their shares are listed (`GET /v1/shares?patient=ID`), so
+    /// opening one patient costs the same however many patients the doctor follows. The listing is only a
+    /// hint: what another patient's share it holds is dropped, and each share is verified as before.
     public func verifiedShares(patient username: String) async throws -> (Certificate, [VerifiedShare]) {
-        let list = try await transport.send(ShareEndpoints.list, auth: try auth)
-        let listed = list.shares.filter { $0.patientUsername == username.lowercased() }
-        guard let first = listed.first(where: { $0.state == .active }) ?? listed.first else {
+        let entry: DirectoryEntry
+        do { entry = try await transport.send(DirectoryEndpoints.user(named: username.lowercased()), auth: try auth) } catch ClientError.notFound {
             throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username))
         }
-        let cert = try await patientCertificate(id: first.patientID, username: username)
-        return (cert, try verify(listed.filter { $0.patientID == cert.userID }, patient: cert))
+        guard entry.certificate.role == .patient else { throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username)) }
+        let cert = entry.certificate
+        do { try cert.verify(adminKey: adminKey, userID: cert.userID, username: username, role: .patient) } catch {
+            throw ClientError.integrity("the patient's certificate does not verify under the pinned admin key: \(error)")
+        }
+        let list = try await transport.send(ShareEndpoints.list.query("patient=\(cert.userID.uuidString)"), auth: try auth)
+        let listed = list.shares.filter { $0.patientID == cert.userID }
+        guard !listed.isEmpty else { throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username)) }
+        return (cert, try verify(listed, patient: cert))
     }
 
     static func notActive(_ username: String) -> String {

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOSSL
@@ -10,7 +11,8 @@ import VaultCrypto
 
 /// HTTP/JSON transport to a CareVault server. One place maps statuses, broken replies and unreadable
 /// answers to `ClientError`; only temporary failures are retried (exponential backoff with full jitter),
-/// and never past the request's time budget.
+/// and a server that answered before and now refuses connections (restarting), never past the request's
+/// time budget.
 public final class Transport: Sendable {
     /// The server's base URL.
     public let baseURL: String
@@ -25,6 +27,13 @@ public final class Transport: Sendable {
     let trust: PrivateCA?
     let maxAttempts: Int
     let baseDelayMs: UInt64
+    /// Whether this transport has had an answer from its server: from then on a refused connection is the
+    /// server restarting (a deploy, a crash and its supervisor), ridden through (`sendRaw`); before, it is
+    /// a wrong URL or a server not started, said at once.
+    private let answered = NIOLockedValueBox(false)
+    /// The most tries of a request that finds the server gone after it answered before: with the backoff
+    /// below, about 10 s of a server restarting, within the request's budget.
+    static let restartAttempts = 8
     static let decoder = JSONDecoder()
     static let encoder: JSONEncoder = {
         let e = JSONEncoder()
@@ -135,16 +144,28 @@ public final class Transport: Sendable {
         while true {
             attempt += 1
             let failure: ClientError
+            var restarting = false
             do {
-                return try await once(method, path, payload: payload, auth: auth, media: media, deadline: deadline)
+                let answer = try await once(method, path, payload: payload, auth: auth, media: media, deadline: deadline)
+                answered.withLockedValue { $0 = true }
+                return answer
             } catch let error as ClientError {
-                guard case .temporary = error, attempt < maxAttempts else { throw error }
+                switch error {
+                case .temporary where attempt < maxAttempts: break
+                // Nothing was sent (the connection was refused or never made), so any request may be tried
+                // again, a POST too; only once the server has answered this transport before.
+                case .serverUnreachable where answered.withLockedValue({ $0 }) && attempt < max(maxAttempts, Self.restartAttempts):
+                    restarting = true
+                default: throw error
+                }
                 failure = error
             }
-            // Full jitter: a random delay up to base * 2^attempt, so retrying clients spread out. A wait
-            // that would end past the budget leaves no time for a try, so the last failure stands.
+            // Full jitter: a random delay up to base * 2^attempt, so retrying clients spread out (a server
+            // restarting: at least half of it, so the tries span its start). A wait that would end past the
+            // budget leaves no time for a try, so the last failure stands.
             let cap = min(baseDelayMs << UInt64(attempt), 10_000)
-            let delay = Duration.milliseconds(Int64(RandomBytes.uniform(UInt32(cap))))
+            let jitter = Int64(RandomBytes.uniform(UInt32(restarting ? cap / 2 : cap)))
+            let delay = Duration.milliseconds((restarting ? Int64(cap / 2) : 0) + jitter)
             guard clock.now + delay < deadline else { throw failure }
             try await Task.sleep(for: delay)
         }

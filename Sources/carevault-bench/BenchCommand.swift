@@ -25,10 +25,35 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Comma-separated parts to run: crypto, push, incremental, load, login, memory, live (default: all).")
     var only: String?
 
+    @Flag(help: "Run the clinic simulation instead (long: builds a clinic of --clinic-patients patients and runs its workload).")
+    var clinic = false
+
+    @Option(help: "Clinic: patients (default 1000).")
+    var clinicPatients = 1_000
+
+    @Option(help: "Clinic: doctors (default 50).")
+    var clinicDoctors = 50
+
+    @Option(help: "Clinic: records per patient (default 1000).")
+    var clinicRecords = 1_000
+
+    @Option(help: "Clinic: seconds of mixed workload (default 240).")
+    var clinicSeconds = 240.0
+
+    @Option(help: "Clinic: doctors who watch live (default 10).")
+    var clinicWatchers = 10
+
+    @Option(help: "Clinic: open-loop syncs and refreshes per second (default 8 and 4).")
+    var clinicRates = "8,4"
+
+    @Option(help: "Clinic: sqlite, postgres or both (default both).")
+    var clinicBackend = "both"
+
     func run() async throws { try await execute() }
 
     /// The whole run (main.swift calls this directly; see there).
     func execute() async throws {
+        if clinic { return try await executeClinic() }
         let sections: Set<BenchSection>
         if let only {
             var chosen = Set<BenchSection>()

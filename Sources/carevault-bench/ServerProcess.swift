@@ -32,7 +32,16 @@ final class ServerProcess: Sendable {
 
     /// Starts the server on `database` (default: a fresh SQLite database in `folder`) and returns once it
     /// listens; `maxConnections` raises its connection cap (and with it the cap on event streams, half of it).
-    static func start(adminKey: SigningPublicKey, folder: URL, database: String? = nil, maxConnections: Int? = nil) async throws -> ServerProcess {
+    /// `port` 0 lets the server pick one (a restarted instance is given its old one back).
+    static func start(
+        adminKey: SigningPublicKey,
+        folder: URL,
+        database: String? = nil,
+        maxConnections: Int? = nil,
+        port: Int = 0,
+        logLevel: String = "error",
+        extraArguments: [String] = []
+    ) async throws -> ServerProcess {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let keyFile = folder.appendingPathComponent("admin.pub")
         try Data((adminKey.base64URL + "\n").utf8).write(to: keyFile)
@@ -40,11 +49,12 @@ final class ServerProcess: Sendable {
         process.executableURL = try executable()
         process.arguments =
             [
-                "--host", "127.0.0.1", "--port", "0", "--database", database ?? ("sqlite:" + folder.appendingPathComponent("carevault.sqlite").path),
-                "--admin-key", keyFile.path, "--log-level", "error",
+                "--host", "127.0.0.1", "--port", String(port), "--database",
+                database ?? ("sqlite:" + folder.appendingPathComponent("carevault.sqlite").path),
+                "--admin-key", keyFile.path, "--log-level", logLevel,
                 // The live section registers its crowd of idle subscribers from this one address.
                 "--registrations-per-hour", "100000",
-            ] + (maxConnections.map { ["--max-connections", String($0)] } ?? [])
+            ] + (maxConnections.map { ["--max-connections", String($0)] } ?? []) + extraArguments
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.standardError
@@ -87,6 +97,15 @@ final class ServerProcess: Sendable {
     /// Resets the server's peak RSS to its current RSS (`/proc/PID/clear_refs`); false if the kernel refused.
     @discardableResult
     func resetPeak() -> Bool { ProcessMemory.resetPeak(pid: pid) }
+
+    /// The port it listens on.
+    var port: Int { Int(baseURL.split(separator: ":").last.map(String.init) ?? "") ?? 0 }
+
+    /// SIGKILL, as a crashed machine or the OOM killer ends it: no graceful shutdown. The folder is kept.
+    func crash() {
+        if process.isRunning { kill(pid, SIGKILL) }
+        process.waitUntilExit()
+    }
 
     /// SIGTERM (graceful shutdown), then SIGKILL after 10 s; removes the database folder.
     func stop() async {

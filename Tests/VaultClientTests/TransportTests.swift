@@ -23,10 +23,14 @@ final class FakeServer: @unchecked Sendable {
     var bytesSent: Int { lock.withLock { sentCount } }
     var isStopped: Bool { lock.withLock { stopped } }
 
-    init(_ reply: @escaping @Sendable (FakeServer, Int32) -> Void) throws {
+    /// Listens on `port` (0: a free one the kernel picks; another: a server started again where one was).
+    init(port wanted: UInt16 = 0, _ reply: @escaping @Sendable (FakeServer, Int32) -> Void) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = wanted.bigEndian
         addr.sin_addr = in_addr(s_addr: inet_addr("127.0.0.1"))
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &addr) {
@@ -98,8 +102,8 @@ final class FakeServer: @unchecked Sendable {
     }
 
     /// A server answering every request with `status`, `contentType` and `body`.
-    static func answering(_ status: String, contentType: String, _ body: String) throws -> FakeServer {
-        try FakeServer { server, fd in
+    static func answering(_ status: String, contentType: String, _ body: String, port: UInt16 = 0) throws -> FakeServer {
+        try FakeServer(port: port) { server, fd in
             server.readRequest(fd)
             // "Connection: close": the client must not send its retry on this connection, which closes now (the
             // retry would race the close and read as a cut-off answer).

@@ -21,7 +21,7 @@ struct ShareController: APIController {
     }
 
     @Sendable func list(_ request: Request, context: Context) async throws -> ShareList {
-        try await service.shares(try context.requireCaller())
+        try await service.shares(try context.requireCaller(), patient: try request.queryUUID("patient"))
     }
 
     @Sendable func revoke(_ request: Request, context: Context) async throws -> ShareInfo {

@@ -7,14 +7,19 @@ import VaultCrypto
 /// Shares (Docs/design.md §3): requests, listings, revocation, new epochs, the doctor's patients.
 extension VaultService {
     func shareInfo(_ s: ShareRow) async throws -> ShareInfo {
-        let patient = try await repository.user(id: s.patientID)
-        let doctor = try await repository.user(id: s.doctorID)
+        var names: [UUID: String] = [:]
+        return try await shareInfo(s, names: &names)
+    }
+
+    /// `names` keeps the usernames already read, so a listing reads each user once, not twice per share.
+    func shareInfo(_ s: ShareRow, names: inout [UUID: String]) async throws -> ShareInfo {
+        for id in [s.patientID, s.doctorID] where names[id] == nil { names[id] = try await repository.user(id: id)?.username ?? "?" }
         return ShareInfo(
             shareID: s.id,
             patientID: s.patientID,
-            patientUsername: patient?.username ?? "?",
+            patientUsername: names[s.patientID] ?? "?",
             doctorID: s.doctorID,
-            doctorUsername: doctor?.username ?? "?",
+            doctorUsername: names[s.doctorID] ?? "?",
             tresorID: s.tresorID,
             category: s.category,
             state: s.state,
@@ -69,16 +74,20 @@ extension VaultService {
         return try await shareInfo(announce(row))
     }
 
-    func shares(_ caller: Caller) async throws -> ShareList {
+    /// The caller's shares; with `patient`, only those of that patient (a doctor opening one patient reads
+    /// that patient's shares, not every patient's: Docs/design.md §3).
+    func shares(_ caller: Caller, patient: UUID? = nil) async throws -> ShareList {
         // A doctor sees active shares, and ended ones that carry the patient's revocation (so the doctor's
         // client learns the end from the patient, not from the server). Shares made before keys waited for
         // approval carry keys in their request: a doctor never sees those before approval.
-        let rows =
+        var rows =
             caller.user.role == .patient
             ? try await repository.shares(patientID: caller.id, asOf: clock())
             : try await repository.shares(doctorID: caller.id, asOf: clock()).filter { $0.state == .active || $0.revocation != nil }
+        if let patient { rows = rows.filter { $0.patientID == patient } }
         var out: [ShareInfo] = []
-        for r in rows { out.append(try await shareInfo(r)) }
+        var names: [UUID: String] = [:]
+        for r in rows { out.append(try await shareInfo(r, names: &names)) }
         return ShareList(shares: out)
     }
 

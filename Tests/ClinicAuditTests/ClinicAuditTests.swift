@@ -1,0 +1,85 @@
+import ClinicAudit
+import Foundation
+import Testing
+
+/// The clinic simulation's final audit must report what it exists to find: an acknowledged push the
+/// database dropped, a row stored twice, a record nobody pushed, and a doctor's view that differs.
+@Suite("Clinic audit")
+struct ClinicAuditTests {
+    let alice = UUID()
+    let bob = UUID()
+
+    func acked(_ owner: UUID, _ ids: [String]) -> [ClinicAudit.Acknowledged] { ids.map { .init(owner: owner, recordID: $0) } }
+    func stored(_ owner: UUID, _ ids: [String]) -> [ClinicAudit.Stored] { ids.map { .init(owner: owner, recordID: $0, heads: 1, versions: 1) } }
+
+    @Test("every acknowledged record stored once: clean")
+    func clean() {
+        let r = ClinicAudit.compare(
+            acknowledged: acked(alice, ["a1", "a2"]) + acked(bob, ["b1"]),
+            stored: stored(alice, ["a1", "a2"]) + stored(bob, ["b1"])
+        )
+        #expect(r.clean)
+        #expect(r == ClinicAudit.Result())
+    }
+
+    @Test("a dropped row is reported as lost, naming it")
+    func dropped() {
+        let r = ClinicAudit.compare(acknowledged: acked(alice, ["a1", "a2", "a3"]), stored: stored(alice, ["a1", "a3"]))
+        #expect(r.lost == 1)
+        #expect(r.duplicated == 0 && r.unexpected == 0)
+        #expect(r.examples.contains { $0.hasPrefix("lost") && $0.hasSuffix("/a2") })
+    }
+
+    @Test("the same record id under another owner does not stand in for a lost one")
+    func swappedOwner() {
+        let r = ClinicAudit.compare(acknowledged: acked(alice, ["x"]), stored: stored(bob, ["x"]))
+        #expect(r.lost == 1)
+        #expect(r.unexpected == 1)
+    }
+
+    @Test("a duplicated version or head row is reported")
+    func duplicated() {
+        var rows = stored(alice, ["a1", "a2"])
+        rows[0].versions = 2  // the same record pushed once, stored as two versions
+        rows[1].heads = 2  // a head row copied underneath
+        let r = ClinicAudit.compare(acknowledged: acked(alice, ["a1", "a2"]), stored: rows)
+        #expect(r.duplicated == 2)
+        #expect(r.lost == 0)
+        // A record the device itself pushed in two versions is not a duplicate.
+        let two = ClinicAudit.compare(acknowledged: [.init(owner: alice, recordID: "a1", versions: 2)], stored: [rows[0]])
+        #expect(two.clean)
+    }
+
+    @Test("a row listed twice by the reader adds up (a copied row is counted, not hidden)")
+    func listedTwice() {
+        let r = ClinicAudit.compare(acknowledged: acked(alice, ["a1"]), stored: stored(alice, ["a1", "a1"]))
+        #expect(r.duplicated == 2)
+    }
+
+    @Test("a record nobody pushed is unexpected; other owners are ignored when the clinic is named")
+    func unexpected() {
+        let rows = stored(alice, ["a1", "zz"]) + stored(bob, ["b9"])
+        let r = ClinicAudit.compare(acknowledged: acked(alice, ["a1"]), stored: rows, owners: [alice])
+        #expect(r.unexpected == 1)
+        #expect(r.examples == ["unexpected \(alice.uuidString.lowercased())/zz (1 heads, 1 versions)"])
+    }
+
+    @Test("a doctor's view: missing, extra and stale records are told apart")
+    func views() {
+        typealias I = ClinicViewAudit.Item
+        let patient = [
+            I(activityID: "walk", occurrence: nil, values: 0), I(activityID: "walk", occurrence: 1, values: 1),
+            I(activityID: "walk", occurrence: 2, values: 2),
+        ]
+        #expect(ClinicViewAudit.compare(patient: patient, doctor: patient.reversed()).matches)
+        // The doctor holds an older state of occurrence 2 and lacks nothing else.
+        let stale = [patient[0], patient[1], I(activityID: "walk", occurrence: 2, values: 1)]
+        let d = ClinicViewAudit.compare(patient: patient, doctor: stale)
+        #expect(d.missing == [patient[2]])
+        #expect(d.extra == [I(activityID: "walk", occurrence: 2, values: 1)])
+        // A record of a category that was not shared shows as extra.
+        let leaked = patient + [I(activityID: "mood", occurrence: 1, values: 1)]
+        #expect(ClinicViewAudit.compare(patient: patient, doctor: leaked).extra.map(\.activityID) == ["mood"])
+        #expect(ClinicViewAudit.compare(patient: patient, doctor: Array(patient.dropLast())).missing.count == 1)
+    }
+}

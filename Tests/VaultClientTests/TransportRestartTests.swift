@@ -1,0 +1,86 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+import VaultAPI
+import VaultClient
+
+/// A server that answered and then refuses connections is restarting (a deploy, a crash and its
+/// supervisor): the transport waits for it within the request's budget, a POST too, since a refused
+/// connection carried nothing. A server that never answered is still reported at once
+/// (`TransportTests.noListenerIsUnreachableInPlainWords`).
+@Suite("Transport rides through a server restart", .serialized, OnOwnThread())
+struct TransportRestartTests {
+    static let listing = #"{"changes":[],"nextCursor":0,"done":true}"#
+    typealias Page = TransportTests.ListingPage
+
+    @Test func aRequestWaitsForTheServerItReachedBeforeToComeBack() async throws {
+        let first = try FakeServer.answering("200 OK", contentType: "application/json", Self.listing)
+        let port = first.port
+        let transport = try Transport(baseURL: "http://127.0.0.1:\(port)", maxAttempts: 2, baseDelayMs: 100, timeout: .seconds(20))
+        _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage))
+        first.stop()
+        try await Task.sleep(for: .milliseconds(300))
+
+        // Back 1.5 s later on the same port, while the POST below is being tried.
+        let again = NIOLockedValueBox<FakeServer?>(nil)
+        let posts = NIOLockedValueBox(0)
+        let restart = Task {
+            try await Task.sleep(for: .milliseconds(1_500))
+            again.withLockedValue { $0 = try? Self.answeringPosts(port: port, count: posts) }
+        }
+        defer { again.withLockedValue { $0?.stop() } }
+        let started = ContinuousClock.now
+        let page = try await transport.send(Endpoint<[String: String], Page>(.POST, Routes.login), ["username": "someone"])
+        try await restart.value
+        #expect(page.done)
+        #expect(ContinuousClock.now - started >= .milliseconds(1_400), "it waited for the restart")
+        _ = try #require(again.withLockedValue { $0 }, "the fake server could not listen on its old port")
+        #expect(posts.withLockedValue { $0 } == 1, "the POST reached the restarted server exactly once")
+    }
+
+    /// A server that reads a request with its body (up to the end of its head and `Content-Length` bytes),
+    /// counts it and answers the listing.
+    static func answeringPosts(port: UInt16, count: NIOLockedValueBox<Int>) throws -> FakeServer {
+        try FakeServer(port: port) { server, fd in
+            var data: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                if let end = String(decoding: data, as: UTF8.self).range(of: "\r\n\r\n") {
+                    let text = String(decoding: data, as: UTF8.self)
+                    let head = text[..<end.lowerBound].lowercased()
+                    let length =
+                        head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                    if text.utf8.count - text.utf8.distance(from: text.startIndex, to: end.upperBound) >= length { break }
+                }
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { return }
+                data += buffer[0..<n]
+            }
+            count.withLockedValue { $0 += 1 }
+            let body = Self.listing
+            server.write(
+                fd,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            )
+        }
+    }
+
+    @Test func aServerThatStaysGoneIsReportedWithinTheBudget() async throws {
+        let first = try FakeServer.answering("200 OK", contentType: "application/json", Self.listing)
+        let transport = try Transport(baseURL: "http://127.0.0.1:\(first.port)", maxAttempts: 2, baseDelayMs: 10, timeout: .seconds(20))
+        _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage))
+        first.stop()
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        let error = await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage)) }
+        guard case .serverUnreachable? = error else {
+            Issue.record("expected unreachable, got \(String(describing: error))")
+            return
+        }
+        // Eight tries with a backoff from 10 ms: gone for good is said in seconds, not at the 20 s budget.
+        #expect(ContinuousClock.now - started < .seconds(10))
+        TransportTests.expectPlain(error)
+    }
+}

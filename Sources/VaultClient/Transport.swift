@@ -146,24 +146,23 @@ public final class Transport: Sendable {
             let failure: ClientError
             var restarting = false
             do {
-                let answer = try await once(method, path, payload: payload, auth: auth, media: media, deadline: deadline)
-                answered.withLockedValue { $0 = true }
-                return answer
+                return try await once(method, path, payload: payload, auth: auth, media: media, deadline: deadline)
             } catch let error as ClientError {
-                switch error {
-                case .temporary where attempt < maxAttempts: break
-                // Nothing was sent (the connection was refused or never made), so any request may be tried
-                // again, a POST too; only once the server has answered this transport before.
-                case .serverUnreachable where answered.withLockedValue({ $0 }) && attempt < max(maxAttempts, Self.restartAttempts):
-                    restarting = true
-                default: throw error
-                }
+                guard case .temporary = error, attempt < maxAttempts else { throw error }
                 failure = error
+            } catch let refused as NotSent {
+                // Nothing was sent (the connection was refused or never made), so any request may be tried
+                // again, a POST too; only once the server has answered this transport before, and not when
+                // the caller asked for one try.
+                guard answered.withLockedValue({ $0 }), maxAttempts > 1, attempt < Self.restartAttempts else { throw refused.error }
+                failure = refused.error
+                restarting = true
             }
-            // Full jitter: a random delay up to base * 2^attempt, so retrying clients spread out (a server
-            // restarting: at least half of it, so the tries span its start). A wait that would end past the
-            // budget leaves no time for a try, so the last failure stands.
-            let cap = min(baseDelayMs << UInt64(attempt), 10_000)
+            // Full jitter: a random delay up to base * 2^attempt, so retrying clients spread out. A server
+            // restarting: between half and all of base * 2^attempt, at most 2 s, so the tries span its start
+            // (about 10 s in all). A wait that would end past the budget leaves no time for a try, so the last
+            // failure stands.
+            let cap = min(baseDelayMs << UInt64(attempt), restarting ? 2_000 : 10_000)
             let jitter = Int64(RandomBytes.uniform(UInt32(restarting ? cap / 2 : cap)))
             let delay = Duration.milliseconds((restarting ? Int64(cap / 2) : 0) + jitter)
             guard clock.now + delay < deadline else { throw failure }
@@ -208,6 +207,7 @@ public final class Transport: Sendable {
         let answer = try await withDeadline(deadline) { [request] in
             try await self.exchange(request, limit: limit, deadline: deadline, route: Self.route(method, path))
         }
+        answered.withLockedValue { $0 = true }
         guard (200..<300).contains(answer.status) else {
             throw Self.map(status: answer.status, body: answer.body, retryAfter: answer.retryAfter)
         }
@@ -245,7 +245,9 @@ public final class Transport: Sendable {
             let left = ContinuousClock.now.duration(to: deadline)
             response = try await http.execute(request, deadline: .now() + .nanoseconds(Self.nanoseconds(left)))
         } catch {
-            throw classify(error)
+            let failure = classify(error)
+            if case .serverUnreachable = failure, Self.neverSent(error) { throw NotSent(error: failure) }
+            throw failure
         }
         let status = Int(response.status.code)
         var answer = Answer(
@@ -270,6 +272,18 @@ public final class Transport: Sendable {
 
     static func nanoseconds(_ d: Duration) -> Int64 {
         max(0, d.components.seconds) * 1_000_000_000 + max(0, d.components.attoseconds) / 1_000_000_000
+    }
+
+    /// A connection that was refused or never made: the request was not sent (`sendRaw` may try it again).
+    struct NotSent: Error { let error: ClientError }
+
+    /// Whether `error` came before any byte of the request could leave: a connection refused, unreachable
+    /// or not made in time.
+    static func neverSent(_ error: any Error) -> Bool {
+        if let e = error as? IOError { return [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL].contains(e.errnoCode) }
+        if let e = error as? HTTPClientError { return e == .connectTimeout }
+        if let e = error as? ChannelError, case .connectTimeout = e { return true }
+        return false
     }
 
     /// Connection-level failures. Unreachable (69) when no connection could be made; temporary (75) when
@@ -363,36 +377,4 @@ struct PrivateCA: Sendable {
         self.path = path
         self.certificates = certificates
     }
-}
-
-/// One HTTP client per pair of timeouts and trust, kept for the life of the process: no transport can forget to
-/// shut one down, and a tool (one budget) uses one pool of connections. A refused connection fails at
-/// once (the transport's retry policy decides what to retry) instead of the pool retrying until the deadline.
-final class ClientPool: @unchecked Sendable {
-    private let lock = NSLock()
-    private var clients: [String: HTTPClient] = [:]
-
-    func client(connect: Duration, read: Duration, trust: PrivateCA?) -> HTTPClient {
-        let (c, r) = (Transport.nanoseconds(connect), Transport.nanoseconds(read))
-        let key = "\(c) \(r) \(trust?.path ?? "")"
-        lock.lock()
-        defer { lock.unlock() }
-        if let client = clients[key] { return client }
-        var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .nanoseconds(c), read: .nanoseconds(r))
-        if let trust {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .certificates(trust.certificates)
-            config.tlsConfiguration = tls
-        }
-        config.redirectConfiguration = .disallow
-        config.connectionPool.retryConnectionEstablishment = false
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
-        clients[key] = client
-        return client
-    }
-}
-
-extension Transport {
-    static let pool = ClientPool()
 }

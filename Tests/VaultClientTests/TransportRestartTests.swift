@@ -83,4 +83,28 @@ struct TransportRestartTests {
         #expect(ContinuousClock.now - started < .seconds(10))
         TransportTests.expectPlain(error)
     }
+
+    @Test func withTheToolsDelaysARestartIsWaitedForAboutTenSeconds() async throws {
+        let first = try FakeServer.answering("200 OK", contentType: "application/json", Self.listing)
+        let transport = try Transport(baseURL: "http://127.0.0.1:\(first.port)", timeout: .seconds(30))
+        _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage))
+        first.stop()
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage)) }
+        // Seven waits of half to all of 400, 800, 1,600 and then 2,000 ms: 5.4 to 10.8 s.
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .seconds(5) && waited < .seconds(14), "waited \(waited)")
+    }
+
+    @Test func oneTryMeansOneTryEvenAfterAnAnswer() async throws {
+        let first = try FakeServer.answering("200 OK", contentType: "application/json", Self.listing)
+        let transport = try Transport(baseURL: "http://127.0.0.1:\(first.port)", maxAttempts: 1, baseDelayMs: 100, timeout: .seconds(20))
+        _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage))
+        first.stop()
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage)) }
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
 }

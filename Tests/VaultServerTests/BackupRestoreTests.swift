@@ -20,7 +20,7 @@ struct BackupRestoreTests {
         await ChildProcess.runDetached([try #require(sqlite3), source, ".backup '\(destination)'"])
     }
 
-    @Test(.enabled(if: sqlite3 != nil, "needs the sqlite3 tool (Scripts/setup installs it)"), .timeLimit(.minutes(2)))
+    @Test(.enabled(if: sqlite3 != nil, "needs the sqlite3 tool (Scripts/setup installs it)"), .timeLimit(.minutes(5)))
     func anOnlineBackupOfALiveDatabaseRestoresIntoAWorkingServer() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-backup-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -161,13 +161,15 @@ public actor DoctorReader {
     /// opening one patient costs the same however many patients the doctor follows. The listing is only a
     /// hint: what another patient's share it holds is dropped, and each share is verified as before.
     public func verifiedShares(patient username: String) async throws -> (Certificate, [VerifiedShare]) {
+        // A name that cannot be a username is nobody who shares (and never reaches the URL's path).
+        guard let name = try? Username.normalize(username) else { throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username)) }
         let entry: DirectoryEntry
-        do { entry = try await transport.send(DirectoryEndpoints.user(named: username.lowercased()), auth: try auth) } catch ClientError.notFound {
+        do { entry = try await transport.send(DirectoryEndpoints.user(named: name), auth: try auth) } catch ClientError.notFound {
             throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username))
         }
         guard entry.certificate.role == .patient else { throw ClientError.notPermitted(code: .shareNotActive, Self.notActive(username)) }
         let cert = entry.certificate
-        do { try cert.verify(adminKey: adminKey, userID: cert.userID, username: username, role: .patient) } catch {
+        do { try cert.verify(adminKey: adminKey, userID: cert.userID, username: name, role: .patient) } catch {
             throw ClientError.integrity("the patient's certificate does not verify under the pinned admin key: \(error)")
         }
         let list = try await transport.send(ShareEndpoints.list.query("patient=\(cert.userID.uuidString)"), auth: try auth)

@@ -76,25 +76,34 @@ public struct AdminClient: Sendable {
         var all = PendingResponse(registrations: [], shares: [], nextSequence: 0)
         var cursor: UUID?
         var shareCursor: UUID?
+        var pages = 0
         while true {
             let page = try await pendingPage(after: cursor, sharesAfter: shareCursor, limit: pageSize)
             all.registrations += page.registrations
             all.shares += page.shares
             all.nextSequence = max(all.nextSequence, page.nextSequence)
-            if page.done || (page.registrations.isEmpty && page.shares.isEmpty) {
+            pages += 1
+            try ListingPages.requireBounded(pages: pages, items: all.registrations.count + all.shares.count)
+            if page.done {
+                // A registration or share listed on two pages is reviewed once.
+                var seenUsers = Set<UUID>()
+                var seenShares = Set<UUID>()
+                all.registrations = all.registrations.filter { seenUsers.insert($0.request.userID).inserted }
+                all.shares = all.shares.filter { seenShares.insert($0.share.shareID).inserted }
                 all.registrations.sort { ($0.receivedAt, $0.request.username) < ($1.receivedAt, $1.request.username) }
                 all.shares.sort { ($0.share.createdAt, $0.share.shareID.uuidString) < ($1.share.createdAt, $1.share.shareID.uuidString) }
                 return all
             }
-            // Each list that moved must have moved forward; one of them did, the page holding something.
-            if !page.registrations.isEmpty {
-                try ListingPages.requireProgress(from: ListingPages.key(cursor), to: ListingPages.key(page.nextCursor))
+            // A page that is not the last moves a cursor forward (an empty one too: the server passed over
+            // rows it does not show); neither may go back.
+            let next = (page.nextCursor ?? cursor, page.nextShareCursor ?? shareCursor)
+            let (old, new) = ((ListingPages.key(cursor), ListingPages.key(shareCursor)), (ListingPages.key(next.0), ListingPages.key(next.1)))
+            let forward = { (a: String?, b: String?) in b.map { b in a.map { b > $0 } ?? true } ?? false }
+            let back = { (a: String?, b: String?) in a.map { a in b.map { $0 < a } ?? true } ?? false }
+            guard forward(old.0, new.0) || forward(old.1, new.1), !back(old.0, new.0), !back(old.1, new.1) else {
+                throw ClientError.integrity("the server's pages do not advance (a page that is not the last repeats its cursors)")
             }
-            if !page.shares.isEmpty {
-                try ListingPages.requireProgress(from: ListingPages.key(shareCursor), to: ListingPages.key(page.nextShareCursor))
-            }
-            cursor = page.nextCursor ?? cursor
-            shareCursor = page.nextShareCursor ?? shareCursor
+            (cursor, shareCursor) = next
         }
     }
 

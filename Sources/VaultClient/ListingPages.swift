@@ -16,8 +16,21 @@ enum ListingPages {
         }
     }
 
+    /// The most pages and items one listing is read to: a server whose pages advance but never end (a cursor
+    /// moved by one each time) is refused here instead of filling the tool's memory.
+    static let maxPages = 10_000
+    static let maxItems = 500_000
+
+    /// Throws once a listing went past `maxPages` pages or `maxItems` items.
+    static func requireBounded(pages: Int, items: Int) throws {
+        guard pages <= maxPages, items <= maxItems else {
+            throw ClientError.integrity("the server's listing does not end (more than \(maxPages) pages or \(maxItems) items)")
+        }
+    }
+
     /// The items of every page from the first: `fetch` reads the page after a cursor (nil: the first),
-    /// until one says it is `done` or holds nothing.
+    /// until one says it is `done`. A page that is not the last may be empty (the server passed over rows
+    /// it does not show), but its cursor must still move forward.
     static func all<Page: Sendable, Item>(
         isolation: isolated (any Actor)? = #isolation,
         fetch: (String?) async throws -> Page,
@@ -27,11 +40,13 @@ enum ListingPages {
     ) async throws -> [Item] {
         var out: [Item] = []
         var cursor: String?
+        var pages = 0
         while true {
             let page = try await fetch(cursor)
-            let got = items(page)
-            out += got
-            if done(page) || got.isEmpty { return out }
+            out += items(page)
+            pages += 1
+            try requireBounded(pages: pages, items: out.count)
+            if done(page) { return out }
             try requireProgress(from: cursor, to: next(page))
             cursor = next(page)
         }

@@ -91,6 +91,8 @@ public struct RetentionService: Service {
     }
 
     /// How long an admin request signature is kept: twice the window in which a signed request is
-    /// accepted, as `AdminSignatureAuthenticator` keeps it, so a replay inside the window is still caught.
-    public static let adminSignatureRetentionMs = 2 * AdminRequestSignature.windowMs
+    /// accepted, as `AdminSignatureAuthenticator` keeps it, so a replay inside the window is still caught,
+    /// and 2 minutes more for instances whose clocks differ (one ahead would otherwise delete a signature
+    /// another still accepts a replay of).
+    public static let adminSignatureRetentionMs = 2 * AdminRequestSignature.windowMs + 120_000
 }

@@ -36,7 +36,7 @@ public enum ClinicAudit {
     }
 
     public struct Result: Equatable, Sendable {
-        /// Acknowledged records the database holds no head of.
+        /// Acknowledged records the database holds no head of, or fewer versions than were pushed.
         public var lost = 0
         /// Rows beyond what was pushed: head rows beyond one, version rows beyond the versions pushed.
         public var duplicated = 0
@@ -73,6 +73,12 @@ public enum ClinicAudit {
                 note(&result, "lost \(key)")
                 continue
             }
+            // A head whose version rows are gone (or fewer than were pushed) lost the record's contents.
+            guard s.versions >= max(1, a.versions) else {
+                result.lost += 1
+                note(&result, "lost \(key) (\(s.heads) heads but \(s.versions) versions, \(a.versions) pushed)")
+                continue
+            }
             let extra = max(0, s.heads - 1) + max(0, s.versions - max(1, a.versions))
             if extra > 0 {
                 result.duplicated += extra
@@ -95,18 +101,18 @@ public enum ClinicAudit {
 
 /// What a doctor's view must equal: the patient's own records in the categories shared with that doctor.
 public enum ClinicViewAudit {
-    /// A record as both sides can name it without keys in common: its kind, activity, occurrence and the
-    /// number of values it holds.
+    /// A record as both sides can name it without keys in common: its activity, occurrence (none for the
+    /// activity itself) and the values it holds, each as text, in order.
     public struct Item: Hashable, Sendable, CustomStringConvertible {
         public var activityID: String
         public var occurrence: Int?
-        public var values: Int
-        public init(activityID: String, occurrence: Int?, values: Int) {
+        public var values: [String]
+        public init(activityID: String, occurrence: Int?, values: [String]) {
             self.activityID = activityID
             self.occurrence = occurrence
-            self.values = values
+            self.values = values.sorted()
         }
-        public var description: String { occurrence.map { "\(activityID)#\($0) (\(values) values)" } ?? "activity \(activityID)" }
+        public var description: String { occurrence.map { "\(activityID)#\($0) (\(values.count) values)" } ?? "activity \(activityID)" }
     }
 
     public struct Difference: Equatable, Sendable {

@@ -50,6 +50,18 @@ struct ClinicAuditTests {
         #expect(two.clean)
     }
 
+    @Test("a head whose versions are gone is a lost record")
+    func headWithoutVersions() {
+        var rows = stored(alice, ["a1", "a2"])
+        rows[1].versions = 0
+        let r = ClinicAudit.compare(acknowledged: acked(alice, ["a1", "a2"]), stored: rows)
+        #expect(r.lost == 1)
+        #expect(r.examples.contains { $0.hasPrefix("lost") && $0.contains("/a2") })
+        // Fewer versions than the device pushed: lost too.
+        let fewer = ClinicAudit.compare(acknowledged: [.init(owner: alice, recordID: "a1", versions: 3)], stored: [rows[0]])
+        #expect(fewer.lost == 1)
+    }
+
     @Test("a row listed twice by the reader adds up (a copied row is counted, not hidden)")
     func listedTwice() {
         let r = ClinicAudit.compare(acknowledged: acked(alice, ["a1"]), stored: stored(alice, ["a1", "a1"]))
@@ -68,17 +80,26 @@ struct ClinicAuditTests {
     func views() {
         typealias I = ClinicViewAudit.Item
         let patient = [
-            I(activityID: "walk", occurrence: nil, values: 0), I(activityID: "walk", occurrence: 1, values: 1),
-            I(activityID: "walk", occurrence: 2, values: 2),
+            I(activityID: "walk", occurrence: nil, values: []), I(activityID: "walk", occurrence: 1, values: ["7 steps"]),
+            I(activityID: "walk", occurrence: 2, values: ["5 steps", "9 steps"]),
         ]
         #expect(ClinicViewAudit.compare(patient: patient, doctor: patient.reversed()).matches)
         // The doctor holds an older state of occurrence 2 and lacks nothing else.
-        let stale = [patient[0], patient[1], I(activityID: "walk", occurrence: 2, values: 1)]
+        let stale = [patient[0], patient[1], I(activityID: "walk", occurrence: 2, values: ["9 steps"])]
         let d = ClinicViewAudit.compare(patient: patient, doctor: stale)
         #expect(d.missing == [patient[2]])
-        #expect(d.extra == [I(activityID: "walk", occurrence: 2, values: 1)])
+        #expect(d.extra == [I(activityID: "walk", occurrence: 2, values: ["9 steps"])])
+        // A value changed, its count the same: told apart, and the order values are listed in does not matter.
+        let changed = [patient[0], patient[1], I(activityID: "walk", occurrence: 2, values: ["9 steps", "6 steps"])]
+        #expect(!ClinicViewAudit.compare(patient: patient, doctor: changed).matches)
+        #expect(
+            ClinicViewAudit.compare(
+                patient: patient,
+                doctor: [patient[0], patient[1], I(activityID: "walk", occurrence: 2, values: ["9 steps", "5 steps"])]
+            ).matches
+        )
         // A record of a category that was not shared shows as extra.
-        let leaked = patient + [I(activityID: "mood", occurrence: 1, values: 1)]
+        let leaked = patient + [I(activityID: "mood", occurrence: 1, values: ["3"])]
         #expect(ClinicViewAudit.compare(patient: patient, doctor: leaked).extra.map(\.activityID) == ["mood"])
         #expect(ClinicViewAudit.compare(patient: patient, doctor: Array(patient.dropLast())).missing.count == 1)
     }

@@ -53,6 +53,12 @@ extension BenchCommand {
         f.append(("elapsed_s", .num(Measure.since(start), 0)))
         f.append(("cores", .int(ProcessInfo.processInfo.activeProcessorCount)))
         print(json ? JSONValue.object(f).render() : results.flatMap { $0.lines() }.joined(separator: "\n"))
-        if !errors.isEmpty { throw ExitCode(1) }
+        for r in results where !r.intact {
+            errors.append("\(r.backend.rawValue): the final audit found the clinic's data not intact (see the verdicts)")
+        }
+        if !errors.isEmpty {
+            for e in errors { Progress.say("clinic: error: \(e)") }
+            throw ExitCode(1)
+        }
     }
 }

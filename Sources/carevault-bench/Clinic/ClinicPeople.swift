@@ -43,6 +43,9 @@ final class ClinicPatient: Sendable {
 
     static func activityID(_ category: String) -> String { "clinic-\(category)" }
 
+    /// A value as the view audit compares it: its id, value and units.
+    static func text(_ v: OutcomeValue) -> String { "\(v.id) \(v.value) \(v.units ?? "")" }
+
     func recordID(activity: String, occurrence: Int?) -> String {
         RecordID.make(type: occurrence == nil ? .activity : .outcome, activityID: activity, occurrence: occurrence, key: recordIDKey).hex
     }
@@ -58,13 +61,19 @@ final class ClinicPatient: Sendable {
 
     func release() { state.withLockedValue { $0.busy = false } }
 
+    /// Waits until the patient's device is free and claims it: the next thing a person does on one device
+    /// waits for the last, and that wait is part of its latency (the arrival time stands).
+    func claimWaiting() async throws {
+        while !claim() { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
     /// The patient's own records in `categories`, as the audit of a doctor's view names them.
     func items(categories: Set<String>) async throws -> [ClinicViewAudit.Item] {
         var out: [ClinicViewAudit.Item] = []
         for category in categories.sorted() {
-            out += try await vault.activities(category: category).map { .init(activityID: $0.id, occurrence: nil, values: 0) }
+            out += try await vault.activities(category: category).map { .init(activityID: $0.id, occurrence: nil, values: []) }
             out += try await vault.outcomes(category: category).map {
-                .init(activityID: $0.activityID, occurrence: $0.occurrence, values: $0.values.count)
+                .init(activityID: $0.activityID, occurrence: $0.occurrence, values: $0.values.map(Self.text))
             }
         }
         return out
@@ -102,9 +111,14 @@ final class ClinicDoctor: Sendable {
 
     func release() { busy.withLockedValue { $0 = false } }
 
+    /// Waits until the doctor is free and claims them (see `ClinicPatient.claimWaiting`).
+    func claimWaiting() async throws {
+        while !claim() { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
     static func items(_ view: PatientView) -> [ClinicViewAudit.Item] {
-        view.activities.map { .init(activityID: $0.id, occurrence: nil, values: 0) }
-            + view.outcomes.map { .init(activityID: $0.activityID, occurrence: $0.occurrence, values: $0.values.count) }
+        view.activities.map { .init(activityID: $0.id, occurrence: nil, values: []) }
+            + view.outcomes.map { .init(activityID: $0.activityID, occurrence: $0.occurrence, values: $0.values.map(ClinicPatient.text)) }
     }
 }
 

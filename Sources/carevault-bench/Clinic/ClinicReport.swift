@@ -72,6 +72,13 @@ extension ClinicResult {
         return f
     }
 
+    /// Whether the clinic's data held: nothing acknowledged lost or stored twice, nothing invented, every
+    /// doctor's view equal to the patient's records, nothing unshared readable. A run where it did not
+    /// exits non-zero; latency targets missed are reported, not failed.
+    var intact: Bool {
+        audit.stored.clean && audit.unsent == 0 && audit.viewMismatches == 0 && audit.unsharedReadable == 0 && audit.unsharedChecked > 0
+    }
+
     /// Targets met and missed, in words.
     var verdicts: [String] {
         func check(_ name: String, _ value: Double?, _ ok: (Double) -> Bool, _ target: String) -> String {
@@ -82,6 +89,11 @@ extension ClinicResult {
             check("clinic_errors", Double(errors), { $0 == 0 }, "0"),
             check("clinic_lost", Double(audit.stored.lost), { $0 == 0 }, "0"),
             check("clinic_duplicated", Double(audit.stored.duplicated), { $0 == 0 }, "0"),
+            check("clinic_unexpected", Double(audit.stored.unexpected), { $0 == 0 }, "0"),
+            check("clinic_unsent", Double(audit.unsent), { $0 == 0 }, "0"),
+            check("clinic_view_mismatches", Double(audit.viewMismatches), { $0 == 0 }, "0"),
+            check("clinic_unshared_readable", Double(audit.unsharedReadable), { $0 == 0 }, "0"),
+            check("clinic_live_missed", Double(liveMissed), { $0 == 0 }, "0"),
             check("clinic_sync_p99_ms", op(.sync)?.steady.p99, { $0 <= Self.syncP99Target }, "<= 250"),
             check("clinic_refresh_p99_ms", op(.refresh)?.steady.p99, { $0 <= Self.refreshP99Target }, "<= 500"),
             check("clinic_growth_ratio", growth, { $0 <= Self.growthTarget }, "<= 1.25"),

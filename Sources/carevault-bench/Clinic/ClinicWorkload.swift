@@ -59,17 +59,13 @@ struct ClinicWorkload {
         var rng = SeededRandom(seed: seed)
         switch op {
         case .sync:
-            guard let p = claimPatient(&rng) else { return false }
+            guard let p = try await claimPatient(&rng) else { return false }
             defer { p.release() }
             try await sync(p)
         case .refresh:
             let refreshing = build.doctors.filter { !$0.watcher }
-            guard !refreshing.isEmpty else { return false }
-            guard
-                let d = (0..<refreshing.count).lazy.map({ refreshing[(Int(seed % UInt64(refreshing.count)) + $0) % refreshing.count] }).first(where: {
-                    $0.claim()
-                })
-            else { return false }
+            guard let d = refreshing.randomElement(using: &rng) else { return false }
+            try await d.claimWaiting()
             defer { d.release() }
             let mine = d.patients.withLockedValue { $0 }
             guard let i = mine.randomElement(using: &rng) else { return false }
@@ -80,7 +76,7 @@ struct ClinicWorkload {
                 )
             }
         case .share:
-            guard let p = claimPatient(&rng) else { return false }
+            guard let p = try await claimPatient(&rng) else { return false }
             defer { p.release() }
             let held = p.state.withLockedValue { $0.shares }
             let candidates = build.doctors.indices.flatMap { d in ClinicPlan.categories.map { ClinicShare(doctor: d, category: $0) } }.filter {
@@ -109,13 +105,12 @@ struct ClinicWorkload {
         return true
     }
 
-    /// A free patient, starting from a random one.
-    func claimPatient(_ rng: inout SeededRandom) -> ClinicPatient? {
-        let all = build.patients.withLockedValue { $0 }
-        guard !all.isEmpty else { return nil }
-        let first = Int.random(in: 0..<all.count, using: &rng)
-        for k in 0..<min(all.count, 64) where all[(first + k) % all.count].claim() { return all[(first + k) % all.count] }
-        return nil
+    /// A random patient, claimed once their device is free (an arrival is never dropped for being busy:
+    /// its wait counts in its latency).
+    func claimPatient(_ rng: inout SeededRandom) async throws -> ClinicPatient? {
+        guard let p = build.patients.withLockedValue({ $0 }).randomElement(using: &rng) else { return nil }
+        try await p.claimWaiting()
+        return p
     }
 
     /// A patient records an outcome of one of their activities and syncs: the server acknowledged it when

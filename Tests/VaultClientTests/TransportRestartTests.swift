@@ -24,14 +24,17 @@ struct TransportRestartTests {
         // Back 1.5 s later on the same port, while the POST below is being tried.
         let again = NIOLockedValueBox<FakeServer?>(nil)
         let posts = NIOLockedValueBox(0)
-        let restart = Task {
-            try await Task.sleep(for: .milliseconds(1_500))
+        // On a thread of its own: the restart's timing must not wait for the test process's task pool.
+        let restarted = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 1.5)
             again.withLockedValue { $0 = try? Self.answeringPosts(port: port, count: posts) }
+            restarted.signal()
         }
         defer { again.withLockedValue { $0?.stop() } }
         let started = ContinuousClock.now
         let page = try await transport.send(Endpoint<[String: String], Page>(.POST, Routes.login), ["username": "someone"])
-        try await restart.value
+        restarted.wait()
         #expect(page.done)
         #expect(ContinuousClock.now - started >= .milliseconds(1_400), "it waited for the restart")
         _ = try #require(again.withLockedValue { $0 }, "the fake server could not listen on its old port")

@@ -145,11 +145,18 @@ public final class Transport: Sendable {
             attempt += 1
             let failure: ClientError
             var restarting = false
+            var atLeast = Duration.zero
             do {
                 return try await once(method, path, payload: payload, auth: auth, media: media, deadline: deadline)
             } catch let error as ClientError {
                 guard case .temporary = error, attempt < maxAttempts else { throw error }
                 failure = error
+            } catch let busy as RetryAfter {
+                // Waited for as asked (at most 10 s), within the budget: the tries are not spent before the
+                // server said it would answer again (a database restarting behind it).
+                guard attempt < maxAttempts else { throw busy.error }
+                failure = busy.error
+                atLeast = .seconds(busy.seconds)
             } catch let refused as NotSent {
                 // Nothing was sent (the connection was refused or never made), so any request may be tried
                 // again, a POST too; only once the server has answered this transport before, and not when
@@ -164,7 +171,7 @@ public final class Transport: Sendable {
             // failure stands.
             let cap = min(baseDelayMs << UInt64(attempt), restarting ? 2_000 : 10_000)
             let jitter = Int64(RandomBytes.uniform(UInt32(restarting ? cap / 2 : cap)))
-            let delay = Duration.milliseconds((restarting ? Int64(cap / 2) : 0) + jitter)
+            let delay = max(atLeast, Duration.milliseconds((restarting ? Int64(cap / 2) : 0) + jitter))
             guard clock.now + delay < deadline else { throw failure }
             try await Task.sleep(for: delay)
         }
@@ -209,7 +216,12 @@ public final class Transport: Sendable {
         }
         answered.withLockedValue { $0 = true }
         guard (200..<300).contains(answer.status) else {
-            throw Self.map(status: answer.status, body: answer.body, retryAfter: answer.retryAfter)
+            let failure = Self.map(status: answer.status, body: answer.body, retryAfter: answer.retryAfter)
+            // A busy or unavailable server that says when to come back (429, 503 with Retry-After in seconds).
+            if case .temporary = failure, let text = answer.retryAfter, let seconds = UInt64(text.trimmingCharacters(in: .whitespaces)) {
+                throw RetryAfter(error: failure, seconds: min(seconds, 10))
+            }
+            throw failure
         }
         return answer
     }
@@ -276,6 +288,12 @@ public final class Transport: Sendable {
 
     /// A connection that was refused or never made: the request was not sent (`sendRaw` may try it again).
     struct NotSent: Error { let error: ClientError }
+
+    /// A temporary failure whose answer said how many seconds to wait (`Retry-After`).
+    struct RetryAfter: Error {
+        let error: ClientError
+        let seconds: UInt64
+    }
 
     /// Whether `error` came before any byte of the request could leave: a connection refused, unreachable
     /// or not made in time.

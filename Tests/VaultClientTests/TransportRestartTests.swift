@@ -110,4 +110,28 @@ struct TransportRestartTests {
         await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage)) }
         #expect(ContinuousClock.now - started < .seconds(1))
     }
+
+    @Test func aRetryAfterIsWaitedForBeforeTheNextTry() async throws {
+        let calls = NIOLockedValueBox(0)
+        let server = try FakeServer { server, fd in
+            server.readRequest(fd)
+            let first = calls.withLockedValue { c in
+                c += 1
+                return c == 1
+            }
+            let body = first ? #"{"error":{"code":"unavailable","message":"storage is unavailable, retry later"}}"# : Self.listing
+            let status = first ? "503 Service Unavailable\r\nRetry-After: 1" : "200 OK"
+            server.write(
+                fd,
+                "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            )
+        }
+        defer { server.stop() }
+        let transport = try Transport(baseURL: "http://127.0.0.1:\(server.port)", maxAttempts: 2, baseDelayMs: 10, timeout: .seconds(20))
+        let started = ContinuousClock.now
+        let page = try await transport.send(Endpoint<NoBody, Page>(.GET, TransportTests.pullPage))
+        #expect(page.done)
+        #expect(calls.withLockedValue { $0 } == 2)
+        #expect(ContinuousClock.now - started >= .milliseconds(950), "the second try came after the second the server asked for")
+    }
 }

@@ -57,6 +57,8 @@ struct SchemaTests {
         "sessions_user": .init(table: "sessions", columns: ["user_id"], unique: false, partial: false),
         "login_throttle_expires": .init(table: "login_throttle", columns: ["expires_at"], unique: false, partial: false),
         "tresor_states_owner": .init(table: "tresor_states", columns: ["owner_id"], unique: false, partial: false),
+        "shares_state_expires": .init(table: "shares", columns: ["state", "expires_at"], unique: false, partial: false),
+        "shares_approval_sequence": .init(table: "shares", columns: ["approval_sequence"], unique: false, partial: false),
     ]
 
     static func catalog(_ repo: any VaultRepository) async throws -> SchemaCatalog {
@@ -103,6 +105,7 @@ struct SchemaTests {
             migrations.map(\.id) == [
                 "v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle",
                 "v7-heads-reference-kept-by-the-store", "v8-audit-patient-links", "v9-session-credential-generations", "v10-tresor-states",
+                "v11-share-indexes",
             ]
         )
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")

@@ -35,6 +35,7 @@ enum Schema {
             // Each tresor's head state beside its commitment, computed once from the stored heads
             // (Docs/commitment-pages.md §5).
             Migration(id: "v10-tresor-states", statements: v10TresorStates(dialect), compute: TresorStateSQL.rebuild),
+            Migration(id: "v11-share-indexes", statements: v11ShareIndexes(dialect)),
         ]
     }
 
@@ -285,6 +286,19 @@ enum Schema {
                 newest_counter \(t.int64) NOT NULL,
                 newest_device \(t.text) NOT NULL);
             CREATE INDEX tresor_states_owner ON tresor_states (owner_id);
+            """
+        )
+    }
+
+    /// Indexes for two reads that scanned every share: the sweep of shares whose end date passed, which
+    /// runs before share reads (`ShareSQL.due`: by state and expiry), and the highest approval sequence
+    /// (`ShareSQL.maxApprovalSequence`). The clinic simulation found the sweep the statement PostgreSQL spent
+    /// the most time on, at 1.6 ms a call with 4,000 shares (Docs/benchmarks.md §9).
+    static func v11ShareIndexes(_ t: SchemaDialect) -> [String] {
+        statements(
+            """
+            CREATE INDEX shares_state_expires ON shares (state, expires_at);
+            CREATE INDEX shares_approval_sequence ON shares (approval_sequence);
             """
         )
     }

@@ -135,6 +135,8 @@ struct ClinicBench {
     /// The growth probe: `plan.probeSamples` small syncs and doctors' incremental refreshes, one at a time on
     /// an otherwise idle clinic; medians in ms.
     private func probe(_ workload: ClinicWorkload, _ what: String) async throws -> (sync: Double, refresh: Double) {
+        let (_, settled) = try await Measure.timeAsync { try await ClinicDatabase.settle(workload.instances.database) }
+        Progress.say("clinic: the database settled in \(fmt(settled, 1)) s (statistics, checkpoint) before the probe")
         var syncs: [Double] = []
         var refreshes: [Double] = []
         let build = workload.build

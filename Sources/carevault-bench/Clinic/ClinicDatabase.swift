@@ -61,6 +61,26 @@ enum ClinicDatabase {
         }
     }
 
+    /// Lets the database settle as it would between a bulk load and a working day: statistics up to date
+    /// and dirty pages written (PostgreSQL `VACUUM ANALYZE` and `CHECKPOINT`; SQLite `ANALYZE` and a WAL
+    /// checkpoint). The growth probe runs after it, both times, so it measures the data's size and not
+    /// the load's aftermath (autovacuum and checkpoints of a million fresh rows).
+    static func settle(_ database: String) async throws {
+        if database.hasPrefix("sqlite:") {
+            let queue = try DatabaseQueue(path: String(database.dropFirst("sqlite:".count)))
+            defer { try? queue.close() }
+            try await queue.writeWithoutTransaction { db in
+                try db.execute(sql: "ANALYZE")
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            return
+        }
+        try await withPostgres(database) { client, logger in
+            _ = try await client.query("VACUUM ANALYZE", logger: logger)
+            _ = try await client.query("CHECKPOINT", logger: logger)
+        }
+    }
+
     /// One statement's share of the database's time, from `pg_stat_statements`.
     struct Statement: Sendable {
         var calls: Int

@@ -146,14 +146,15 @@ struct CLITests {
             "carevault-patient",
             [
                 "register", "--username", "alice", "--server", "http://127.0.0.1:9",
-                "--admin-key", t.root.appendingPathComponent("admin/admin.pub").path,
+                "--admin-key", t.root.appendingPathComponent("admin/admin.pub").path, "--timeout", "120",
             ],
             home: "p",
             password: "long enough password"
         )
         #expect(down.status == 69, "\(down.stderr)")
         #expect(down.stderr.contains("hint:"))
-        #expect(Date().timeIntervalSince(started) < 10, "a refused connection fails fast, not after the request deadline")
+        // Well under the 120 s budget even on a loaded machine (it took 13 s beside the whole suite on 2 cores).
+        #expect(Date().timeIntervalSince(started) < 60, "a refused connection fails fast, not after the request deadline")
     }
 
     @Test func wholeStoryWithEveryRefusal() async throws {

@@ -50,8 +50,11 @@ enum RecordSQL {
         }
     }
 
+    /// The storing time of the tresor's newest head by sequence. Writes of an owner's heads are serialised
+    /// under the owner's lock, so the newest by sequence is the last stored (on two instances, up to
+    /// their clock skew).
     static func lastChange(ownerID: UUID, tresorID: UUID) -> SQLStatement {
-        "SELECT MAX(changed_at) AS value FROM heads WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID)"
+        "SELECT changed_at AS value FROM heads WHERE owner_id = \(ownerID) AND tresor_id = \(tresorID) ORDER BY sequence DESC LIMIT 1"
     }
 }
 

@@ -37,6 +37,22 @@ enum ShareSQL {
     static func shares(doctorID: UUID) -> SQLStatement { "SELECT * FROM shares WHERE doctor_id = \(doctorID) ORDER BY created_at" }
     static func shares(state: ShareState) -> SQLStatement { "SELECT * FROM shares WHERE state = \(state.rawValue) ORDER BY created_at" }
 
+    /// The shares between one doctor and one patient, oldest first.
+    static func shares(doctorID: UUID, patientID: UUID) -> SQLStatement {
+        "SELECT * FROM shares WHERE doctor_id = \(doctorID) AND patient_id = \(patientID) ORDER BY created_at"
+    }
+
+    /// The share that lets `doctorID` read one tresor of `patientID` at `now`, if any: at most one share
+    /// of a patient, doctor and tresor is open (`shares_open`), so this reads one row, not all of the
+    /// doctor's shares.
+    static func activeShare(doctorID: UUID, patientID: UUID, tresorID: UUID, now: UnixMillis) -> SQLStatement {
+        """
+        SELECT * FROM shares WHERE patient_id = \(patientID) AND doctor_id = \(doctorID) AND tresor_id = \(tresorID)
+          AND state = 'active' AND (expires_at IS NULL OR expires_at > \(now))
+        ORDER BY created_at LIMIT 1
+        """
+    }
+
     /// A doctor's shares that let them in at `now`: active, and the end date (if any) not reached, whether
     /// or not `expireShares` has moved them yet.
     static func activeShares(doctorID: UUID, now: UnixMillis) -> SQLStatement {
@@ -97,6 +113,14 @@ extension SQLShareStore {
 
     public func activeShares(doctorID: UUID, now: UnixMillis) async throws -> [ShareRow] {
         try await rows(ShareRow.self, ShareSQL.activeShares(doctorID: doctorID, now: now))
+    }
+
+    public func shares(doctorID: UUID, patientID: UUID) async throws -> [ShareRow] {
+        try await rows(ShareRow.self, ShareSQL.shares(doctorID: doctorID, patientID: patientID))
+    }
+
+    public func activeShare(doctorID: UUID, patientID: UUID, tresorID: UUID, now: UnixMillis) async throws -> ShareRow? {
+        try await row(ShareRow.self, ShareSQL.activeShare(doctorID: doctorID, patientID: patientID, tresorID: tresorID, now: now))
     }
 
     public func insertShare(_ s: ShareRow, audit: AuditEvent) async throws {

@@ -100,6 +100,11 @@ public protocol ShareRepository: Sendable {
     /// A doctor's shares that let them in at `now`: active and not past their end date, whether or not
     /// `expireShares` has moved them yet (`ShareRow.active(at:)`). Writes nothing.
     func activeShares(doctorID: UUID, now: UnixMillis) async throws -> [ShareRow]
+    /// The shares between one doctor and one patient, in any state, oldest first.
+    func shares(doctorID: UUID, patientID: UUID) async throws -> [ShareRow]
+    /// The share that lets `doctorID` read `tresorID` of `patientID` at `now` (as `activeShares`), if any.
+    /// Writes nothing.
+    func activeShare(doctorID: UUID, patientID: UUID, tresorID: UUID, now: UnixMillis) async throws -> ShareRow?
     /// Moves every active share whose expiry has passed to `expired` and every pending one to `rejected`,
     /// auditing each; returns those it expired. Listings (`shares(…, asOf:)`) and grant updates run it first.
     func expireShares(now: UnixMillis) async throws -> [ShareRow]
@@ -137,7 +142,8 @@ public protocol RecordRepository: Sendable {
 
     /// Heads changed after `since`, in sequence order, at most `limit`; only `tresorID`'s when given.
     func changes(ownerID: UUID, tresorID: UUID?, since: UInt64, limit: Int) async throws -> [ChangeRow]
-    /// The latest change time per tresor of an owner, for "My Patients".
+    /// When the tresor's newest change (by the owner's sequence) was stored, for "My Patients": one row
+    /// read through the owner's sequence index, not every head of the tresor.
     func lastChange(ownerID: UUID, tresorID: UUID) async throws -> UnixMillis?
 }
 
@@ -211,6 +217,12 @@ extension ShareRepository {
     public func shares(doctorID: UUID, asOf now: UnixMillis) async throws -> [ShareRow] {
         _ = try await expireShares(now: now)
         return try await shares(doctorID: doctorID).map { $0.current(at: now) }
+    }
+
+    /// The shares between a doctor and one patient as they stand at `now` (see `shares(patientID:asOf:)`).
+    public func shares(doctorID: UUID, patientID: UUID, asOf now: UnixMillis) async throws -> [ShareRow] {
+        _ = try await expireShares(now: now)
+        return try await shares(doctorID: doctorID, patientID: patientID).map { $0.current(at: now) }
     }
 
     /// The shares in `state` at `now` (see `shares(patientID:asOf:)`).

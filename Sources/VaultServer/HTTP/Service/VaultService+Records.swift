@@ -223,9 +223,9 @@ extension VaultService {
         guard let tresor else { throw APIError.badRequest("a doctor pulls one tresor: add ?tresor=ID") }
         let now = clock()
         // Only a share active at `now` lets the doctor in, whether or not its end has been recorded yet.
-        let open = try await repository.activeShares(doctorID: caller.id, now: now).first { $0.patientID == owner && $0.tresorID == tresor }
+        let open = try await repository.activeShare(doctorID: caller.id, patientID: owner, tresorID: tresor, now: now)
         guard let share = open else {
-            let mine = try await repository.shares(doctorID: caller.id, asOf: now).filter { $0.patientID == owner && $0.tresorID == tresor }
+            let mine = try await repository.shares(doctorID: caller.id, patientID: owner, asOf: now).filter { $0.tresorID == tresor }
             if let s = mine.last {
                 throw APIError(.forbidden, .shareNotActive, "the share of \(s.category) is \(s.state.rawValue); access is not permitted")
             }

@@ -80,10 +80,13 @@ extension VaultService {
         // A doctor sees active shares, and ended ones that carry the patient's revocation (so the doctor's
         // client learns the end from the patient, not from the server). Shares made before keys waited for
         // approval carry keys in their request: a doctor never sees those before approval.
-        var rows =
-            caller.user.role == .patient
-            ? try await repository.shares(patientID: caller.id, asOf: clock())
-            : try await repository.shares(doctorID: caller.id, asOf: clock()).filter { $0.state == .active || $0.revocation != nil }
+        var rows: [ShareRow]
+        switch (caller.user.role, patient) {
+        case (.patient, _): rows = try await repository.shares(patientID: caller.id, asOf: clock())
+        case let (.doctor, patient?): rows = try await repository.shares(doctorID: caller.id, patientID: patient, asOf: clock())
+        case (.doctor, nil): rows = try await repository.shares(doctorID: caller.id, asOf: clock())
+        }
+        if caller.user.role == .doctor { rows = rows.filter { $0.state == .active || $0.revocation != nil } }
         if let patient { rows = rows.filter { $0.patientID == patient } }
         var out: [ShareInfo] = []
         var names: [UUID: String] = [:]

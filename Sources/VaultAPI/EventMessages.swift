@@ -42,13 +42,16 @@ public struct ChangeEventData: Codable, Sendable, Equatable {
     }
 }
 
-/// `share`: a share the subscriber is party to, in its new state.
+/// `share`: a share the subscriber is party to, in its new state, and the share's patient (absent from
+/// servers before it was added; a client then re-reads all of its shares).
 public struct ShareEventData: Codable, Sendable, Equatable {
     public var share: UUID
     public var state: String
-    public init(share: UUID, state: String) {
+    public var patient: UUID?
+    public init(share: UUID, state: String, patient: UUID? = nil) {
         self.share = share
         self.state = state
+        self.patient = patient
     }
 }
 

@@ -89,6 +89,31 @@ public actor DoctorWatch {
         return try await refresh(username: name, report: report)
     }
 
+    /// After a `share` event: re-reads and pulls the shares of the patient it names, so a doctor who follows
+    /// many patients does not refresh them all for one patient's share. A patient not seen yet is looked up
+    /// in the doctor's patient list (one listing, not a refresh of everyone); one not listed has nothing
+    /// active to read (a request not yet approved). An event naming no patient (an older server), or a
+    /// watch of one patient, re-reads everything as before. The name is only a hint: what is read is
+    /// verified as always, and a server that names the wrong patient only delays the right one's refresh
+    /// until its next event, which a server can always do.
+    public func refreshShares(of patient: UUID?, report: @escaping @Sendable (AppliedChange) -> Void) async throws -> [String] {
+        guard let patient, only == nil else { return try await refreshAll(report: report) }
+        var name = owners[patient]
+        if name == nil {
+            let (patients, _) = try await reader.patients()
+            name = patients.first { $0.patientID == patient }?.username
+        }
+        guard let name else { return [] }
+        verified[name] = nil
+        let problems = try await refresh(username: name, report: report)
+        // Listed, but nothing of theirs is active any more (a revocation): as `refreshAll` would, stop.
+        if let shares = verified[name]?.1, shares.isEmpty {
+            verified[name] = nil
+            unwatch(name)
+        }
+        return problems
+    }
+
     /// Pulls the shared categories of one patient. A patient who shares nothing (any more) is not an
     /// error: there is nothing to watch until a share event says otherwise. A pull the server refuses
     /// (a share revoked or ended meanwhile) drops the shares verified before and reads them again; when

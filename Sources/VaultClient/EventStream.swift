@@ -13,8 +13,9 @@ public enum LiveUpdate: Sendable, Equatable {
     case ready(resumed: Bool)
     /// An owner the caller reads has a newer sequence.
     case change(owner: UUID, sequence: UInt64)
-    /// A share the caller is party to changed state.
-    case share(id: UUID, state: String)
+    /// A share the caller is party to changed state; `patient` is the share's patient as the server named
+    /// it (nil from a server that does not), a hint of whom to re-read, nothing more.
+    case share(id: UUID, state: String, patient: UUID?)
     /// Events may have been missed: pull every owner and re-read the shares.
     case resync(reason: String)
     /// The account or session ended; the stream ends after this.
@@ -157,7 +158,7 @@ public struct EventStream: Sendable {
             guard let s = try? decoder.decode(ShareEventData.self, from: data), ShareState(rawValue: s.state) != nil else {
                 return .resync(reason: "unreadable share event")
             }
-            return .share(id: s.share, state: s.state)
+            return .share(id: s.share, state: s.state, patient: s.patient)
         case .resync:
             let reason = (try? decoder.decode(ReasonEventData.self, from: data))?.reason ?? "unreadable"
             return .resync(reason: ClientError.printable(reason, limit: 60))

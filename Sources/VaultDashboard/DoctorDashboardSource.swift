@@ -129,8 +129,8 @@ public struct DoctorDashboardSource: DashboardSource {
                 case .ready, .resync:
                     // Pages hear of it only when the pull applied something (`report`).
                     _ = try await reads.run { try await watch.refreshAll(report: report) }
-                case .share:
-                    _ = try await reads.run { try await watch.refreshAll(report: report) }
+                case let .share(_, _, patient):
+                    _ = try await reads.run { try await watch.refreshShares(of: patient, report: report) }
                     // A share that began or ended changes the list even when no record moved.
                     changed()
                 case let .change(owner, _):

@@ -53,13 +53,13 @@ struct Watch: AsyncParsableCommand {
                     problems = try await watch.refreshAll(report: subscribed ? report : quiet)
                 case let .change(owner, _):
                     problems = try await watch.refresh(owner: owner, report: report)
-                case let .share(id, state):
+                case let .share(id, state, patient):
                     if json {
                         live.json(ShareLine(share: id, state: state))
                     } else {
                         live.line(ShareLine.text(share: id, state: state))
                     }
-                    problems = try await watch.refreshAll(report: report)
+                    problems = try await watch.refreshShares(of: patient, report: report)
                 case .resync:
                     problems = try await watch.refreshAll(report: report)
                 case let .account(reason):

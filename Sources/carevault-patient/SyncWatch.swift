@@ -52,7 +52,7 @@ struct SyncWatch {
                         live.connected()
                         state.sawReady()
                     case .change, .resync: break
-                    case let .share(id, shareState):
+                    case let .share(id, shareState, _):
                         if json {
                             live.json(ShareLine(share: id, state: shareState))
                         } else {

@@ -61,6 +61,8 @@ struct EventsTests {
             for s in [p, d] {
                 try await s.wait("three share events") { $0.named("share").count == 3 }
                 #expect(s.named("share").compactMap(\.share?.state) == ["pending", "active", "active"])
+                // Named once approved, never while pending (the doctor may not learn who asked).
+                #expect(s.named("share").map(\.share?.patient) == [nil, patient.id, patient.id])
             }
             let sequence = try await w.push(patient, tresor, "walk")
             try await d.wait("the change") { !$0.named("change").isEmpty }
@@ -210,6 +212,7 @@ struct EventsTests {
             try await Task.sleep(for: .milliseconds(1_500))
             #expect(d.named("change").map(\.change) == [ChangeEventData(owner: patient.id, sequence: first)], "\(d.raw)")
             for s in [p, d] { #expect(s.named("share").map { $0.share?.state } == ["expired"], "announced once: \(s.raw)") }
+            for s in [p, d] { #expect(s.named("share").map { $0.share?.patient } == [patient.id]) }
             for s in [p, d] { await s.close() }
         }
         // A share that ended otherwise just before its end date (here underneath, with no event yet) did not

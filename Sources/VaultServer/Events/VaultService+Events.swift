@@ -161,7 +161,11 @@ struct EventStreamWriter: Sendable {
         case .ready: return Self.event(id, .ready, [String: String]())
         case let .resync(reason): return Self.event(id, .resync, ReasonEventData(reason: reason))
         case let .notice(.change(owner, sequence, _)): return Self.event(id, .change, ChangeEventData(owner: owner, sequence: sequence))
-        case let .notice(.share(share, _, _, state)): return Self.event(id, .share, ShareEventData(share: share, state: state.rawValue))
+        case let .notice(.share(share, patient, _, state)):
+            // The patient is named once the share was approved (active, or expired after being active): a
+            // doctor learns nothing of a patient whose request the admin has not approved (Docs/events.md §3).
+            let named = state == .active || state == .expired ? patient : nil
+            return Self.event(id, .share, ShareEventData(share: share, state: state.rawValue, patient: named))
         case .notice(.account), .notice(.resync): return ""
         }
     }

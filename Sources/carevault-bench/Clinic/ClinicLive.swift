@@ -53,8 +53,11 @@ final class ClinicLive: Sendable {
                 for try await update in try d.reader.account.events(d.transport).updates() {
                     if Task.isCancelled { return }
                     switch update {
-                    case .ready, .resync, .share:
+                    case .ready, .resync:
                         _ = try? await watch.refreshAll(report: report)
+                        ready()
+                    case let .share(_, _, patient):
+                        _ = try? await watch.refreshShares(of: patient, report: report)
                         ready()
                     case let .change(owner, _):
                         _ = try? await watch.refresh(owner: owner, report: report)

@@ -20,6 +20,8 @@ struct ClinicResult: Sendable {
     var databaseMiB = 0.0
     var slowStatements: Int?
     var topStatements: [ClinicDatabase.Statement] = []
+    /// Server-side request times by route and CPU seconds by process during the workload.
+    var serverTimes: [String] = []
 
     var growthSync: Double? { probeSmall.flatMap { s in probeLarge.map { $0.sync / s.sync } } }
     var growthRefresh: Double? { probeSmall.flatMap { s in probeLarge.map { $0.refresh / s.refresh } } }
@@ -103,8 +105,16 @@ struct ClinicBench {
         Progress.say("clinic: \(plan.watchers) doctors start watching")
         let live = ClinicLive()
         try await live.start(build.doctors)
-        let timed = ClinicWorkload(build: build, instances: instances, postgres: postgres, samples: ClinicSamples(start: .now), live: live)
+        let times = ClinicServerTimes(instances: instances)
+        var timed = ClinicWorkload(build: build, instances: instances, postgres: postgres, samples: ClinicSamples(start: .now), live: live)
+        timed.times = times
+        // PostgreSQL's statement times from here on are the workload's, not the load's.
+        if let postgres { try? await ClinicDatabase.resetStatements(postgres.url) }
+        await times.begin()
         try await timed.run()
+        result.serverTimes = await times.finish(seconds: Measure.since(timed.samples.start))
+        for line in result.serverTimes { Progress.say("clinic: \(line)") }
+        if let postgres { result.topStatements = (try? await ClinicDatabase.topStatements(postgres.url)) ?? [] }
         // Changes pushed in the last moments get a few seconds to reach the watching doctors.
         try await Task.sleep(for: .seconds(3))
         live.stop()
@@ -119,14 +129,13 @@ struct ClinicBench {
         result.databaseMiB = try await ClinicDatabase.sizeMiB(instances.database)
         if let postgres {
             result.slowStatements = Self.slowStatements(postgres.logFile)
-            do {
-                result.topStatements = try await ClinicDatabase.topStatements(postgres.url)
-                Progress.say("clinic: PostgreSQL's time by statement (pg_stat_statements), largest first:")
+            if result.topStatements.isEmpty {
+                Progress.say("clinic: note: pg_stat_statements could not be read")
+            } else {
+                Progress.say("clinic: PostgreSQL's time by statement during the workload (pg_stat_statements), largest first:")
                 for s in result.topStatements {
                     Progress.say("clinic:   \(fmt(s.totalMs / 1_000, 1)) s in \(s.calls) calls (mean \(fmt(s.meanMs, 2)) ms): \(s.query)")
                 }
-            } catch {
-                Progress.say("clinic: note: pg_stat_statements could not be read: \(error)")
             }
         }
         return result

@@ -91,6 +91,14 @@ enum ClinicDatabase {
 
     /// The statements that took the most of PostgreSQL's time over the run (since its last restart:
     /// pg_stat_statements keeps its counts across a fast restart).
+    /// Forgets PostgreSQL's statement times so far.
+    static func resetStatements(_ url: String) async throws {
+        try await withPostgres(url) { client, logger in
+            _ = try await client.query("SELECT pg_stat_statements_reset()", logger: logger)
+            return ()
+        }
+    }
+
     static func topStatements(_ url: String, limit: Int = 12) async throws -> [Statement] {
         try await withPostgres(url) { client, logger in
             var out: [Statement] = []

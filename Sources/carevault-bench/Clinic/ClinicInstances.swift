@@ -53,6 +53,9 @@ final class ClinicInstances: Sendable {
         peaks.withLockedValue { p in for (i, v) in now.enumerated() { p[i] = max(p[i], v) } }
     }
 
+    /// The CPU seconds instance `i`'s current process used so far.
+    func cpuSeconds(_ i: Int) -> Double? { ProcessCPU.seconds(pid: servers.withLockedValue { $0[i].pid }) }
+
     var peakMiB: [Double] {
         sample()
         return peaks.withLockedValue { $0 }

@@ -50,6 +50,7 @@ extension ClinicResult {
             ("clinic_probe_large_sync_ms", .num(probeLarge?.sync, 2)),
             ("clinic_probe_large_refresh_ms", .num(probeLarge?.refresh, 2)),
             ("clinic_slow_statements", slowStatements.map { .int($0) } ?? .null),
+            ("clinic_server_times", .array(serverTimes.map { .string($0) })),
             (
                 "clinic_top_statements",
                 .array(

@@ -11,6 +11,8 @@ struct ClinicWorkload {
     let postgres: ClinicPostgres?
     let samples: ClinicSamples
     let live: ClinicLive
+    /// Told before each fault, so the server-side figures span it.
+    var times: ClinicServerTimes?
 
     /// Runs the workload for `plan.seconds` with the faults, then waits for what is still running.
     func run() async throws {
@@ -141,6 +143,7 @@ struct ClinicWorkload {
     /// PostgreSQL restarted at two thirds. Each window lasts until recovery plus `ClinicPlan.faultTail`.
     func faults(_ plan: ClinicPlan) async {
         try? await Task.sleep(for: .seconds(plan.seconds / 3 - samples.now()))
+        await times?.beforeKill()
         let killed = samples.now()
         do {
             try await instances.crashAndRestart(0, after: 1)
@@ -153,6 +156,7 @@ struct ClinicWorkload {
         }
         guard let postgres else { return }
         try? await Task.sleep(for: .seconds(2 * plan.seconds / 3 - samples.now()))
+        times?.beforeRestart()
         let stopped = samples.now()
         do {
             try await postgres.restart()

@@ -180,4 +180,38 @@ struct AuditCheckpointTests {
         let forged = AuditCheckpoint.sign(sequence: 3, headHash: links[2].2, signedAt: 1, adminKey: .generate())
         #expect(Self.breakOf { try Self.walk(links, [forged], key: admin.publicKey) }?.reason == .forgedCheckpoint)
     }
+
+    /// A walk resumed after a link a walk from 1 reached (not a checkpoint) checks what follows as a walk from
+    /// 1 does; a checkpoint at that link must name its hash, and the newest one up to it counts as reached.
+    @Test func aWalkResumedAfterALinkChecksWhatFollows() throws {
+        let admin = SigningKeyPair.generate()
+        let links = Self.chain(6)
+        let at2 = AuditCheckpoint.sign(sequence: 2, headHash: links[1].2, signedAt: 1, adminKey: admin)
+        let at5 = AuditCheckpoint.sign(sequence: 5, headHash: links[4].2, signedAt: 2, adminKey: admin)
+        func resumed(
+            _ tail: ArraySlice<(UInt64, String, String)>,
+            after: UInt64,
+            hash: String,
+            _ checkpoints: [AuditCheckpoint]
+        )
+            throws(AuditChainBreak) -> AuditChainCheck
+        {
+            var check = try AuditChainCheck(checkpoints: checkpoints, adminKey: admin.publicKey, remembered: nil, resumingAfter: after, hash: hash)
+            for (s, p, h) in tail { try check.append(sequence: s, previousHash: p, hash: h) }
+            try check.finish()
+            return check
+        }
+        let start = try AuditChainCheck(checkpoints: [at2], adminKey: admin.publicKey, remembered: nil, resumingAfter: 3, hash: links[2].2)
+        #expect(start.newestMatched == at2 && start.last == 3 && start.head == links[2].2)
+        let intact = try resumed(links[3...], after: 3, hash: links[2].2, [at2, at5])
+        #expect(intact.newestMatched == at5 && intact.last == 6)
+        // The first link after the point must continue the hash walked to.
+        let other = Self.breakOf { try resumed(links[3...], after: 3, hash: AuditChain.genesis, []) }
+        #expect(other?.sequence == 4 && other?.reason == .brokenLink)
+        // A checkpoint at the point that names another hash.
+        let at3 = AuditCheckpoint.sign(sequence: 3, headHash: AuditChain.genesis, signedAt: 3, adminKey: admin)
+        #expect(Self.breakOf { try resumed(links[3...], after: 3, hash: links[2].2, [at3]) }?.reason == .checkpointMismatch)
+        // A later checkpoint the links after the point do not reach.
+        #expect(Self.breakOf { try resumed(links[3..<4], after: 3, hash: links[2].2, [at5]) }?.sequence == 5)
+    }
 }

@@ -199,6 +199,31 @@ public struct AuditChainCheck: Sendable {
         newestMatched = anchor
     }
 
+    /// A walk that resumes after entry `sequence`, whose hash a walk from 1 (or one resumed from such a walk)
+    /// found to be `hash`: the entries after it are checked as by a walk from 1, and the checkpoints after it
+    /// must be reached. A checkpoint at `sequence` must name `hash`; the checkpoints before it are taken as
+    /// checked against the chain by that earlier walk (the caller holds them to the ones it checked), and the
+    /// newest of those at or before `sequence` counts as reached.
+    public init(
+        checkpoints: [AuditCheckpoint],
+        adminKey: SigningPublicKey,
+        remembered: AuditCheckpoint?,
+        resumingAfter sequence: UInt64,
+        hash: String
+    ) throws(AuditChainBreak) {
+        try self.init(checkpoints: checkpoints, adminKey: adminKey, remembered: remembered)
+        if let c = self.checkpoints[sequence], c.headHash != hash {
+            throw AuditChainBreak(
+                sequence: sequence,
+                reason: .checkpointMismatch,
+                detail: "the signed hash there differs from the one this device walked to"
+            )
+        }
+        last = sequence
+        head = hash
+        newestMatched = self.checkpoints.values.filter { $0.sequence <= sequence }.max { $0.sequence < $1.sequence }
+    }
+
     /// The newest checkpoint known, from the server or remembered.
     public var newestCheckpoint: AuditCheckpoint? { checkpoints.values.max { $0.sequence < $1.sequence } }
 

@@ -24,11 +24,15 @@ struct AccessLogLinks {
     /// Checks `entries` (each about `patient`, hashing to its own fields, once per sequence, each of format 2
     /// linked to the one before it) and keeps them for the walk over the links. `formatTwoFrom`: the first
     /// sequence of format 2 this device saw before, from which no link may be of format 1. `key`: the
-    /// patient's audit key, nil when the server gave none.
-    init(patient: UUID, key: [UInt8]?, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
+    /// patient's audit key, nil when the server gave none. `after`: the walk resumes after that sequence
+    /// (`AccessLogResumePoint`), the links up to it checked by an earlier walk with the same marks; 0 for a
+    /// walk from entry 1.
+    init(patient: UUID, key: [UInt8]?, entries: [AuditEntry], formatTwoFrom: UInt64?, after: UInt64 = 0) throws(AuditChainBreak) {
         self.patient = patient
         self.formatTwoFrom = formatTwoFrom
         self.key = key
+        // A walk that passed with these marks saw format 2 up to `after` exactly when they place its start there.
+        sawFormat2 = after > 0 && formatTwoFrom.map { $0 <= after } == true
         own = Set(key.map { [AuditChain.patientLink(key: $0, previous: nil)] } ?? [])
         var previous: String?
         for e in entries.sorted(by: { $0.sequence < $1.sequence }) {

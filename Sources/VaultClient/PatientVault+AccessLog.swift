@@ -9,6 +9,12 @@ public struct VerifiedAccessLog: Sendable {
     public var entries: [AuditEntry]
     /// The newest checkpoint the entries were verified against; nil when the server holds none yet.
     public var checkpoint: AuditCheckpoint?
+    /// Where the check resumed (`PatientVault.verifiedAccessLog(full:)`): the sequence of the link its last
+    /// passing check ended at, the links after it checked here. Nil when the chain was walked from entry 1.
+    public var resumedAfter: UInt64? = nil
+    /// How many of the chain's links the walk that gave this answer downloaded (resuming: the remembered
+    /// link and those after it).
+    public var linksRead = 0
 
     /// Whether `entry` lies at or before the checkpoint, so that a rewrite of it would have been caught;
     /// later entries are "not yet checkpointed".
@@ -63,42 +69,116 @@ extension PatientVault {
     /// the patient's format-2 entries must link one to the next; no other link may continue the patient's
     /// own links; and the checkpoint this device saw last must still be listed. So an entry about this
     /// patient removed, untagged or edited in the server's database is caught, and up to a checkpoint also
-    /// with the chain rehashed. Costs O(entries in the whole log) in links downloaded.
-    public func verifiedAccessLog() async throws -> VerifiedAccessLog {
+    /// with the chain rehashed.
+    ///
+    /// Unless `full`, the walk resumes where this device's last passing check ended (`AccessLogResumePoint`)
+    /// when the server still lists the link there with the hash walked to, the patient's entries up to it
+    /// and the checkpoints below it exactly as checked then, and the remembered checkpoint: the links after
+    /// it are checked as above. Anything else, or a break after it, runs the walk from entry 1, whose verdict
+    /// is the answer; when that fails, the point is forgotten. All of the patient's entries are downloaded
+    /// either way; of the links, resuming, one per entry written since the last check (the walk from entry 1:
+    /// O(entries in the whole log)). What a resumption does not re-check: damage to the links before that
+    /// point that leaves the patient's entries and the link there alone (someone else's entry removed or
+    /// relinked without rehashing, a listed digest or patient link changed in place), which `full` (and the
+    /// admin's full check) finds.
+    public func verifiedAccessLog(full: Bool = false) async throws -> VerifiedAccessLog {
         let (entries, served) = try await accessLogPages(after: 0)
         let list = try await transport.send(AccessLogEndpoints.checkpoints, auth: try auth)
-        let store = checkpointStore
-        do {
-            var check = try AuditChainCheck(checkpoints: list.checkpoints, adminKey: adminKey, remembered: try store.newest())
-            let markURL = account.store.folder.appendingPathComponent("audit-marks.json")
-            let remembered = try AuditLogMarks.load(markURL)
-            var marks = remembered
-            let key = try auditKey(served: served, marks: &marks)
-            var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom)
-            var cursor: UInt64 = 0
-            while true {
-                let chain = AccessLogEndpoints.chain.query("after=\(cursor)&limit=\(APILimits.defaultLinkLimit)")
-                let page = try await transport.send(chain, auth: try auth)
-                for link in page.links {
-                    try check.append(sequence: link.sequence, previousHash: link.previousHash, hash: link.hash)
-                    try links.append(link)
-                }
-                if page.links.isEmpty || page.done { break }
-                try ClientError.requireProgress(from: cursor, to: page.nextCursor, empty: false)
-                cursor = page.nextCursor
+        if !full, let point = AccessLogResumePoint.load(resumeURL) {
+            do {
+                return try await walkAccessLog(entries: entries, served: served, checkpoints: list.checkpoints, from: point)
+            } catch is AuditChainBreak {
+                // Not resumable, or not intact after the point: the full walk decides.
             }
-            try check.finish()
-            // Entries written while the links were read: listed now, or missing.
-            let later = links.unlisted.isEmpty ? [] : try await accessLog(after: entries.last?.sequence ?? 0)
-            try links.finish(later: later, last: check.last)
-            if let newest = check.newestMatched { try store.remember(newest) }
-            marks.formatTwoFrom = marks.formatTwoFrom ?? links.firstFormat2
-            if marks != remembered { try marks.save(markURL) }
-            // Only the later entries the walk covered and matched; newer ones show at the next run.
-            let walked = Set(links.unlisted)
-            return VerifiedAccessLog(entries: entries + later.filter { walked.contains($0.sequence) }, checkpoint: check.newestMatched)
+        }
+        do {
+            return try await walkAccessLog(entries: entries, served: served, checkpoints: list.checkpoints, from: nil)
         } catch let broken as AuditChainBreak {
+            // A log found broken is checked in full again next time, not resumed past the damage.
+            try? FileManager.default.removeItem(at: resumeURL)
             throw ClientError.integrity("the access log does not verify at \(broken)")
         }
+    }
+
+    /// Where this device keeps the point its next access-log check resumes at.
+    nonisolated var resumeURL: URL { account.store.folder.appendingPathComponent("access-log-resume.json") }
+
+    /// Walks the chain's links from entry 1, or after `point` when its conditions hold (else throws an
+    /// `AuditChainBreak` at its sequence), checking `entries` against them; on success remembers the
+    /// checkpoint, the marks and the new resume point.
+    private func walkAccessLog(
+        entries: [AuditEntry],
+        served: String?,
+        checkpoints: [AuditCheckpoint],
+        from point: AccessLogResumePoint?
+    ) async throws -> VerifiedAccessLog {
+        let store = checkpointStore
+        let rememberedCheckpoint = try store.newest()
+        var check: AuditChainCheck
+        if let point {
+            check = try AuditChainCheck(
+                checkpoints: checkpoints,
+                adminKey: adminKey,
+                remembered: rememberedCheckpoint,
+                resumingAfter: point.sequence,
+                hash: point.hash
+            )
+        } else {
+            check = try AuditChainCheck(checkpoints: checkpoints, adminKey: adminKey, remembered: rememberedCheckpoint)
+        }
+        let markURL = account.store.folder.appendingPathComponent("audit-marks.json")
+        let remembered = try AuditLogMarks.load(markURL)
+        var marks = remembered
+        let key = try auditKey(served: served, marks: &marks)
+        var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom, after: point?.sequence ?? 0)
+        if let point {
+            let listed = rememberedCheckpoint.map { r in checkpoints.contains { $0.sequence == r.sequence && $0.headHash == r.headHash } } ?? true
+            guard listed, point.matches(entries: entries, checkpoints: checkpoints, marks: marks) else {
+                throw AuditChainBreak(sequence: point.sequence, reason: .brokenLink, detail: "the log is not the one this device checked up to here")
+            }
+        }
+        // Resuming, the link at the point is downloaded again: it must still hold the hash walked to.
+        var cursor = point.map { $0.sequence - 1 } ?? 0
+        var anchor = point
+        var read = 0
+        while true {
+            let chain = AccessLogEndpoints.chain.query("after=\(cursor)&limit=\(APILimits.defaultLinkLimit)")
+            let page = try await transport.send(chain, auth: try auth)
+            read += page.links.count
+            for link in page.links {
+                if let a = anchor {
+                    guard link.sequence == a.sequence, link.hash == a.hash else {
+                        throw AuditChainBreak(
+                            sequence: a.sequence,
+                            reason: .brokenLink,
+                            detail: "the link there is not the one this device walked to"
+                        )
+                    }
+                    anchor = nil
+                    continue
+                }
+                try check.append(sequence: link.sequence, previousHash: link.previousHash, hash: link.hash)
+                try links.append(link)
+            }
+            if page.links.isEmpty || page.done { break }
+            try ClientError.requireProgress(from: cursor, to: page.nextCursor, empty: false)
+            cursor = page.nextCursor
+        }
+        if let a = anchor { throw AuditChainBreak(sequence: a.sequence, reason: .missingEntry, detail: "the log ends before it") }
+        try check.finish()
+        // Entries written while the links were read: listed now, or missing.
+        let later = links.unlisted.isEmpty ? [] : try await accessLog(after: entries.last?.sequence ?? 0)
+        try links.finish(later: later, last: check.last)
+        if let newest = check.newestMatched { try store.remember(newest) }
+        marks.formatTwoFrom = marks.formatTwoFrom ?? links.firstFormat2
+        if marks != remembered { try marks.save(markURL) }
+        // Only the later entries the walk covered and matched; newer ones show at the next run.
+        let walked = Set(links.unlisted)
+        let shown = entries + later.filter { walked.contains($0.sequence) }
+        if check.last > 0 {
+            let next = AccessLogResumePoint(sequence: check.last, hash: check.head, marks: marks, entries: shown, checkpoints: checkpoints)
+            if next != point { try next.save(resumeURL) }
+        }
+        return VerifiedAccessLog(entries: shown, checkpoint: check.newestMatched, resumedAfter: point?.sequence, linksRead: read)
     }
 }

@@ -1,0 +1,284 @@
+import Foundation
+import Testing
+import VaultAPI
+import VaultCore
+import VaultCrypto
+import VaultTestSupport
+
+@testable import VaultClient
+@testable import VaultServer
+
+/// A patient's access-log check resumes where the device's last passing check ended (Docs/design.md §6):
+/// only the links written since are downloaded, the patient's older entries are held to a digest, and
+/// whatever does not match what the device remembers sends it back to the full check, whose verdict counts.
+@Suite("Client: a patient's access-log check resumes where the last one ended")
+struct AccessLogResumeClientTests {
+    typealias Base = AuditCheckpointClientTests
+
+    /// Appends `count` reads about `patient`, each followed by an entry about nobody.
+    static func activity(_ world: ClientWorld, about patient: UUID?, count: Int) async throws {
+        for n in 0..<count {
+            if let patient {
+                try await world.repository.appendAudit([AuditEvent(actor: "server", action: "records.read", patientID: patient)], now: Int64(100 + n))
+            }
+            try await world.repository.appendAudit([AuditEvent(actor: "admin", action: "user.approved")], now: Int64(100 + n))
+        }
+    }
+
+    static func head(_ world: ClientWorld) async throws -> UInt64 {
+        try #require(try await Base.entries(world.repository).last).sequence
+    }
+
+    @Test(arguments: Backend.allCases)
+    func onlyTheLinksAfterTheLastCheckAreDownloadedAndFullWalksThemAll(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Base.readByDoctor(world)
+            let me = patient.account.profile.userID
+            let first = try await patient.verifiedAccessLog()
+            let end = try await Self.head(world)
+            #expect(first.resumedAfter == nil && first.linksRead == Int(end), "nothing remembered: the whole chain")
+            let checkpoint = try await world.adminClient.checkpointAudit(store: Base.store(world))
+            try await Self.activity(world, about: me, count: 3)
+            let total = try await Self.head(world)
+
+            let resumed = try await patient.verifiedAccessLog()
+            #expect(resumed.resumedAfter == end)
+            #expect(resumed.linksRead == Int(total - end) + 1, "the remembered link and the \(total - end) after it")
+            #expect(resumed.linksRead < Int(total))
+            #expect(resumed.checkpoint == checkpoint)
+            #expect(resumed.entries.filter { $0.action == "records.read" }.count == 4)
+
+            // The full check ignores the remembered point and agrees.
+            let whole = try await patient.verifiedAccessLog(full: true)
+            #expect(whole.resumedAfter == nil && whole.linksRead == Int(total))
+            #expect(whole.entries == resumed.entries && whole.checkpoint == resumed.checkpoint)
+
+            // Nothing new: only the remembered link.
+            let again = try await patient.verifiedAccessLog()
+            #expect(again.resumedAfter == total && again.linksRead == 1 && again.entries == whole.entries)
+            let file = try #require(AccessLogResumePoint.load(patient.resumeURL))
+            #expect(file.sequence == total && file.entries == whole.entries.count)
+            let mode = try FileManager.default.attributesOfItem(atPath: patient.resumeURL.path)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+
+            // What the resumption does not read (Docs/design.md §6): someone else's entry before the point
+            // removed, the patient's entries and the link at the point left alone. --full finds it.
+            let nobody = try #require(try await Base.entries(world.repository).first { $0.sequence > end && $0.patientID == nil })
+            try await world.repository.databaseOperator.dropGuard(of: .auditLog)
+            try await world.repository.databaseOperator.deleteAuditEntry(sequence: nobody.sequence)
+            #expect(try await patient.verifiedAccessLog().resumedAfter == total)
+            let gap = await Base.integrityMessage { _ = try await patient.verifiedAccessLog(full: true) }
+            #expect(gap?.contains("entry \(nobody.sequence): missing entry") == true, "\(gap ?? "no error")")
+            // Found broken, the log is checked in full from then on.
+            #expect(await Base.integrityMessage { _ = try await patient.verifiedAccessLog() } == gap)
+            #expect(AccessLogResumePoint.load(patient.resumeURL) == nil)
+        }
+    }
+
+    /// One of the patient's entries before the remembered point deleted, edited, untagged or given to
+    /// another patient in the server's database: the old links are not downloaded, but the entries no longer
+    /// match their digest, and the full check names the damage.
+    @Test(arguments: Backend.allCases)
+    func oldEntriesChangedUnderneathAreCaught(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Base.readByDoctor(world)
+            let me = patient.account.profile.userID
+            try await Self.activity(world, about: me, count: 2)
+            _ = try await patient.verifiedAccessLog()
+            try await Self.activity(world, about: me, count: 1)
+            let resumed = try await patient.verifiedAccessLog()
+            let point = try #require(resumed.resumedAfter)
+            let original = try await Base.entries(world.repository)
+            let reads = resumed.entries.filter { $0.action == "records.read" && $0.sequence < point }
+            #expect(reads.count == 3)
+            let target = reads[1]
+            let index = Int(target.sequence) - 1
+            let op = world.repository.databaseOperator
+            let end = try #require(original.last).sequence
+            // The message of the check after `tamper`, run with the point at the log's end; the log is then
+            // put back, and a passing check (in full, a failed one having forgotten the point) keeps it again.
+            func caught(_ tamper: () async throws -> Void) async throws -> String? {
+                #expect(AccessLogResumePoint.load(patient.resumeURL)?.sequence == end)
+                try await tamper()
+                let message = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+                try await Base.replaceLog(world.repository, backend, with: original)
+                #expect(try await patient.verifiedAccessLog().entries == resumed.entries)
+                return message
+            }
+
+            let deleted = try await caught {
+                try await op.dropGuard(of: .auditLog)
+                try await op.deleteAuditEntry(sequence: target.sequence)
+            }
+            #expect(deleted?.contains("missing entry") == true, "\(deleted ?? "no error")")
+
+            let changed = try await caught {
+                var edited = original
+                edited[index].details["doctor"] = "nobody"
+                try await Base.replaceLog(world.repository, backend, with: edited)
+            }
+            #expect(changed?.contains("entry \(target.sequence): edited entry") == true, "\(changed ?? "no error")")
+
+            let untagged = try await caught { try await op.rewriteAuditEntry(sequence: target.sequence, untagged: true) }
+            #expect(untagged?.contains("missing entry") == true, "\(untagged ?? "no error")")
+
+            let reassigned = try await caught {
+                var moved = original
+                moved[index].patientID = UUID()
+                try await Base.replaceLog(world.repository, backend, with: moved)
+            }
+            #expect(reassigned?.contains("missing entry") == true, "\(reassigned ?? "no error")")
+
+            // The patient's newest entry, which no later entry of its own links to: only the digest of its
+            // entries tells the resumption that the listing changed, since the links there are not read.
+            let newest = try #require(resumed.entries.last)
+            #expect(newest.sequence < end)
+            let lastUntagged = try await caught { try await op.rewriteAuditEntry(sequence: newest.sequence, untagged: true) }
+            #expect(lastUntagged?.contains("entry \(newest.sequence): missing entry") == true, "\(lastUntagged ?? "no error")")
+            let lastDeleted = try await caught {
+                try await op.dropGuard(of: .auditLog)
+                try await op.deleteAuditEntry(sequence: newest.sequence)
+            }
+            #expect(lastDeleted?.contains("entry \(newest.sequence): missing entry") == true, "\(lastDeleted ?? "no error")")
+
+            // An entry about the patient inserted before the point, the chain renumbered and rehashed.
+            let inserted = try await caught {
+                var longer = original
+                let login = AuditEntry(sequence: 0, at: 5, actor: "server", action: "login", patientID: me, details: [:], previousHash: "", hash: "")
+                longer.insert(login, at: 1)
+                try await Base.replaceLog(world.repository, backend, with: Base.rehashed(longer))
+            }
+            #expect(inserted != nil)
+
+            let restored = try await patient.verifiedAccessLog()
+            #expect(restored.resumedAfter == end && restored.entries == resumed.entries)
+        }
+    }
+
+    /// After the remembered point the links are checked as the full check checks them.
+    @Test(arguments: Backend.allCases)
+    func aRewrittenChainAfterTheRememberedPointIsCaught(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Base.readByDoctor(world)
+            let me = patient.account.profile.userID
+            _ = try await patient.verifiedAccessLog()
+            let point = try await Self.head(world)
+            // A check that fails forgets the point: each case below starts from it again.
+            let kept = try #require(AccessLogResumePoint.load(patient.resumeURL))
+            #expect(kept.sequence == point)
+            try await Self.activity(world, about: nil, count: 2)
+            let checkpoint = try await world.adminClient.checkpointAudit(store: Base.store(world))
+            try await Self.activity(world, about: me, count: 2)
+            let original = try await Base.entries(world.repository)
+            let reads = original.filter { $0.action == "records.read" && $0.patientID == me && $0.sequence > checkpoint.sequence }
+            #expect(reads.count == 2)
+
+            // A new read removed and the chain rehashed: the next read still links to it.
+            try await Base.replaceLog(world.repository, backend, with: Base.rehashed(original.filter { $0 != reads[0] }))
+            let removed = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(removed?.contains("missing entry") == true, "\(removed ?? "no error")")
+
+            // An entry about nobody after the point edited in place: its link no longer hashes to what is listed.
+            try kept.save(patient.resumeURL)
+            let nobody = try #require(original.first { $0.sequence > point && $0.patientID == nil })
+            var edited = original
+            edited[Int(nobody.sequence) - 1].details["note"] = "changed"
+            try await Base.replaceLog(world.repository, backend, with: edited)
+            let inPlace = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(inPlace?.contains("entry \(nobody.sequence): edited entry") == true, "\(inPlace ?? "no error")")
+
+            // The same edit rehashed from there on, the patient's new entries relinked to match: consistent
+            // on its own, but the chain no longer reaches the checkpoint signed after the point.
+            let rewritten = Self.relinked(Base.rehashed(edited), patient: me, key: try await Self.auditKey(patient))
+            try kept.save(patient.resumeURL)
+            try await Base.replaceLog(world.repository, backend, with: rewritten)
+            let rehashed = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(rehashed?.contains("entry \(checkpoint.sequence): checkpoint mismatch") == true, "\(rehashed ?? "no error")")
+
+            try await Base.replaceLog(world.repository, backend, with: original)
+            try kept.save(patient.resumeURL)
+            #expect(try await patient.verifiedAccessLog().resumedAfter == point)
+        }
+    }
+
+    /// Remembered data the server's log does not match sends the device to the full check, whose verdict
+    /// is reported, whether it passes or fails.
+    @Test(arguments: Backend.allCases)
+    func aPointThatDoesNotMatchFallsBackToTheFullCheck(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Base.readByDoctor(world)
+            try await Self.activity(world, about: nil, count: 3)
+            _ = try await patient.verifiedAccessLog()
+            let total = Int(try await Self.head(world))
+            let original = try await Base.entries(world.repository)
+            let url = patient.resumeURL
+            let kept = try #require(AccessLogResumePoint.load(url))
+            func fellBack() async throws -> Bool {
+                let log = try await patient.verifiedAccessLog()
+                return log.resumedAfter == nil && log.linksRead == total
+            }
+
+            // The remembered file damaged or edited: each is ignored or fails to match.
+            try SecureFiles.write(Data("not json".utf8), to: url)
+            #expect(try await fellBack())
+            #expect(AccessLogResumePoint.load(url) == kept, "the full check keeps the point again")
+            let edits: [(inout AccessLogResumePoint) -> Void] = [
+                { (p: inout AccessLogResumePoint) in p.hash = AuditChain.genesis },
+                { (p: inout AccessLogResumePoint) in p.sequence += 100 },
+                { (p: inout AccessLogResumePoint) in p.entriesDigest = AuditChain.genesis },
+                { (p: inout AccessLogResumePoint) in p.checkpoints = 1 },
+                { (p: inout AccessLogResumePoint) in p.marks.patientKey = AuditChain.genesis },
+            ]
+            for edit in edits {
+                var point = kept
+                edit(&point)
+                try point.save(url)
+                #expect(try await fellBack())
+            }
+
+            // The chain rehashed below the point, the patient's entries untouched: no checkpoint pins it, so
+            // the full check accepts it, and that is the answer.
+            let nobody = try #require(original.filter { $0.patientID == nil }.dropLast().last)
+            var edited = original
+            edited[Int(nobody.sequence) - 1].details["note"] = "changed"
+            try await Base.replaceLog(world.repository, backend, with: Base.rehashed(edited))
+            #expect(try await fellBack())
+
+            // Signed at the point, then rehashed below it: the full check names the checkpoint.
+            try await Base.replaceLog(world.repository, backend, with: original)
+            let checkpoint = try await world.adminClient.checkpointAudit(store: Base.store(world))
+            #expect(try await patient.verifiedAccessLog().checkpoint == checkpoint)
+            try await Base.replaceLog(world.repository, backend, with: Base.rehashed(edited))
+            let rehashed = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(rehashed?.contains("checkpoint mismatch") == true, "\(rehashed ?? "no error")")
+
+            // The checkpoint dropped: the device remembers it.
+            try await Base.replaceLog(world.repository, backend, with: original)
+            #expect(try await patient.verifiedAccessLog().checkpoint == checkpoint)
+            try await world.repository.databaseOperator.dropAuditCheckpoints()
+            let dropped = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(dropped?.contains("checkpoint missing") == true, "\(dropped ?? "no error")")
+        }
+    }
+
+    static func auditKey(_ patient: PatientVault) async throws -> [UInt8] {
+        let page = try await patient.transport.send(AccessLogEndpoints.entries, auth: try patient.account.sessionAuth)
+        return try Hex.decode(try #require(page.patientKey))
+    }
+
+    /// `entries` with the patient's links recomputed for the hashes they now have, and the chain rehashed to
+    /// match, as an operator who holds the server's secret would.
+    static func relinked(_ entries: [AuditEntry], patient: UUID, key: [UInt8]) -> [AuditEntry] {
+        var previous = AuditChain.genesis
+        var own: String?
+        return entries.map { e in
+            var e = e
+            e.previousHash = previous
+            if e.patientID == patient, e.entryFormat == 2 { e.patientLink = AuditChain.patientLink(key: key, previous: own) }
+            e.hash = AuditChain.hash(of: e)
+            if e.patientID == patient { own = e.hash }
+            previous = e.hash
+            return e
+        }
+    }
+}

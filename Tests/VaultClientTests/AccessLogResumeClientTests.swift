@@ -261,6 +261,47 @@ struct AccessLogResumeClientTests {
         }
     }
 
+    /// The digests of `access-log-resume.json` are the layouts Docs/envelope-v1.md §2.5 states.
+    @Test func theDigestsAreTheDocumentedLayouts() throws {
+        let link = String(repeating: "cd", count: 32)
+        let entries = [
+            AuditEntry(sequence: 3, at: 1, actor: "a", action: "login", patientID: nil, details: [:], previousHash: "p", hash: "h3"),
+            AuditEntry(
+                sequence: 7,
+                at: 2,
+                actor: "b",
+                action: "records.read",
+                patientID: nil,
+                details: [:],
+                previousHash: "h6",
+                hash: "h7",
+                format: 2,
+                patientLink: link
+            ),
+        ]
+        var w = CanonicalWriter(domain: "CareVault-access-log-entries-v1")
+        w.append(UInt64(2))
+        for (sequence, format, hash, patientLink) in [(UInt64(3), UInt8(1), "h3", String?.none), (7, 2, "h7", link)] {
+            w.append(sequence)
+            w.append(format)
+            w.append(hash)
+            w.append(patientLink)
+        }
+        #expect(AccessLogResumePoint.digest(entries: entries) == Hex.encode(try BLAKE2b.hash(w.bytes)))
+
+        let admin = SigningKeyPair.generate()
+        let checkpoints = [AuditCheckpoint.sign(sequence: 5, headHash: AuditChain.genesis, signedAt: 9, adminKey: admin)]
+        var c = CanonicalWriter(domain: "CareVault-access-log-checkpoints-v1")
+        c.append(UInt64(1))
+        c.append(UInt64(5))
+        c.append(AuditChain.genesis)
+        c.append(Int64(9))
+        #expect(AccessLogResumePoint.digest(checkpoints: checkpoints) == Hex.encode(try BLAKE2b.hash(c.bytes)))
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let doc = try String(contentsOf: root.appendingPathComponent("Docs/envelope-v1.md"), encoding: .utf8)
+        #expect(doc.contains("CareVault-access-log-entries-v1") && doc.contains("CareVault-access-log-checkpoints-v1"))
+    }
+
     static func auditKey(_ patient: PatientVault) async throws -> [UInt8] {
         let page = try await patient.transport.send(AccessLogEndpoints.entries, auth: try patient.account.sessionAuth)
         return try Hex.decode(try #require(page.patientKey))

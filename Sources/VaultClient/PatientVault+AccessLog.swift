@@ -17,8 +17,8 @@ public struct VerifiedAccessLog: Sendable {
     public var linksRead = 0
 
     /// Whether `entry` lies at or before the checkpoint, so that a rewrite of it would have been caught;
-    /// later entries are "not yet checkpointed".
-    public func isCheckpointed(_ entry: AuditEntry) -> Bool { entry.sequence <= (checkpoint?.sequence ?? 0) }
+    /// later entries are "not yet checkpointed". No chain has an entry 0 (the check refuses one).
+    public func isCheckpointed(_ entry: AuditEntry) -> Bool { entry.sequence > 0 && entry.sequence <= (checkpoint?.sequence ?? 0) }
 }
 
 extension PatientVault {
@@ -65,11 +65,12 @@ extension PatientVault {
     /// The access log, verified (Docs/design.md §6): every checkpoint must be signed by the pinned admin key;
     /// the chain's links (no contents) must link from the first entry to the newest checkpoint's signed hash
     /// and on to the end of the log; every link of format 2 must hash to its listed digest and per-patient
-    /// link; each of the patient's entries must hash to its fields and be the chain's entry at its sequence;
-    /// the patient's format-2 entries must link one to the next; no other link may continue the patient's
-    /// own links; and the checkpoint this device saw last must still be listed. So an entry about this
-    /// patient removed, untagged or edited in the server's database is caught, and up to a checkpoint also
-    /// with the chain rehashed.
+    /// link; each of the patient's entries must hash to its fields and be the chain's entry at its sequence
+    /// (every listed entry compared with its link; one at sequence 0, of another format or past the chain's
+    /// end is refused); the patient's format-2 entries must link one to the next; no other link may continue
+    /// the patient's own links; and the checkpoint this device saw last must still be listed. So an entry
+    /// about this patient removed, untagged or edited in the server's database is caught, and up to a
+    /// checkpoint also with the chain rehashed.
     ///
     /// Unless `full`, the walk resumes where this device's last passing check ended (`AccessLogResumePoint`)
     /// when the server still lists the link there with the hash walked to, the patient's entries up to it

@@ -57,6 +57,28 @@ struct AuditCheckpointTests {
         var previousHash: String { base.previousHash }
     }
 
+    struct EntryOfFormat: AuditChainEntry {
+        var base: Entry
+        var entryFormat: UInt8
+        var sequence: UInt64 { base.sequence }
+        var at: UnixMillis { base.at }
+        var actor: String { base.actor }
+        var action: String { base.action }
+        var patientID: UUID? { base.patientID }
+        var details: [String: String] { base.details }
+        var previousHash: String { base.previousHash }
+    }
+
+    /// Only formats 1 and 2 have a hash: for any other, none, so that no stored hash (such as a fixed text
+    /// once returned for them) can match whatever the entry holds.
+    @Test(arguments: [UInt8(0), 3, 255])
+    func anEntryOfAnUnknownFormatHasNoHash(format: UInt8) {
+        let base = Entry(sequence: 1, at: 1, actor: "a", action: "login", patientID: nil, details: [:], previousHash: AuditChain.genesis)
+        #expect(AuditChain.hash(of: EntryOfFormat(base: base, entryFormat: format)) == nil)
+        #expect(AuditChain.hash(of: EntryOfFormat(base: base, entryFormat: 1)) == AuditChain.hash(of: base))
+        #expect(AuditChain.hash(of: EntryOfFormat(base: base, entryFormat: 2)) != nil)
+    }
+
     /// Format 2 (Docs/envelope-v1.md §3.1): the genesis, digest and hash, and the hashed bytes as the doc lists them.
     @Test func formatTwoEntryHashIsTheDocumentedVector() throws {
         let patient = try #require(UUID(uuidString: "0F8FAD5B-D9CB-469F-A165-70867728950E"))

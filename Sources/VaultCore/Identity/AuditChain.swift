@@ -14,8 +14,9 @@ public enum AuditChain {
 
     /// The hash (hex) of one entry, covering its fields and the previous entry's hash (hex): format 1 as
     /// entries written before per-patient links, format 2 through `digest` and `patientLink`
-    /// (Docs/envelope-v1.md §3.1). Any other format hashes to nothing an entry can hold.
-    public static func hash(of entry: some AuditChainEntry) -> String {
+    /// (Docs/envelope-v1.md §3.1). Nil for any other format: no stored hash can match it, so an entry of a
+    /// format nobody defined never passes as intact.
+    public static func hash(of entry: some AuditChainEntry) -> String? {
         switch entry.entryFormat {
         case 1:
             var w = CanonicalWriter(domain: "CareVault-audit-v1")
@@ -35,7 +36,7 @@ public enum AuditChain {
                 previousHash: entry.previousHash
             )
         default:
-            return "unsupported audit entry format \(entry.entryFormat)"
+            return nil
         }
     }
 

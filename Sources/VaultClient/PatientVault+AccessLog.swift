@@ -76,8 +76,9 @@ extension PatientVault {
     /// when the server still lists the link there with the hash walked to, the patient's entries up to it
     /// and the checkpoints below it exactly as checked then, and the remembered checkpoint: the links after
     /// it are checked as above. Anything else, or a break after it, runs the walk from entry 1, whose verdict
-    /// is the answer; when that fails, the point is forgotten. All of the patient's entries are downloaded
-    /// either way; of the links, resuming, one per entry written since the last check (the walk from entry 1:
+    /// is the answer. Any integrity failure marks that the next checks must walk from entry 1
+    /// (`AccessLogCheckState`) until one passes. All of the patient's entries are downloaded either way; of
+    /// the links, resuming, one per entry written since the last check (the walk from entry 1:
     /// O(entries in the whole log)). What a resumption does not re-check: damage to the links before that
     /// point that leaves the patient's entries and the link there alone (someone else's entry removed or
     /// relinked without rehashing, a listed digest or patient link changed in place), which `full` (and the
@@ -85,33 +86,58 @@ extension PatientVault {
     public func verifiedAccessLog(full: Bool = false) async throws -> VerifiedAccessLog {
         let (entries, served) = try await accessLogPages(after: 0)
         let list = try await transport.send(AccessLogEndpoints.checkpoints, auth: try auth)
-        if !full, let point = AccessLogResumePoint.load(resumeURL) {
+        let state = checkState
+        if !full, let point = try state.resumePoint() {
             do {
                 return try await walkAccessLog(entries: entries, served: served, checkpoints: list.checkpoints, from: point)
-            } catch is AuditChainBreak {
-                // Not resumable, or not intact after the point: the full walk decides.
+            } catch let broken as AuditChainBreak {
+                // Not resumable, or not intact after the point: the full walk decides, and until one passes no
+                // check resumes (a crash before it, or another check running now, walks in full too).
+                try state.requireFullCheck(reason: "a resumed check stopped at \(broken)")
+            } catch ClientError.integrity(let message) {
+                throw integrityFailure(message, state)
             }
         }
+        let markAtStart = try state.mark()
         do {
-            return try await walkAccessLog(entries: entries, served: served, checkpoints: list.checkpoints, from: nil)
+            return try await walkAccessLog(
+                entries: entries,
+                served: served,
+                checkpoints: list.checkpoints,
+                from: nil,
+                markAtStart: markAtStart
+            )
         } catch let broken as AuditChainBreak {
-            // A log found broken is checked in full again next time, not resumed past the damage.
-            try? FileManager.default.removeItem(at: resumeURL)
-            throw ClientError.integrity("the access log does not verify at \(broken)")
+            throw integrityFailure("the access log does not verify at \(broken)", state)
+        } catch ClientError.integrity(let message) {
+            throw integrityFailure(message, state)
         }
     }
 
-    /// Where this device keeps the point its next access-log check resumes at.
-    nonisolated var resumeURL: URL { account.store.folder.appendingPathComponent("access-log-resume.json") }
+    /// The integrity failure `message`, once the next checks are marked to walk from entry 1; when the mark
+    /// cannot be kept, the failure says so.
+    nonisolated func integrityFailure(_ message: String, _ state: AccessLogCheckState) -> ClientError {
+        do { try state.requireFullCheck(reason: message) } catch {
+            return .integrity("\(message) (and this device could not record that its next check must walk the whole chain: \(error))")
+        }
+        return .integrity(message)
+    }
 
-    /// Walks the chain's links from entry 1, or after `point` when its conditions hold (else throws an
+    /// The files the access-log check keeps between runs, in this account's profile.
+    nonisolated var checkState: AccessLogCheckState { AccessLogCheckState(folder: account.store.folder) }
+
+    /// Where this device keeps the point its next access-log check resumes at.
+    nonisolated var resumeURL: URL { checkState.pointURL }
+
+    /// Walks the chain's links from entry 1, or from `point` when its conditions hold (else throws an
     /// `AuditChainBreak` at its sequence), checking `entries` against them; on success remembers the
-    /// checkpoint, the marks and the new resume point.
+    /// checkpoint, the marks and the new resume point (`AccessLogCheckState.keep`).
     private func walkAccessLog(
         entries: [AuditEntry],
         served: String?,
         checkpoints: [AuditCheckpoint],
-        from point: AccessLogResumePoint?
+        from point: AccessLogResumePoint?,
+        markAtStart: Data? = nil
     ) async throws -> VerifiedAccessLog {
         let store = checkpointStore
         let rememberedCheckpoint = try store.newest()
@@ -128,8 +154,8 @@ extension PatientVault {
             check = try AuditChainCheck(checkpoints: checkpoints, adminKey: adminKey, remembered: rememberedCheckpoint)
         }
         let markURL = account.store.folder.appendingPathComponent("audit-marks.json")
-        let remembered = try AuditLogMarks.load(markURL)
-        var marks = remembered
+        let rememberedMarks = try AuditLogMarks.load(markURL)
+        var marks = rememberedMarks
         let key = try auditKey(served: served, marks: &marks)
         var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom, after: point?.sequence ?? 0)
         if let point {
@@ -172,14 +198,14 @@ extension PatientVault {
         try links.finish(later: later, last: check.last)
         if let newest = check.newestMatched { try store.remember(newest) }
         marks.formatTwoFrom = marks.formatTwoFrom ?? links.firstFormat2
-        if marks != remembered { try marks.save(markURL) }
+        if marks != rememberedMarks { try marks.save(markURL) }
         // Only the later entries the walk covered and matched; newer ones show at the next run.
         let walked = Set(links.unlisted)
         let shown = entries + later.filter { walked.contains($0.sequence) }
-        if check.last > 0 {
-            let next = AccessLogResumePoint(sequence: check.last, hash: check.head, marks: marks, entries: shown, checkpoints: checkpoints)
-            if next != point { try next.save(resumeURL) }
-        }
+        let next =
+            check.last > 0
+            ? AccessLogResumePoint(sequence: check.last, hash: check.head, marks: marks, entries: shown, checkpoints: checkpoints) : nil
+        try checkState.keep(next == point ? nil : next, full: point == nil, markAtStart: markAtStart)
         return VerifiedAccessLog(entries: shown, checkpoint: check.newestMatched, resumedAfter: point?.sequence, linksRead: read)
     }
 }

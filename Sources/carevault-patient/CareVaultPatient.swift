@@ -181,8 +181,9 @@ struct AccessLog: AsyncParsableCommand {
             After a check that passes, the next one resumes where it ended: all your entries are downloaded and
             checked against what this device remembers of them, and only the links written since. When the
             server's log does not match what was remembered, the whole chain is checked instead and that
-            verdict is reported. With --full the whole chain is always checked, which also re-checks the links
-            of other users' entries before that point.
+            verdict is reported. After any integrity failure the next checks walk the whole chain until one
+            passes. With --full the whole chain is always checked, which also re-checks the links of other
+            users' entries before that point.
             """
     )
     @OptionGroup var options: GlobalOptions

@@ -72,6 +72,7 @@ struct AccessLogResumeClientTests {
             // Found broken, the log is checked in full from then on.
             #expect(await Base.integrityMessage { _ = try await patient.verifiedAccessLog() } == gap)
             #expect(AccessLogResumePoint.load(patient.resumeURL) == nil)
+            #expect(try patient.checkState.mark() != nil)
         }
     }
 
@@ -163,7 +164,7 @@ struct AccessLogResumeClientTests {
             let me = patient.account.profile.userID
             _ = try await patient.verifiedAccessLog()
             let point = try await Self.head(world)
-            // A check that fails forgets the point: each case below starts from it again.
+            // A check that fails forgets the point and marks the next one full: each case below resumes from it again.
             let kept = try #require(AccessLogResumePoint.load(patient.resumeURL))
             #expect(kept.sequence == point)
             try await Self.activity(world, about: nil, count: 2)
@@ -179,7 +180,7 @@ struct AccessLogResumeClientTests {
             #expect(removed?.contains("missing entry") == true, "\(removed ?? "no error")")
 
             // An entry about nobody after the point edited in place: its link no longer hashes to what is listed.
-            try kept.save(patient.resumeURL)
+            try Self.resume(patient, from: kept)
             let nobody = try #require(original.first { $0.sequence > point && $0.patientID == nil })
             var edited = original
             edited[Int(nobody.sequence) - 1].details["note"] = "changed"
@@ -190,15 +191,26 @@ struct AccessLogResumeClientTests {
             // The same edit rehashed from there on, the patient's new entries relinked to match: consistent
             // on its own, but the chain no longer reaches the checkpoint signed after the point.
             let rewritten = Self.relinked(Base.rehashed(edited), patient: me, key: try await Self.auditKey(patient))
-            try kept.save(patient.resumeURL)
+            try Self.resume(patient, from: kept)
             try await Base.replaceLog(world.repository, backend, with: rewritten)
             let rehashed = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
             #expect(rehashed?.contains("entry \(checkpoint.sequence): checkpoint mismatch") == true, "\(rehashed ?? "no error")")
 
+            // After a failure the point put back is not used: the next check walks in full, then resumes.
             try await Base.replaceLog(world.repository, backend, with: original)
             try kept.save(patient.resumeURL)
+            #expect(try await patient.verifiedAccessLog().resumedAfter == nil)
+            try Self.resume(patient, from: kept)
             #expect(try await patient.verifiedAccessLog().resumedAfter == point)
         }
+    }
+
+    /// Puts `point` back as the one to resume at, with no mark that the next check must be full, so that a
+    /// case tests the resumed check.
+    static func resume(_ patient: PatientVault, from point: AccessLogResumePoint) throws {
+        let state = patient.checkState
+        if FileManager.default.fileExists(atPath: state.markURL.path) { try FileManager.default.removeItem(at: state.markURL) }
+        try point.save(state.pointURL)
     }
 
     /// Remembered data the server's log does not match sends the device to the full check, whose verdict
@@ -300,6 +312,49 @@ struct AccessLogResumeClientTests {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let doc = try String(contentsOf: root.appendingPathComponent("Docs/envelope-v1.md"), encoding: .utf8)
         #expect(doc.contains("CareVault-access-log-entries-v1") && doc.contains("CareVault-access-log-checkpoints-v1"))
+    }
+
+    /// Any integrity failure, not only a broken chain, marks that the next checks walk the whole chain; the
+    /// point put back is not used while the mark is set, only a passing full walk clears it, and a walk that
+    /// passes does not keep a point over a mark set after it began.
+    @Test(arguments: Backend.allCases)
+    func anIntegrityFailureMakesTheNextChecksFullUntilOnePasses(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Base.readByDoctor(world)
+            _ = try await patient.verifiedAccessLog()
+            let state = patient.checkState
+            let kept = try #require(AccessLogResumePoint.load(state.pointURL))
+            #expect(try state.mark() == nil)
+
+            // Another audit key than the one this device remembers: refused before any link is read.
+            let marksURL = patient.account.store.folder.appendingPathComponent("audit-marks.json")
+            let marks = try AuditLogMarks.load(marksURL)
+            var other = marks
+            other.patientKey = String(repeating: "ab", count: 32)
+            try other.save(marksURL)
+            let key = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(key?.contains("another audit key") == true, "\(key ?? "no error")")
+            #expect(try state.mark() != nil && AccessLogResumePoint.load(state.pointURL) == nil)
+            #expect(SecureFiles.permissions(state.markURL) == 0o600)
+
+            try marks.save(marksURL)
+            try kept.save(state.pointURL)
+            let full = try await patient.verifiedAccessLog()
+            #expect(full.resumedAfter == nil, "the mark, not the point put back, decides")
+            #expect(try state.mark() == nil && AccessLogResumePoint.load(state.pointURL) == kept)
+            #expect(try await patient.verifiedAccessLog().resumedAfter == kept.sequence)
+
+            // Another check fails while this one walks: this one keeps no point and clears no mark.
+            try state.requireFullCheck(reason: "another check failed")
+            let set = try state.mark()
+            #expect(try state.keep(kept, full: false, markAtStart: nil) == false)
+            #expect(try state.keep(kept, full: true, markAtStart: nil) == false)
+            #expect(try AccessLogResumePoint.load(state.pointURL) == nil && state.mark() == set)
+            #expect(try state.resumePoint() == nil)
+            // A full walk that began under that mark clears it.
+            #expect(try state.keep(kept, full: true, markAtStart: set) == true)
+            #expect(try state.mark() == nil && state.resumePoint() == kept)
+        }
     }
 
     static func auditKey(_ patient: PatientVault) async throws -> [UInt8] {

@@ -74,11 +74,12 @@ extension PatientVault {
     ///
     /// Unless `full`, the walk resumes where this device's last passing check ended (`AccessLogResumePoint`)
     /// when the server still lists the link there with the hash walked to, the patient's entries up to it
-    /// and the checkpoints below it exactly as checked then, and the remembered checkpoint: the links after
-    /// it are checked as above. Anything else, or a break after it, runs the walk from entry 1, whose verdict
-    /// is the answer. Any integrity failure marks that the next checks must walk from entry 1
-    /// (`AccessLogCheckState`) until one passes. All of the patient's entries are downloaded either way; of
-    /// the links, resuming, one per entry written since the last check (the walk from entry 1:
+    /// and the checkpoints below it exactly as checked then, and the remembered checkpoint: that link is
+    /// checked again as the full walk checks it (all but its previous hash, which for format 2 its recomputed
+    /// hash covers) and the links after it as above. Anything else, or a break after it, runs the walk from
+    /// entry 1, whose verdict is the answer. Any integrity failure marks that the next checks must walk from
+    /// entry 1 (`AccessLogCheckState`) until one passes. All of the patient's entries are downloaded either
+    /// way; of the links, resuming, one per entry written since the last check (the walk from entry 1:
     /// O(entries in the whole log)). What a resumption does not re-check: damage to the links before that
     /// point that leaves the patient's entries and the link there alone (someone else's entry removed or
     /// relinked without rehashing, a listed digest or patient link changed in place), which `full` (and the
@@ -157,15 +158,17 @@ extension PatientVault {
         let rememberedMarks = try AuditLogMarks.load(markURL)
         var marks = rememberedMarks
         let key = try auditKey(served: served, marks: &marks)
-        var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom, after: point?.sequence ?? 0)
         if let point {
             let listed = rememberedCheckpoint.map { r in checkpoints.contains { $0.sequence == r.sequence && $0.headHash == r.headHash } } ?? true
             guard listed, point.matches(entries: entries, checkpoints: checkpoints, marks: marks) else {
                 throw AuditChainBreak(sequence: point.sequence, reason: .brokenLink, detail: "the log is not the one this device checked up to here")
             }
         }
-        // Resuming, the link at the point is downloaded again: it must still hold the hash walked to.
-        var cursor = point.map { $0.sequence - 1 } ?? 0
+        // Resuming, the link at the point is the walk's first: it is checked as any other, and must still
+        // hold the hash walked to (`matches` has made sure its sequence is at least 1).
+        let first = point.map { $0.sequence - 1 } ?? 0
+        var links = try AccessLogLinks(patient: me, key: key, entries: entries, formatTwoFrom: marks.formatTwoFrom, after: first)
+        var cursor = first
         var anchor = point
         var read = 0
         while true {
@@ -181,6 +184,8 @@ extension PatientVault {
                             detail: "the link there is not the one this device walked to"
                         )
                     }
+                    // `check` already stands at it: only its previous hash is not compared with link S - 1.
+                    try links.append(link)
                     anchor = nil
                     continue
                 }

@@ -314,6 +314,41 @@ struct AccessLogResumeClientTests {
         #expect(doc.contains("CareVault-access-log-entries-v1") && doc.contains("CareVault-access-log-checkpoints-v1"))
     }
 
+    /// The link at the remembered point is read again and checked as the full check checks it, not only for
+    /// its sequence and hash: its listed digest or format changed in place (the stored hash left alone) is
+    /// caught, as a walk from entry 1 catches it.
+    @Test(arguments: Backend.allCases)
+    func theLinkAtThePointIsCheckedInFull(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Base.readByDoctor(world)
+            try await Self.activity(world, about: nil, count: 1)
+            _ = try await patient.verifiedAccessLog()
+            let kept = try #require(AccessLogResumePoint.load(patient.resumeURL))
+            let original = try await Base.entries(world.repository)
+            let anchor = try #require(original.last)
+            #expect(anchor.sequence == kept.sequence && anchor.hash == kept.hash && anchor.patientID == nil)
+            let i = Int(anchor.sequence) - 1
+
+            var edited = original
+            edited[i].details["note"] = "changed"
+            try await Base.replaceLog(world.repository, backend, with: edited)
+            let content = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(content?.contains("entry \(anchor.sequence): edited entry") == true, "\(content ?? "no error")")
+
+            var downgraded = original
+            downgraded[i].format = nil
+            downgraded[i].patientLink = nil
+            try await Base.replaceLog(world.repository, backend, with: downgraded)
+            try Self.resume(patient, from: kept)
+            let format = await Base.integrityMessage { _ = try await patient.verifiedAccessLog() }
+            #expect(format?.contains("entry \(anchor.sequence): broken link") == true, "\(format ?? "no error")")
+
+            try await Base.replaceLog(world.repository, backend, with: original)
+            #expect(try await patient.verifiedAccessLog().resumedAfter == nil)
+            #expect(try await patient.verifiedAccessLog().resumedAfter == kept.sequence)
+        }
+    }
+
     /// Any integrity failure, not only a broken chain, marks that the next checks walk the whole chain; the
     /// point put back is not used while the mark is set, only a passing full walk clears it, and a walk that
     /// passes does not keep a point over a mark set after it began.

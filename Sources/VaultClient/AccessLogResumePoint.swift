@@ -51,6 +51,28 @@ struct AccessLogResumePoint: Codable, Equatable {
             && Self.digest(checkpoints: below) == checkpointsDigest
     }
 
+    /// What a walk from entry 1 that passed finds changed at or before this point since it was kept
+    /// (Docs/design.md §6): `hashThere` is the hash of the chain's link at `sequence` (nil when the chain,
+    /// ending at `last`, does not reach it) and `listed` the patient's entries. A sentence for the patient,
+    /// nil when the link there and the patient's entries up to it are the ones remembered.
+    func rewritten(hashThere: String?, last: UInt64, entries listed: [AuditEntry]) -> String? {
+        guard version == 1, sequence > 0 else { return nil }
+        let mine = Self.prefix(of: listed, upTo: sequence)
+        let same = mine.count == entries && Self.digest(entries: mine) == entriesDigest
+        guard hashThere != hash || !same else { return nil }
+        let chain =
+            hashThere == nil
+            ? "the log now ends at entry \(last)"
+            : hashThere == hash ? "entry \(sequence) still has the hash it had" : "entry \(sequence) now has another hash"
+        let yours =
+            same
+            ? "your \(entries) entries up to there are unchanged"
+            : mine.count == entries
+                ? "your \(entries) entries up to there are not the same ones"
+                : "you had \(entries) entries up to there and now have \(mine.count), not the same ones"
+        return "the log was rewritten or cut at or before entry \(sequence) since this device last checked it (\(chain); \(yours))"
+    }
+
     /// The patient's entries at or below `sequence`, by ascending sequence.
     static func prefix(of entries: [AuditEntry], upTo sequence: UInt64) -> [AuditEntry] {
         entries.filter { $0.sequence <= sequence }.sorted { $0.sequence < $1.sequence }

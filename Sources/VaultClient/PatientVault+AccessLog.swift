@@ -15,6 +15,26 @@ public struct VerifiedAccessLog: Sendable {
     /// How many of the chain's links the walk that gave this answer downloaded (resuming: the remembered
     /// link and those after it).
     public var linksRead = 0
+    /// Set when this device had checked the log before and the chain now differs from what it checked then
+    /// at or before the point it remembered (another hash there, the log cut before it, or the patient's
+    /// entries up to it not the same ones), while the full check passes: honest after a server restored from
+    /// a backup, but the patient is told. A sentence in plain words; nil otherwise.
+    public var rewrittenSinceLastCheck: String? = nil
+
+    /// A checked log (the dashboard's tests build one).
+    public init(
+        entries: [AuditEntry],
+        checkpoint: AuditCheckpoint?,
+        resumedAfter: UInt64? = nil,
+        linksRead: Int = 0,
+        rewrittenSinceLastCheck: String? = nil
+    ) {
+        self.entries = entries
+        self.checkpoint = checkpoint
+        self.resumedAfter = resumedAfter
+        self.linksRead = linksRead
+        self.rewrittenSinceLastCheck = rewrittenSinceLastCheck
+    }
 
     /// Whether `entry` lies at or before the checkpoint, so that a rewrite of it would have been caught;
     /// later entries are "not yet checkpointed". No chain has an entry 0 (the check refuses one).
@@ -88,6 +108,8 @@ extension PatientVault {
         let (entries, served) = try await accessLogPages(after: 0)
         let list = try await transport.send(AccessLogEndpoints.checkpoints, auth: try auth)
         let state = checkState
+        // What the device last checked, for the full walk to compare with, whether or not it resumes there.
+        let remembered = AccessLogResumePoint.load(state.pointURL)
         if !full, let point = try state.resumePoint() {
             do {
                 return try await walkAccessLog(entries: entries, served: served, checkpoints: list.checkpoints, from: point)
@@ -106,6 +128,7 @@ extension PatientVault {
                 served: served,
                 checkpoints: list.checkpoints,
                 from: nil,
+                comparedWith: remembered,
                 markAtStart: markAtStart
             )
         } catch let broken as AuditChainBreak {
@@ -132,12 +155,14 @@ extension PatientVault {
 
     /// Walks the chain's links from entry 1, or from `point` when its conditions hold (else throws an
     /// `AuditChainBreak` at its sequence), checking `entries` against them; on success remembers the
-    /// checkpoint, the marks and the new resume point (`AccessLogCheckState.keep`).
+    /// checkpoint, the marks and the new resume point (`AccessLogCheckState.keep`). A walk from entry 1
+    /// compares the chain with `remembered`, the point this device last kept.
     private func walkAccessLog(
         entries: [AuditEntry],
         served: String?,
         checkpoints: [AuditCheckpoint],
         from point: AccessLogResumePoint?,
+        comparedWith remembered: AccessLogResumePoint? = nil,
         markAtStart: Data? = nil
     ) async throws -> VerifiedAccessLog {
         let store = checkpointStore
@@ -171,11 +196,13 @@ extension PatientVault {
         var cursor = first
         var anchor = point
         var read = 0
+        var hashAtRemembered: String?
         while true {
             let chain = AccessLogEndpoints.chain.query("after=\(cursor)&limit=\(APILimits.defaultLinkLimit)")
             let page = try await transport.send(chain, auth: try auth)
             read += page.links.count
             for link in page.links {
+                if link.sequence == remembered?.sequence { hashAtRemembered = link.hash }
                 if let a = anchor {
                     guard link.sequence == a.sequence, link.hash == a.hash else {
                         throw AuditChainBreak(
@@ -211,6 +238,8 @@ extension PatientVault {
             check.last > 0
             ? AccessLogResumePoint(sequence: check.last, hash: check.head, marks: marks, entries: shown, checkpoints: checkpoints) : nil
         try checkState.keep(next == point ? nil : next, full: point == nil, markAtStart: markAtStart)
-        return VerifiedAccessLog(entries: shown, checkpoint: check.newestMatched, resumedAfter: point?.sequence, linksRead: read)
+        var log = VerifiedAccessLog(entries: shown, checkpoint: check.newestMatched, resumedAfter: point?.sequence, linksRead: read)
+        log.rewrittenSinceLastCheck = remembered?.rewritten(hashThere: hashAtRemembered, last: check.last, entries: shown)
+        return log
     }
 }

@@ -181,7 +181,8 @@ struct AccessLog: AsyncParsableCommand {
             After a check that passes, the next one resumes where it ended: all your entries are downloaded and
             checked against what this device remembers of them, and only the links written since. When the
             server's log does not match what was remembered, the whole chain is checked instead and that
-            verdict is reported. After any integrity failure the next checks walk the whole chain until one
+            verdict is reported, with a warning on stderr when the log was rewritten or cut before the point
+            the last check reached. After any integrity failure the next checks walk the whole chain until one
             passes. With --full the whole chain is always checked, which also re-checks the links of other
             users' entries before that point.
             """
@@ -202,6 +203,8 @@ struct AccessLog: AsyncParsableCommand {
         for line in [anchor, walked].compactMap({ $0 }) {
             if options.json { Output.note(line) } else { Output.line(line) }
         }
+        // Not a failure (an honest server restored from a backup does this), but the patient is told.
+        if let rewritten = log.rewrittenSinceLastCheck { Output.note("warning: \(rewritten)") }
         try await Output.show(log.entries, json: options.json, headers: ["TIME", "WHAT", "CHECKED", "DETAILS"]) {
             log.entries.map { e in
                 [

@@ -31,5 +31,20 @@ struct AccessLogResumeCLITests {
         let full = try await patient(["access-log", "--full"])
         #expect(full.status == 0 && full.stdout.contains("verified against checkpoint"), "\(full.stderr)")
         #expect(!full.stdout.contains("resumed after entry") && full.stdout.contains("account.registered"), "\(full.stdout)")
+
+        // The remembered link no longer what the chain holds there, the full check passing: a warning on
+        // stderr, the entries and exit status 0 as for any passing check.
+        let home = t.root.appendingPathComponent("alice")
+        let files = FileManager.default.enumerator(at: home, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+        let url = try #require(files.first { $0.lastPathComponent == "access-log-resume.json" })
+        var point = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        point["hash"] = String(repeating: "0", count: 64)
+        try JSONSerialization.data(withJSONObject: point).write(to: url)
+        let warned = try await patient(["access-log"])
+        #expect(warned.status == 0 && warned.stdout.contains("account.registered"), "\(warned.stderr)")
+        #expect(warned.stderr.contains("warning: the log was rewritten or cut at or before entry"), "\(warned.stderr)")
+        #expect(!warned.stdout.contains("rewritten"))
+        let quiet = try await patient(["access-log"])
+        #expect(quiet.status == 0 && !quiet.stderr.contains("rewritten"), "\(quiet.stderr)")
     }
 }

@@ -392,6 +392,52 @@ struct AccessLogResumeClientTests {
         }
     }
 
+    /// The resumption fails to match and the full check passes, but the chain no longer holds at the point
+    /// what this device checked: the log was rewritten or cut there (honest after a restored backup), and the
+    /// answer says so. Nothing changed there: nothing is said.
+    @Test(arguments: Backend.allCases)
+    func aLogRewrittenOrCutBeforeThePointIsReported(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let patient = try await Base.readByDoctor(world)
+            let me = patient.account.profile.userID
+            try await Self.activity(world, about: nil, count: 3)
+            let first = try await patient.verifiedAccessLog()
+            #expect(first.rewrittenSinceLastCheck == nil)
+            let original = try await Base.entries(world.repository)
+            let end = try #require(original.last).sequence
+            let mine = first.entries.count
+            let sentence = "the log was rewritten or cut at or before entry \(end) since this device last checked it"
+
+            // Someone else's entry below the point edited and the chain rehashed: no checkpoint pins it.
+            let nobody = try #require(original.filter { $0.patientID == nil }.dropLast().last)
+            var edited = original
+            edited[Int(nobody.sequence) - 1].details["note"] = "changed"
+            let rehashed = try await patient.verifiedAccessLogAfter(replacing: Base.rehashed(edited), world, backend)
+            #expect(rehashed.resumedAfter == nil)
+            let unchanged = "your \(mine) entries up to there are unchanged"
+            #expect(rehashed.rewrittenSinceLastCheck == "\(sentence) (entry \(end) now has another hash; \(unchanged))")
+            #expect(try patient.checkState.mark() == nil, "the full check passed")
+            let next = try await patient.verifiedAccessLog()
+            #expect(next.resumedAfter == end && next.rewrittenSinceLastCheck == nil)
+            #expect(try await patient.verifiedAccessLog(full: true).rewrittenSinceLastCheck == nil)
+
+            // Cut: the newest two entries, about nobody, gone.
+            let cut = try await patient.verifiedAccessLogAfter(replacing: Array(Base.rehashed(edited).dropLast(2)), world, backend)
+            #expect(cut.rewrittenSinceLastCheck == "\(sentence) (the log now ends at entry \(end - 2); \(unchanged))")
+
+            // The patient's newest entry removed and the chain rehashed: no later entry of its own links to it.
+            try await Base.replaceLog(world.repository, backend, with: original)
+            _ = try await patient.verifiedAccessLog()
+            let newest = try #require(original.last { $0.patientID == me })
+            let removed = try await patient.verifiedAccessLogAfter(replacing: Base.rehashed(original.filter { $0 != newest }), world, backend)
+            #expect(removed.entries.count == mine - 1)
+            #expect(
+                removed.rewrittenSinceLastCheck
+                    == "\(sentence) (the log now ends at entry \(end - 1); you had \(mine) entries up to there and now have \(mine - 1), not the same ones)"
+            )
+        }
+    }
+
     static func auditKey(_ patient: PatientVault) async throws -> [UInt8] {
         let page = try await patient.transport.send(AccessLogEndpoints.entries, auth: try patient.account.sessionAuth)
         return try Hex.decode(try #require(page.patientKey))
@@ -411,5 +457,13 @@ struct AccessLogResumeClientTests {
             previous = e.hash
             return e
         }
+    }
+}
+
+extension PatientVault {
+    /// The check after the server's log is replaced with `entries`.
+    func verifiedAccessLogAfter(replacing entries: [AuditEntry], _ world: ClientWorld, _ backend: Backend) async throws -> VerifiedAccessLog {
+        try await AuditCheckpointClientTests.replaceLog(world.repository, backend, with: entries)
+        return try await verifiedAccessLog()
     }
 }

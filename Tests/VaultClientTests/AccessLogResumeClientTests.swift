@@ -141,15 +141,31 @@ struct AccessLogResumeClientTests {
                 try await op.deleteAuditEntry(sequence: newest.sequence)
             }
             #expect(lastDeleted?.contains("entry \(newest.sequence): missing entry") == true, "\(lastDeleted ?? "no error")")
+            // The same entry edited and its stored hash recomputed in place, the entries after it left alone:
+            // listed, it hashes to its fields, links to its own entry before and none of its own links to it,
+            // and the resumption reads neither its link nor the next one. Only the digest sends the device to
+            // the full check, which finds the next link not continuing it.
+            let rehashedInPlace = try await caught {
+                var edited = original
+                let i = Int(newest.sequence) - 1
+                edited[i].details["doctor"] = "nobody"
+                edited[i].hash = AuditChain.hash(of: edited[i]) ?? ""
+                try await Base.replaceLog(world.repository, backend, with: edited)
+            }
+            #expect(
+                rehashedInPlace?.contains("entry \(newest.sequence + 1): broken link") == true,
+                "\(rehashedInPlace ?? "no error")"
+            )
 
             // An entry about the patient inserted before the point, the chain renumbered and rehashed.
-            let inserted = try await caught {
-                var longer = original
-                let login = AuditEntry(sequence: 0, at: 5, actor: "server", action: "login", patientID: me, details: [:], previousHash: "", hash: "")
-                longer.insert(login, at: 1)
-                try await Base.replaceLog(world.repository, backend, with: Base.rehashed(longer))
-            }
-            #expect(inserted != nil)
+            var longer = original
+            let login = AuditEntry(sequence: 0, at: 5, actor: "server", action: "login", patientID: me, details: [:], previousHash: "", hash: "")
+            longer.insert(login, at: 1)
+            longer = Base.rehashed(longer)
+            // The patient's first entry of format 2 after it links to the entry before it, not to the login.
+            let follower = try #require(longer.first { $0.sequence > 2 && $0.patientID == me && $0.entryFormat == 2 })
+            let inserted = try await caught { try await Base.replaceLog(world.repository, backend, with: longer) }
+            #expect(inserted?.contains("entry \(follower.sequence): missing entry") == true, "\(inserted ?? "no error")")
 
             let restored = try await patient.verifiedAccessLog()
             #expect(restored.resumedAfter == end && restored.entries == resumed.entries)

@@ -45,7 +45,7 @@ struct AccessLogCheckState {
     /// was set since, which then stays, and the point is not kept. Returns whether the point was kept.
     @discardableResult
     func keep(_ point: AccessLogResumePoint?, full: Bool, markAtStart: Data?) throws -> Bool {
-        try locked {
+        try locked { () throws -> Bool in
             let now = try markBytes()
             guard now == nil || (full && now == markAtStart) else { return false }
             if now != nil { try FileManager.default.removeItem(at: markURL) }

@@ -36,10 +36,10 @@ struct AccessLogResumeCLITests {
         // stderr, the entries and exit status 0 as for any passing check.
         let home = t.root.appendingPathComponent("alice")
         let files = FileManager.default.enumerator(at: home, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
-        let url = try #require(files.first { $0.lastPathComponent == "access-log-resume.json" })
-        var point = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        let file = try #require(files.first { $0.lastPathComponent == "access-log-resume.json" })
+        var point = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
         point["hash"] = String(repeating: "0", count: 64)
-        try JSONSerialization.data(withJSONObject: point).write(to: url)
+        try JSONSerialization.data(withJSONObject: point).write(to: file)
         let warned = try await patient(["access-log"])
         #expect(warned.status == 0 && warned.stdout.contains("account.registered"), "\(warned.stderr)")
         #expect(warned.stderr.contains("warning: the log was rewritten or cut at or before entry"), "\(warned.stderr)")

@@ -88,8 +88,8 @@ struct AccessLogLinksTests {
     }
 
     /// The message of the break `body` throws, nil when it throws none.
-    static func broken(_ body: () throws(AuditChainBreak) -> Void) -> String? {
-        do { try body() } catch { return error.description }
+    static func broken(_ body: () throws -> Void) -> String? {
+        do { try body() } catch let error as AuditChainBreak { return error.description } catch { return "other error: \(error)" }
         return nil
     }
 

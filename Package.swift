@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(
             name: "VaultDashboardTests",
             dependencies: [
-                "VaultDashboard", "VaultCore", "VaultAPI",
+                "VaultDashboard", "VaultClient", "VaultCore", "VaultAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]

@@ -7,6 +7,11 @@ import VaultCore
 struct AccessLogLinks {
     /// The patient's entries as the server listed them, by sequence.
     private(set) var mine: [UInt64: AuditEntry] = [:]
+    /// The sequences of `mine` whose link the walk compared them with.
+    private var matched: Set<UInt64> = []
+    /// The links up to this sequence are not read (a resumed walk): the entries there are held to the
+    /// resume point's digest instead.
+    private let after: UInt64
     /// The patient links an entry about this patient may carry: the first one's and each one continuing one
     /// of its listed entries.
     private var own: Set<String>
@@ -24,14 +29,27 @@ struct AccessLogLinks {
     /// Checks `entries` (each about `patient`, hashing to its own fields, once per sequence, each of format 2
     /// linked to the one before it) and keeps them for the walk over the links. `formatTwoFrom`: the first
     /// sequence of format 2 this device saw before, from which no link may be of format 1. `key`: the
-    /// patient's audit key, nil when the server gave none.
-    init(patient: UUID, key: [UInt8]?, entries: [AuditEntry], formatTwoFrom: UInt64?) throws(AuditChainBreak) {
+    /// patient's audit key, nil when the server gave none. `after`: the walk's first link is the one after
+    /// that sequence (`AccessLogResumePoint`), the links up to it checked by an earlier walk with the same
+    /// marks; 0 for a walk from entry 1. An entry at sequence 0, or of a format other than 1 or 2, is refused:
+    /// no link can stand for it.
+    init(patient: UUID, key: [UInt8]?, entries: [AuditEntry], formatTwoFrom: UInt64?, after: UInt64 = 0) throws(AuditChainBreak) {
         self.patient = patient
         self.formatTwoFrom = formatTwoFrom
         self.key = key
+        self.after = after
+        // A walk that passed with these marks saw format 2 up to `after` exactly when they place its start there.
+        sawFormat2 = after > 0 && formatTwoFrom.map { $0 <= after } == true
         own = Set(key.map { [AuditChain.patientLink(key: $0, previous: nil)] } ?? [])
         var previous: String?
         for e in entries.sorted(by: { $0.sequence < $1.sequence }) {
+            guard e.sequence > 0, e.entryFormat == 1 || e.entryFormat == 2 else {
+                throw AuditChainBreak(
+                    sequence: e.sequence,
+                    reason: .editedEntry,
+                    detail: "the entry has sequence 0 or format \(e.entryFormat), which no chain holds"
+                )
+            }
             guard e.patientID == patient, AuditChain.hash(of: e) == e.hash, mine.updateValue(e, forKey: e.sequence) == nil else {
                 throw AuditChainBreak(sequence: e.sequence, reason: .editedEntry, detail: "the entry is not yours or does not hash to its fields")
             }
@@ -89,6 +107,7 @@ struct AccessLogLinks {
             guard e.previousHash == link.previousHash, e.hash == link.hash, e.entryFormat == link.format ?? 1 else {
                 throw AuditChainBreak(sequence: e.sequence, reason: .editedEntry, detail: "your entry is not the one on the chain")
             }
+            matched.insert(e.sequence)
         } else if let p = link.patientLink, own.contains(p) {
             unlisted.append(link.sequence)
             unlistedLinks[link.sequence] = link
@@ -97,11 +116,23 @@ struct AccessLogLinks {
         }
     }
 
-    /// Ends the walk: a link that continues the patient's own links must be one of its entries. `later`
-    /// are the patient's entries listed after the first fetch (written while the links were read).
+    /// Ends the walk at `last`, the chain's last link: every listed entry after `after` must have been
+    /// compared with its link (one past the chain's end is refused: the log was listed before the links were
+    /// read, so an honest chain reaches it), and a link that continues the patient's own links must be one of
+    /// its entries. `later` are the patient's entries listed after the first fetch (written while the links
+    /// were read); those past `last` are not checked here and not shown.
     func finish(later: [AuditEntry], last: UInt64) throws(AuditChainBreak) {
         if let from = formatTwoFrom, last < from {
             throw AuditChainBreak(sequence: from, reason: .missingEntry, detail: "the log ends before this entry, which this device saw")
+        }
+        for s in mine.keys.sorted() where s > after && !matched.contains(s) {
+            throw AuditChainBreak(
+                sequence: s,
+                reason: .missingEntry,
+                detail: s > last
+                    ? "your access log lists an entry there, past the chain's end at entry \(last)"
+                    : "your access log lists an entry there that was not compared with the chain's link"
+            )
         }
         let known = Dictionary(later.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         for s in unlisted {

@@ -152,6 +152,7 @@ enum DashboardPages {
         var shares: [ShareRow]
         var logAnchor: String
         var logProblem: String?
+        var logRewritten: String?
         var log: [LogRow]
     }
 
@@ -194,6 +195,7 @@ enum DashboardPages {
                 : log?.checkpoint.map { "Verified against checkpoint \($0.sequence) signed at \(Output.date(millis: $0.signedAt))." }
                     ?? "Not verified: the admin has not signed an audit checkpoint yet.",
             logProblem: sheet.accessLogProblem,
+            logRewritten: log?.rewrittenSinceLastCheck.map { "Warning: \($0)." },
             log: (log?.entries ?? []).reversed().map { e in
                 LogRow(
                     time: Output.date(millis: e.at),

@@ -95,6 +95,7 @@ enum DashboardTemplates {
         <section aria-labelledby="log-heading"><h2 id="log-heading">Who read my data</h2>
         <p class="anchor">{{logAnchor}}</p>
         {{#logProblem}}<p class="note bad" id="log-problem">{{logProblem}}</p>{{/logProblem}}
+        {{#logRewritten}}<p class="note" id="log-rewritten">{{logRewritten}}</p>{{/logRewritten}}
         <table class="access-log"><thead><tr><th scope="col">Time</th><th scope="col">What</th><th scope="col">Checked</th><th scope="col">Details</th></tr></thead><tbody>
         {{#log}}<tr><td>{{time}}</td><td>{{action}}</td><td>{{checked}}</td><td>{{details}}</td></tr>{{/log}}
         </tbody></table></section>

@@ -172,23 +172,39 @@ struct AccessLog: AsyncParsableCommand {
         commandName: "access-log",
         abstract: "Who read your data, and what happened to your account and shares.",
         discussion: """
-            The whole chain's links are checked, and pinned by the newest audit checkpoint signed with the admin
+            The audit chain's links are checked, and pinned by the newest audit checkpoint signed with the admin
             key: an entry about you removed, changed or no longer tagged with you makes this command fail with
             exit status 65 (after the checkpoint, only while the chain was not rehashed). Entries after it are
             shown as not yet checkpointed; without any checkpoint, every entry is. Docs/design.md §6 lists what
             can and cannot be detected.
+
+            After a check that passes, the next one resumes where it ended: all your entries are downloaded and
+            checked against what this device remembers of them, and only the links written since. When the
+            server's log does not match what was remembered, the whole chain is checked instead and that
+            verdict is reported, with a warning on stderr when the log was rewritten or cut before the point
+            the last check reached. After any integrity failure the next checks walk the whole chain until one
+            passes. With --full the whole chain is always checked, which also re-checks the links of other
+            users' entries before that point.
             """
     )
     @OptionGroup var options: GlobalOptions
+    @Flag(help: "Check the whole chain from entry 1, not only the links since the last check.") var full = false
     func run() async throws {
         let vault = try openVault(options)
-        let log = try await vault.verifiedAccessLog()
+        let log = try await vault.verifiedAccessLog(full: full)
         let names = try await vault.memberNames()
         let anchor =
             log.checkpoint.map { "verified against checkpoint \($0.sequence) signed at \(Output.date(millis: $0.signedAt))" }
             ?? "not verified: the admin has not signed an audit checkpoint yet"
+        let walked = log.resumedAfter.map {
+            "resumed after entry \($0), where the last check ended: \(log.linksRead - 1) new links checked (--full checks the whole chain)"
+        }
         // With --json, stdout stays the entries alone.
-        if options.json { Output.note(anchor) } else { Output.line(anchor) }
+        for line in [anchor, walked].compactMap({ $0 }) {
+            if options.json { Output.note(line) } else { Output.line(line) }
+        }
+        // Not a failure (an honest server restored from a backup does this), but the patient is told.
+        if let rewritten = log.rewrittenSinceLastCheck { Output.note("warning: \(rewritten)") }
         try await Output.show(log.entries, json: options.json, headers: ["TIME", "WHAT", "CHECKED", "DETAILS"]) {
             log.entries.map { e in
                 [

@@ -36,7 +36,7 @@ struct AuditCheckpointClientTests {
             var e = e
             e.sequence = UInt64(i + 1)
             e.previousHash = previous
-            e.hash = AuditChain.hash(of: e)
+            e.hash = AuditChain.hash(of: e) ?? ""
             previous = e.hash
             return e
         }

@@ -57,6 +57,28 @@ struct AuditCheckpointTests {
         var previousHash: String { base.previousHash }
     }
 
+    struct EntryOfFormat: AuditChainEntry {
+        var base: Entry
+        var entryFormat: UInt8
+        var sequence: UInt64 { base.sequence }
+        var at: UnixMillis { base.at }
+        var actor: String { base.actor }
+        var action: String { base.action }
+        var patientID: UUID? { base.patientID }
+        var details: [String: String] { base.details }
+        var previousHash: String { base.previousHash }
+    }
+
+    /// Only formats 1 and 2 have a hash: for any other, none, so that no stored hash (such as a fixed text
+    /// once returned for them) can match whatever the entry holds.
+    @Test(arguments: [UInt8(0), 3, 255])
+    func anEntryOfAnUnknownFormatHasNoHash(format: UInt8) {
+        let base = Entry(sequence: 1, at: 1, actor: "a", action: "login", patientID: nil, details: [:], previousHash: AuditChain.genesis)
+        #expect(AuditChain.hash(of: EntryOfFormat(base: base, entryFormat: format)) == nil)
+        #expect(AuditChain.hash(of: EntryOfFormat(base: base, entryFormat: 1)) == AuditChain.hash(of: base))
+        #expect(AuditChain.hash(of: EntryOfFormat(base: base, entryFormat: 2)) != nil)
+    }
+
     /// Format 2 (Docs/envelope-v1.md §3.1): the genesis, digest and hash, and the hashed bytes as the doc lists them.
     @Test func formatTwoEntryHashIsTheDocumentedVector() throws {
         let patient = try #require(UUID(uuidString: "0F8FAD5B-D9CB-469F-A165-70867728950E"))
@@ -72,7 +94,7 @@ struct AuditCheckpointTests {
         let genesis = AuditChain.patientLink(key: Array(0...31), previous: nil)
         let entry = EntryV2(base: base, patientLink: genesis)
         let digest = AuditChain.digest(of: entry)
-        let hash = AuditChain.hash(of: entry)
+        let hash = try #require(AuditChain.hash(of: entry))
         #expect(genesis == "5af25185d3a92b0c24940a9beb891bff20d3603510825d1943607bb454791f58")
         #expect(digest == "d7391b15252f689a1d8e1fa85aeed270493ae6f58e62bbe2906e6b58b58d06a1")
         #expect(hash == "1171ed8c15f6ee0fc9802f0754d3beb1e957e625e7582c0f41f253456bd5ed17")
@@ -179,5 +201,39 @@ struct AuditCheckpointTests {
         // A checkpoint signed by another key.
         let forged = AuditCheckpoint.sign(sequence: 3, headHash: links[2].2, signedAt: 1, adminKey: .generate())
         #expect(Self.breakOf { try Self.walk(links, [forged], key: admin.publicKey) }?.reason == .forgedCheckpoint)
+    }
+
+    /// A walk resumed after a link a walk from 1 reached (not a checkpoint) checks what follows as a walk from
+    /// 1 does; a checkpoint at that link must name its hash, and the newest one up to it counts as reached.
+    @Test func aWalkResumedAfterALinkChecksWhatFollows() throws {
+        let admin = SigningKeyPair.generate()
+        let links = Self.chain(6)
+        let at2 = AuditCheckpoint.sign(sequence: 2, headHash: links[1].2, signedAt: 1, adminKey: admin)
+        let at5 = AuditCheckpoint.sign(sequence: 5, headHash: links[4].2, signedAt: 2, adminKey: admin)
+        func resumed(
+            _ tail: ArraySlice<(UInt64, String, String)>,
+            after: UInt64,
+            hash: String,
+            _ checkpoints: [AuditCheckpoint]
+        )
+            throws(AuditChainBreak) -> AuditChainCheck
+        {
+            var check = try AuditChainCheck(checkpoints: checkpoints, adminKey: admin.publicKey, remembered: nil, resumingAfter: after, hash: hash)
+            for (s, p, h) in tail { try check.append(sequence: s, previousHash: p, hash: h) }
+            try check.finish()
+            return check
+        }
+        let start = try AuditChainCheck(checkpoints: [at2], adminKey: admin.publicKey, remembered: nil, resumingAfter: 3, hash: links[2].2)
+        #expect(start.newestMatched == at2 && start.last == 3 && start.head == links[2].2)
+        let intact = try resumed(links[3...], after: 3, hash: links[2].2, [at2, at5])
+        #expect(intact.newestMatched == at5 && intact.last == 6)
+        // The first link after the point must continue the hash walked to.
+        let other = Self.breakOf { try resumed(links[3...], after: 3, hash: AuditChain.genesis, []) }
+        #expect(other?.sequence == 4 && other?.reason == .brokenLink)
+        // A checkpoint at the point that names another hash.
+        let at3 = AuditCheckpoint.sign(sequence: 3, headHash: AuditChain.genesis, signedAt: 3, adminKey: admin)
+        #expect(Self.breakOf { try resumed(links[3...], after: 3, hash: links[2].2, [at3]) }?.reason == .checkpointMismatch)
+        // A later checkpoint the links after the point do not reach.
+        #expect(Self.breakOf { try resumed(links[3..<4], after: 3, hash: links[2].2, [at5]) }?.sequence == 5)
     }
 }

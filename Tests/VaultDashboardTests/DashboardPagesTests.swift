@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultClient
 import VaultCore
 
 @testable import VaultDashboard
@@ -61,6 +62,21 @@ struct DashboardPagesTests {
         #expect(page.contains("<p class=\"note bad\" id=\"log-problem\">the access log could not be read: the server is unreachable</p>"))
         #expect(!page.contains("the admin has not signed an audit checkpoint yet"))
         #expect(page.contains("Not shown: the access log could not be read or verified."))
+    }
+
+    /// A log rewritten before the point this device last checked, the full check passing (Docs/design.md
+    /// §6): the patient's page says so in the log's section, beside the verdict.
+    @Test func aLogRewrittenSinceTheLastCheckIsSaidInItsSection() {
+        var sheet = Self.sheet("alice", integrity: .ownDevice)
+        sheet.shares = []
+        var log = VerifiedAccessLog(entries: [], checkpoint: nil)
+        sheet.accessLog = log
+        #expect(!DashboardPages.patient(sheet, role: .patient).contains("id=\"log-rewritten\""))
+        log.rewrittenSinceLastCheck = "the log was rewritten or cut at or before entry 9 since this device last checked it"
+        sheet.accessLog = log
+        let page = DashboardPages.patient(sheet, role: .patient)
+        #expect(page.contains("<p class=\"note\" id=\"log-rewritten\">Warning: the log was rewritten or cut at or before entry 9"))
+        #expect(page.contains("Not verified: the admin has not signed an audit checkpoint yet."))
     }
 
     @Test func bidiControlsInPatientTextCannotReorderThePage() throws {

@@ -191,7 +191,7 @@ struct SchemaTests {
                     previousHash: previous,
                     hash: ""
                 )
-                e.hash = AuditChain.hash(of: e)
+                e.hash = AuditChain.hash(of: e) ?? ""
                 previous = e.hash
                 old.append(e)
                 let id = about.map { "'\($0.uuidString.lowercased())'" } ?? "NULL"

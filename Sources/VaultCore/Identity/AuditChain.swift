@@ -14,8 +14,9 @@ public enum AuditChain {
 
     /// The hash (hex) of one entry, covering its fields and the previous entry's hash (hex): format 1 as
     /// entries written before per-patient links, format 2 through `digest` and `patientLink`
-    /// (Docs/envelope-v1.md §3.1). Any other format hashes to nothing an entry can hold.
-    public static func hash(of entry: some AuditChainEntry) -> String {
+    /// (Docs/envelope-v1.md §3.1). Nil for any other format: no stored hash can match it, so an entry of a
+    /// format nobody defined never passes as intact.
+    public static func hash(of entry: some AuditChainEntry) -> String? {
         switch entry.entryFormat {
         case 1:
             var w = CanonicalWriter(domain: "CareVault-audit-v1")
@@ -35,7 +36,7 @@ public enum AuditChain {
                 previousHash: entry.previousHash
             )
         default:
-            return "unsupported audit entry format \(entry.entryFormat)"
+            return nil
         }
     }
 
@@ -197,6 +198,31 @@ public struct AuditChainCheck: Sendable {
         last = anchor.sequence
         head = anchor.headHash
         newestMatched = anchor
+    }
+
+    /// A walk that resumes after entry `sequence`, whose hash a walk from 1 (or one resumed from such a walk)
+    /// found to be `hash`: the entries after it are checked as by a walk from 1, and the checkpoints after it
+    /// must be reached. A checkpoint at `sequence` must name `hash`; the checkpoints before it are taken as
+    /// checked against the chain by that earlier walk (the caller holds them to the ones it checked), and the
+    /// newest of those at or before `sequence` counts as reached.
+    public init(
+        checkpoints: [AuditCheckpoint],
+        adminKey: SigningPublicKey,
+        remembered: AuditCheckpoint?,
+        resumingAfter sequence: UInt64,
+        hash: String
+    ) throws(AuditChainBreak) {
+        try self.init(checkpoints: checkpoints, adminKey: adminKey, remembered: remembered)
+        if let c = self.checkpoints[sequence], c.headHash != hash {
+            throw AuditChainBreak(
+                sequence: sequence,
+                reason: .checkpointMismatch,
+                detail: "the signed hash there differs from the one this device walked to"
+            )
+        }
+        last = sequence
+        head = hash
+        newestMatched = self.checkpoints.values.filter { $0.sequence <= sequence }.max { $0.sequence < $1.sequence }
     }
 
     /// The newest checkpoint known, from the server or remembered.

@@ -99,7 +99,10 @@ enum AuditBuilder {
                 format: AuditChain.currentFormat,
                 patientLink: e.patientID.map { AuditChain.patientLink(key: keys[$0] ?? [], previous: heads[$0]) }
             )
-            entry.hash = AuditChain.hash(of: entry)
+            guard let hash = AuditChain.hash(of: entry) else {
+                throw AuditChainBreak(sequence: sequence, reason: .editedEntry, detail: "entry format \(entry.entryFormat) has no hash")
+            }
+            entry.hash = hash
             previous = entry.hash
             if let p = e.patientID { heads[p] = entry.hash }
             return entry

@@ -170,6 +170,16 @@ public struct Home: Sendable {
         try SecureFiles.write(try JSONEncoder().encode(map), to: currentURL)
     }
 
+    /// Removes the entry of `server` from the current-account map when it names `username` (an entry
+    /// naming someone else is left as it is).
+    public func removeCurrent(server: String, username: String) throws {
+        guard let data = try SecureFiles.read(currentURL), var map = try? JSONDecoder().decode([String: String].self, from: data),
+            map[server] == username
+        else { return }
+        map[server] = nil
+        try SecureFiles.write(try JSONEncoder().encode(map), to: currentURL)
+    }
+
     /// The profile folder of `username` on `server`.
     public func store(server: String, username: String) -> ProfileStore {
         ProfileStore(folder: Profile.folder(home: url, server: server, username: username))

@@ -60,6 +60,14 @@ public enum SecureFiles {
         }
     }
 
+    /// Flushes a folder's entries to disk (after a rename in it), best effort.
+    public static func syncFolder(_ url: URL) {
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+
     /// Reads a file, or nil when it does not exist.
     public static func read(_ url: URL) throws -> Data? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }

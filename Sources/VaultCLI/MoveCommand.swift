@@ -11,13 +11,13 @@ public struct MoveCommand<R: ToolRole>: AsyncParsableCommand {
             commandName: "move",
             abstract: "Move this device's login and data to a new address of the same service.",
             discussion: """
-                --server (or CAREVAULT_SERVER) names the address you logged in at, --to the new one. Before anything here changes,
-                the new address must serve this same account: the same user id, role and certificate, checked under the pinned
-                admin key. It is asked with this device's session, or, when that has ended or is not accepted there, with a login
-                (the password from a prompt, --password-stdin or CAREVAULT_PASSWORD). Everything this device keeps moves with it:
-                the session, a remembered key, the records or cache and what this device accepted before, so the same checks hold
-                at the new address. The old address then has no profile on this device. Stop 'watch', 'sync --watch' and
-                'dashboard' first. Exit 65 when the new address serves another account or certificate; 64 when this device has
+                --server (or CAREVAULT_SERVER) names the address you logged in at, --to the new one. Before anything here changes, \
+                the new address must serve this same account: the same user id, role and certificate, checked under the pinned \
+                admin key. It is asked with this device's session, or, when that has ended or is not accepted there, with a login \
+                (the password from a prompt, --password-stdin or CAREVAULT_PASSWORD). Everything this device keeps moves with it: \
+                the session, a remembered key, the records or cache and what this device accepted before, so the same checks hold \
+                at the new address. The old address then has no profile on this device. Stop 'watch', 'sync --watch' and \
+                'dashboard' first. Exit 65 when the new address serves another account or certificate; 64 when this device has \
                 no profile for --server, or already has one of this account for --to.
                 Example: \(R.tool) account move --server https://127.0.0.1:18443 --to https://care.example
                 """

@@ -11,11 +11,12 @@ struct AccountMoveCLITests {
     static let patientPassword = "alice's long password"
     static let doctorPassword = "bob's long password"
 
-    /// One deployment's server process over a SQLite database of its own, under `root/name`.
-    static func start(_ t: Tools, _ name: String, adminPub: URL) async throws -> ServerProcess {
+    /// One deployment's server process over a database of its own (a SQLite file under `root/name`), or nil
+    /// when `backend` is not configured.
+    static func start(_ t: Tools, _ name: String, adminPub: URL, backend: FaultBackend = .sqlite) async throws -> ServerProcess? {
         let root = t.root.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let database = try #require(try ServerDatabase.make(.sqlite, in: root))
+        guard let database = try ServerDatabase.make(backend, in: root) else { return nil }
         let server = ServerProcess(adminPub: adminPub, database: database, log: root.appendingPathComponent("server.out"))
         try await server.start()
         return server
@@ -68,13 +69,19 @@ struct AccountMoveCLITests {
         return try #require(session?["token"] as? String)
     }
 
-    @Test func aPatientAndADoctorMoveToAnotherNameOfTheSameServerWithEverythingTheyAccepted() async throws {
+    @Test(arguments: FaultBackend.allCases)
+    func aPatientAndADoctorMoveToAnotherNameOfTheSameServerWithEverythingTheyAccepted(backend: FaultBackend) async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
         let adminDir = t.root.appendingPathComponent("admin")
         #expect(try await t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
-        let server = try await Self.start(t, "deployment", adminPub: adminDir.appendingPathComponent("admin.pub"))
-        defer { server.stop() }
+        guard let server = try await Self.start(t, "deployment", adminPub: adminDir.appendingPathComponent("admin.pub"), backend: backend) else {
+            return
+        }
+        defer {
+            server.stop()
+            server.database.drop()
+        }
         let (old, new) = (server.url, Self.otherName(server.url))
         let common = [
             "CAREVAULT_ADMIN_KEY": adminDir.appendingPathComponent("admin.pub").path,
@@ -114,7 +121,7 @@ struct AccountMoveCLITests {
         #expect(try await patient(["sync"]).status == 0)
         #expect(try await doctor(["show", "alice"]).status == 0)
         // The server's commitments as they are now, to roll back to later; then a newer state both devices accept.
-        let op = ServerOperator.sqliteFile(try #require(server.database.sqlitePath))
+        let op = ServerOperator.of(server.database)
         try await op.snapshotCommitments()
         #expect(try await patient(["activity", "add", "--id", "yoga", "--title", "Yoga", "--category", "interventions"]).status == 0)
         let seen = try await doctor(["show", "alice"])
@@ -182,10 +189,10 @@ struct AccountMoveCLITests {
         let adminDir = t.root.appendingPathComponent("admin")
         #expect(try await t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
         let pub = adminDir.appendingPathComponent("admin.pub")
-        let a = try await Self.start(t, "a", adminPub: pub)
+        let a = try #require(try await Self.start(t, "a", adminPub: pub))
         defer { a.stop() }
         // Another deployment under the same admin key, with an account of the same name and password.
-        let b = try await Self.start(t, "b", adminPub: pub)
+        let b = try #require(try await Self.start(t, "b", adminPub: pub))
         defer { b.stop() }
         let common = ["CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path]
         func patient(_ args: [String], at url: String, home: String = "alice", password: String? = Self.patientPassword) async throws -> Tools.Result

@@ -46,6 +46,10 @@ extension AccountManager {
     ) async throws -> ProfileMove {
         let old = configuration.server
         let home = configuration.home
+        // The address checked is the address moved to.
+        guard target.baseURL == newServer || target.baseURL + "/" == newServer else {
+            throw ClientError.invalidRequest("the transport goes to \(target.baseURL), not to \(newServer)")
+        }
         guard let store = try home.current(server: old), let profile = try store.loadProfile() else {
             throw ClientError.invalidRequest("this device has no profile for \(old): --server names the address you logged in at")
         }

@@ -97,12 +97,14 @@ extension AccountManager {
 
     /// Refuses a destination folder that exists: a profile there (or anything else) is never merged or replaced.
     static func requireNoProfile(at destination: ProfileStore, username: String, server: String) throws {
-        guard !FileManager.default.fileExists(atPath: destination.folder.path) else {
-            throw ClientError.invalidRequest(
-                "this device already has a profile of '\(username)' for \(server) (\(destination.folder.path)); nothing was moved: "
-                    + "use that one, or log out there and remove its folder before moving this one"
-            )
-        }
+        guard !FileManager.default.fileExists(atPath: destination.folder.path) else { throw alreadyThere(destination, username, server) }
+    }
+
+    static func alreadyThere(_ destination: ProfileStore, _ username: String, _ server: String) -> ClientError {
+        .invalidRequest(
+            "this device already has a profile of '\(username)' for \(server) (\(destination.folder.path)); nothing was moved: "
+                + "use that one, or log out there and remove its folder before moving this one"
+        )
     }
 
     /// Whether this server accepts `token` as a session of `profile`'s account: false when it refuses the
@@ -185,58 +187,5 @@ extension AccountManager {
             credentialParameters: parameters,
             session: StoredSession(token: response.token, expiresAt: response.expiresAt)
         )
-    }
-}
-
-extension AccountManager {
-    /// Moves the profile folder `store` (kept for `old`) to `destination`, with `profile` (already naming the
-    /// new address) and `session`, and the remembered keys sealed again for the new address.
-    ///
-    /// The order keeps a usable profile through a crash at any point:
-    /// 1. The current-account map names the user for the new address too (the old entry stays). Until the
-    ///    folder moves, the new address finds no profile there ("not logged in"); the old one works.
-    /// 2. In the old folder: the identity copy sealed for the old address is erased first, then the session
-    ///    and `profile.json` are written for the new address, then a new device key and copy sealed for it.
-    ///    The profile and the copy never name different addresses (that would be an integrity failure at
-    ///    the next unlock): in between there is no copy, which an unlock takes as nothing remembered (the
-    ///    password unlocks). At this point the folder still serves the old address, whose commands connect
-    ///    to the URL they are given; running the move again finishes it.
-    /// 3. `rename` of the whole folder: atomic within the home's `profiles` folder, and the commit point.
-    /// 4. The old address's entry leaves the map; a crash before leaves it naming a folder that is gone,
-    ///    which reads as "not logged in".
-    /// Nothing else in the folder names the address: the store, pins, audit marks and checkpoint move as
-    /// they are.
-    static func move(
-        _ store: ProfileStore,
-        to destination: ProfileStore,
-        profile: Profile,
-        session: StoredSession?,
-        remembered: Identity?,
-        home: Home,
-        from old: String
-    ) throws {
-        try home.setCurrent(server: profile.server, username: profile.username)
-        SecureFiles.erase(store.rememberedIdentityURL)
-        if let session { try store.save(session) }
-        try store.save(profile)
-        if let remembered { try store.remember(remembered, server: profile.server) }
-        let parent = destination.folder.deletingLastPathComponent()
-        try SecureFiles.ensureDirectory(parent)
-        try requireNoProfile(at: destination, username: profile.username, server: profile.server)
-        guard rename(store.folder.path, destination.folder.path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            // Back to the old address, so the profile keeps working there as it did.
-            var back = profile
-            back.server = old
-            try? store.save(back)
-            if let remembered { try? store.remember(remembered, server: old) }
-            try? home.removeCurrent(server: profile.server, username: profile.username)
-            throw ClientError.localState("cannot move \(store.folder.path) to \(destination.folder.path): \(reason); nothing was moved")
-        }
-        SecureFiles.syncFolder(parent)
-        SecureFiles.syncFolder(store.folder.deletingLastPathComponent())
-        try home.removeCurrent(server: old, username: profile.username)
-        // The old address's folder of profiles, when this was its last one.
-        _ = rmdir(store.folder.deletingLastPathComponent().path)
     }
 }

@@ -236,14 +236,20 @@ public struct AccountManager: Sendable {
     /// returns nil when this device remembers nothing usable. A copy that does not open is an integrity
     /// failure. A key without a copy is either a wrapping key remembered before Docs/envelope-v1.md §2.2
     /// (replaced now by a random device key, so no password equivalent stays on disk) or left over from an
-    /// interrupted `login --remember` (erased).
+    /// interrupted `login --remember` (erased). Of the copy in use and one an interrupted `account move`
+    /// staged beside it, the one sealed for the address `profile.json` names opens; a staged copy that does
+    /// then replaces the other (Docs/envelope-v1.md §2.2).
     public func unlockRemembered() throws -> UnlockedAccount? {
         let (store, profile, certificate) = try approvedProfile()
         guard let deviceKey = try store.loadDeviceKey() else { return nil }
         if let copy = try store.loadRememberedIdentity() {
             let identity: Identity
             do { identity = try copy.open(deviceKey: deviceKey, userID: profile.userID, server: profile.server) } catch {
-                throw ClientError.integrity("\(error.description); log in again")
+                guard let staged = try? store.loadStagedIdentity(),
+                    let opened = try? staged.open(deviceKey: deviceKey, userID: profile.userID, server: profile.server)
+                else { throw ClientError.integrity("\(error.description); log in again") }
+                try store.promoteStagedIdentity()
+                identity = opened
             }
             return try unlocked(store: store, profile: profile, certificate: certificate, identity: identity)
         }

@@ -5,12 +5,20 @@ import VaultCrypto
 
 /// What moving a profile to a new address of the same deployment did (`AccountManager.moveProfile`).
 public struct ProfileMove: Sendable {
-    /// How the new address showed that it serves the same account.
+    /// How the new address was asked for the account, once the checks that send no credential passed.
     public enum Check: String, Sendable {
-        /// It accepted this device's session and served the account's own certificate.
+        /// With this device's session: it accepted it and served the account's certificate.
         case session
         /// It did not accept the session (or there was none): a login there, checked as every login is.
         case login
+    }
+
+    /// What the deployment ids showed.
+    public enum Deployment: String, Sendable {
+        /// The new address gave the deployment id the old one gave.
+        case same
+        /// The old address did not answer: only the password-hashing parameters and salt were compared.
+        case unchecked
     }
 
     /// The account's username.
@@ -21,23 +29,29 @@ public struct ProfileMove: Sendable {
     public let to: String
     /// The profile's folder now.
     public let folder: URL
-    /// How the new address was checked.
+    /// How the new address was asked for the account.
     public let check: Check
+    /// Whether the deployment ids were compared.
+    public let deployment: Deployment
     /// Whether the device had a remembered key, which now opens a copy sealed for the new address.
     public let remembered: Bool
 }
 
 extension AccountManager {
     /// Moves this device's profile of the current account on `configuration.server` to `newServer`, another
-    /// address of the same deployment: a load balancer's name, a new host name. Nothing here changes until
-    /// `target` (a transport to `newServer`) has shown that it serves the very account this device holds:
-    /// with the stored session, its `GET /v1/accounts/me` must be the stored certificate, verified under the
-    /// pinned admin key for the profile's user id, username and role; when it does not accept the session,
-    /// a login there with `password()` must pass every check of `login`, against the parameters and salt
-    /// this device stored, and answer with that user, role and certificate. A profile of the user already
-    /// kept under `newServer` is never merged or overwritten. Then the whole folder (store, cursors,
-    /// accepted commitments, pins, audit marks) moves with one `rename`, so everything this device accepted
-    /// is enforced at the new address as it was at the old one.
+    /// address of the same deployment: a load balancer's name, a new host name.
+    ///
+    /// First come the checks that send no credential (only the username): `target` (a transport to
+    /// `newServer`) must give the deployment id the old address gives (when the old address answers), and
+    /// for the username the password-hashing parameters and salt this device stored (or a newer password
+    /// change signed by the account's key). These catch a mistyped address and another deployment. Then
+    /// the session token goes to `newServer`, whose `GET /v1/accounts/me` must be the stored certificate;
+    /// when it refuses the session, the login key of `password()` goes there and the login must pass every
+    /// check of `login` and name the same user, role and certificate. None of this proves that `newServer`
+    /// is not an impostor passing requests on to the real service: the deployment id, the parameters and
+    /// the certificate are all public. Nothing on this device changes before these checks pass. A profile
+    /// of the user already kept under `newServer` is never merged or overwritten. Then the whole folder
+    /// (store, cursors, accepted commitments, pins, audit marks) moves with one rename (`move`).
     public func moveProfile(
         to newServer: String,
         through target: Transport,
@@ -64,35 +78,50 @@ extension AccountManager {
             throw ClientError.invalidRequest("\(newServer) names the folder this profile is already kept in; nothing to move")
         }
         try Self.requireNoProfile(at: destination, username: profile.username, server: newServer)
-        // The keys a remembered device key opens, to seal them again for the new address.
-        let remembered = try unlockRemembered()?.identity
         let there = AccountManager(
             configuration: ClientConfiguration(server: newServer, home: home, adminKey: configuration.adminKey, kdf: configuration.kdf),
             transport: target
         )
+        // Without credentials: the deployment id, then the parameters and salt.
+        let deployment: ProfileMove.Deployment = try await sameDeployment(as: there) ? .same : .unchecked
+        let offered = try await there.storedParameters(of: profile)
+        // With credentials: the session, else a login.
         var moved = profile
         moved.server = newServer
-        var session = try store.loadSession()
+        var opened: StoredSession?
         let check: ProfileMove.Check
-        if let s = session, s.expiresAt > Date().unixMillis, try await there.serves(profile, certificate: certificate, session: s.token) {
+        if let s = try store.loadSession(), s.expiresAt > Date().unixMillis,
+            try await there.serves(profile, certificate: certificate, session: s.token)
+        {
             check = .session
         } else {
-            let login = try await there.logsIn(profile, certificate: certificate, password: try password(), deviceName: deviceName)
+            let login = try await there.logsIn(profile, certificate: certificate, password: try password(), offered: offered, deviceName: deviceName)
             moved.keyBundle = login.keyBundle
             moved.credentialParameters = login.credentialParameters
-            session = login.session
+            opened = login.session
             check = .login
         }
-        try Self.requireNoProfile(at: destination, username: profile.username, server: newServer)
-        try Self.move(store, to: destination, profile: moved, session: session, remembered: remembered, home: home, from: old)
-        return ProfileMove(
-            username: profile.username,
-            from: old,
-            to: newServer,
-            folder: destination.folder,
-            check: check,
-            remembered: remembered != nil
-        )
+        do {
+            // The first change on this device: a remembered key of the layout before Docs/envelope-v1.md §2.2 is
+            // upgraded, as any command's unlock does, so that its copy can be sealed for the new address.
+            let remembered = try unlockRemembered()?.identity
+            try Self.move(store, to: destination, profile: moved, session: opened, remembered: remembered, home: home, from: old)
+            return ProfileMove(
+                username: profile.username,
+                from: old,
+                to: newServer,
+                folder: destination.folder,
+                check: check,
+                deployment: deployment,
+                remembered: remembered != nil
+            )
+        } catch let crash as MoveCrashed {
+            throw crash
+        } catch {
+            // The session this move opened at the new address is of no use now.
+            if let opened { _ = try? await target.send(AccountEndpoints.logout, auth: .session(opened.token)) }
+            throw error
+        }
     }
 
     /// Refuses a destination folder that exists: a profile there (or anything else) is never merged or replaced.
@@ -107,15 +136,64 @@ extension AccountManager {
         )
     }
 
+    /// Whether `there` gives the deployment id this (the old) address gives; false when this address does
+    /// not answer with one (it is gone already), so that only the parameters are compared. Sends nothing
+    /// but the two requests.
+    func sameDeployment(as there: AccountManager) async throws -> Bool {
+        let new = there.configuration.server
+        let theirs: String
+        do { theirs = try await there.transport.send(AdminEndpoints.deployment).deploymentID } catch ClientError.notFound {
+            throw ClientError.notFound(
+                "\(new) does not answer GET \(Routes.deployment): it is not a CareVault server of this release, or a proxy that does "
+                    + "not pass that route on; nothing was sent and nothing was moved"
+            )
+        }
+        let ours: String
+        do { ours = try await transport.send(AdminEndpoints.deployment).deploymentID } catch is ClientError { return false }
+        guard ours == theirs else {
+            throw ClientError.integrity(
+                "\(new) is another deployment than \(configuration.server) (deployment id \(ClientError.printable(theirs, limit: 40)), "
+                    + "not \(ClientError.printable(ours, limit: 40))): a mistyped address, or another service; nothing was sent and "
+                    + "nothing was moved"
+            )
+        }
+        return true
+    }
+
+    /// The parameters and salt this server offers for `profile`'s username, which must be the ones this
+    /// device stored (or a newer change signed by the account's key, `OfferedParameters.check`). Sends
+    /// only the username.
+    func storedParameters(of profile: Profile) async throws -> (offered: OfferedParameters, kdf: KDFParameters, salt: Salt) {
+        let username = profile.username
+        let offered = try await transport.send(
+            AccountEndpoints.loginParameters.answer(as: OfferedParameters.self),
+            LoginParametersRequest(username: username)
+        )
+        do {
+            let (kdf, salt) = try offered.check(against: profile, username: username, folder: "")
+            return (offered, kdf, salt)
+        } catch ClientError.integrity {
+            throw ClientError.integrity(
+                "\(configuration.server) offers other password-hashing parameters or salt for '\(username)' than this device holds: "
+                    + "another deployment, or it forges its answers; no session or password was sent and nothing was moved"
+            )
+        }
+    }
+
     /// Whether this server accepts `token` as a session of `profile`'s account: false when it refuses the
-    /// session (401), the account's certificate when it accepts it, or an integrity failure when it serves
-    /// any other certificate.
+    /// session (401), true when it then serves the account's certificate, an integrity failure when it
+    /// serves any other.
     func serves(_ profile: Profile, certificate: Certificate, session token: String) async throws -> Bool {
         let entry: DirectoryEntry
         do { entry = try await transport.send(AccountEndpoints.me, auth: .session(token)) } catch ClientError.notPermitted(code: .unauthorized?, _) {
             return false
         } catch ClientError.notPermitted(code: .none, _) {
             return false
+        } catch ClientError.notFound {
+            throw ClientError.notFound(
+                "\(configuration.server) does not answer GET \(Routes.me): it is a CareVault server older than this tool, or a proxy "
+                    + "that does not pass that route on; nothing was moved"
+            )
         }
         try requireSameAccount(entry.certificate, as: profile, certificate: certificate)
         return true
@@ -146,24 +224,18 @@ extension AccountManager {
         var session: StoredSession
     }
 
-    /// Logs in to this server as `profile`'s account without storing anything: the parameters and salt
-    /// offered must be the stored ones (or a newer signed change of them), checked before deriving or
-    /// sending anything; the answer passes every check of `login` and names the profile's user, role and
-    /// certificate. A session the server opened for an answer refused here is ended.
-    func logsIn(_ profile: Profile, certificate: Certificate, password: String, deviceName: String?) async throws -> MovedLogin {
+    /// Logs in to this server as `profile`'s account without storing anything, deriving under the parameters
+    /// and salt `storedParameters` accepted; the answer passes every check of `login` and names the
+    /// profile's user, role and certificate. A session the server opened for an answer refused here is ended.
+    func logsIn(
+        _ profile: Profile,
+        certificate: Certificate,
+        password: String,
+        offered: (offered: OfferedParameters, kdf: KDFParameters, salt: Salt),
+        deviceName: String?
+    ) async throws -> MovedLogin {
         let username = profile.username
-        let offered = try await transport.send(
-            AccountEndpoints.loginParameters.answer(as: OfferedParameters.self),
-            LoginParametersRequest(username: username)
-        )
-        let parametersAndSalt: (KDFParameters, Salt)
-        do { parametersAndSalt = try offered.check(against: profile, username: username, folder: "") } catch ClientError.integrity {
-            throw ClientError.integrity(
-                "\(configuration.server) offers other password-hashing parameters or salt for '\(username)' than this device holds: it is "
-                    + "not the deployment of this profile, or it forges its answers; nothing was sent and nothing was moved"
-            )
-        }
-        let (kdf, salt) = parametersAndSalt
+        let (kdf, salt) = (offered.kdf, offered.salt)
         let (keys, response) = try await proveLogin(username: username, password: password, kdf: kdf, salt: salt, deviceName: deviceName)
         do {
             guard response.userID == profile.userID, response.role == profile.role else {
@@ -175,7 +247,7 @@ extension AccountManager {
             _ = try? await transport.send(AccountEndpoints.logout, auth: .session(response.token))
             throw error
         }
-        let parameters = offered.newestChange(
+        let parameters = offered.offered.newestChange(
             stored: profile.credentialParameters,
             kdf: kdf,
             salt: salt,

@@ -5,7 +5,7 @@ import VaultTestSupport
 
 /// `account move --to URL` through the built tools (Docs/operations.md §3, "Moving the service to a new
 /// address"): a profile follows the service to another address of the same deployment with everything the
-/// device accepted, and nothing moves to another deployment, a forged answer or over an existing profile.
+/// device accepted, and nothing moves to another deployment or over an existing profile.
 @Suite("End to end: moving a profile to a new address of the same deployment", .serialized)
 struct AccountMoveCLITests {
     static let patientPassword = "alice's long password"
@@ -139,7 +139,8 @@ struct AccountMoveCLITests {
         let moved = try await patient(["account", "move", "--to", new], password: nil)
         #expect(moved.status == 0, "\(moved.stderr)")
         #expect(
-            moved.stdout.contains("moved alice from \(old) to \(new)") && moved.stdout.contains("checked with this device's session"),
+            moved.stdout.contains("moved alice from \(old) to \(new): it gave \(old)'s deployment id")
+                && moved.stdout.contains("accepted this device's session") && moved.stdout.contains("not an impostor passing requests on"),
             "\(moved.stdout)"
         )
         #expect(moved.stdout.split(separator: "\n").count == 1)
@@ -148,6 +149,7 @@ struct AccountMoveCLITests {
         let answer = try JSONSerialization.jsonObject(with: Data(movedDoctor.stdout.utf8)) as? [String: String]
         #expect(answer?["status"] == "moved" && answer?["from"] == old && answer?["to"] == new, "\(movedDoctor.stdout)")
         #expect(answer?["checkedBy"] == "login" && answer?["rememberedKey"] == "resealed", "\(movedDoctor.stdout)")
+        #expect(answer?["deployment"] == "same", "\(movedDoctor.stdout)")
 
         // The old address has no profile left; the new one has the same store.
         for (home, folder) in [("alice", patientOld), ("bob", doctorOld)] {
@@ -183,7 +185,7 @@ struct AccountMoveCLITests {
         #expect(behind.stderr.contains("the server is behind what this device last saw (interventions"), "\(behind.stderr)")
     }
 
-    @Test func anotherDeploymentAForgedAnswerOrAnExistingProfileMovesNothing() async throws {
+    @Test func anotherDeploymentOrAnExistingProfileMovesNothing() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
         let adminDir = t.root.appendingPathComponent("admin")
@@ -216,20 +218,21 @@ struct AccountMoveCLITests {
         let none = try await patient(["account", "move", "--to", b.url], at: "http://127.0.0.1:1")
         #expect(none.status == 64 && none.stderr.contains("no profile for http://127.0.0.1:1"), "\(none.stderr)")
 
-        // B does not know the session, and its alice has another salt: refused before the password is derived or sent.
+        // B gives another deployment id: refused before the session or the password goes there.
         let other = try await patient(["account", "move", "--to", b.url], at: a.url)
-        #expect(other.status == 65 && other.stderr.contains("nothing was moved"), "\(other.stderr)")
+        #expect(other.status == 65 && other.stderr.contains("\(b.url) is another deployment than \(a.url)"), "\(other.stderr)")
+        #expect(other.stderr.contains("nothing was sent and nothing was moved"), "\(other.stderr)")
         #expect(try Self.files(t, home: "alice") == before)
-        // Without a password to log in there, nothing is checked and nothing moves.
+        // Without a password: refused the same way, no password asked for.
         let noPassword = try await patient(["account", "move", "--to", b.url], at: a.url, password: nil)
-        #expect(noPassword.status == 64 && noPassword.stderr.contains("a password is needed"), "\(noPassword.stderr)")
+        #expect(noPassword.status == 65 && noPassword.stderr.contains("another deployment"), "\(noPassword.stderr)")
         #expect(try Self.files(t, home: "alice") == before)
 
-        // A server that takes the session (here B's own alice's) but serves another account's certificate.
+        // A session B takes (B's own alice's) changes nothing: B is refused before the session is sent.
         let session = try Data(contentsOf: folder.appendingPathComponent("session.json"))
         try Self.setSessionToken(folder, try Self.sessionToken(Self.profiles(t, home: "alice-b", server: b.url).appendingPathComponent("alice")))
         let forged = try await patient(["account", "move", "--to", b.url], at: a.url)
-        #expect(forged.status == 65 && forged.stderr.contains("does not serve the account 'alice' this device holds"), "\(forged.stderr)")
+        #expect(forged.status == 65 && forged.stderr.contains("another deployment"), "\(forged.stderr)")
         #expect(!FileManager.default.fileExists(atPath: Self.profiles(t, home: "alice", server: b.url).path))
         try session.write(to: folder.appendingPathComponent("session.json"))
         #expect(try Self.files(t, home: "alice") == before)

@@ -46,8 +46,9 @@ extension AccountManager {
     ///    unlock does it.
     /// 7. The old address's entry leaves `current.json` (if the process dies first it names a folder that is
     ///    gone: "not logged in"), and its folder of profiles goes when it is empty.
-    /// A failure in steps 1 to 5 puts back what was read in step 0 and erases the staged copy, so the device
-    /// is as it was; running the move again after a crash in steps 1 to 4 finishes it. Nothing else in the
+    /// A failure in steps 1 to 5 puts back what was read in step 0, keeps the copy in use sealed for the
+    /// address `profile.json` then names, erases the staged copy and an empty folder of profiles the rename
+    /// step made, so the device is as it was; running the move again after a crash in steps 1 to 4 finishes it. Nothing else in the
     /// folder names the address: the store, pins, audit marks and checkpoint move as they are.
     static func move(
         _ store: ProfileStore,
@@ -94,6 +95,8 @@ extension AccountManager {
             }
             SecureFiles.erase(store.stagedIdentityURL)
             putBack(home.currentURL.path) { try home.restoreCurrent(server: new, to: previous) }
+            // The new address's folder of profiles, when the rename step made it and nothing else is in it.
+            _ = rmdir(destination.folder.deletingLastPathComponent().path)
             let note =
                 failed.isEmpty
                 ? "nothing was moved" : "nothing was moved, but putting back \(failed.joined(separator: ", ")) failed: run the move again"

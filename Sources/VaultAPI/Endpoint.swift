@@ -55,6 +55,8 @@ public enum AccountEndpoints {
     public static let revokeOtherSessions = Endpoint<NoBody, RevokedSessions>(.POST, Routes.sessionsRevokeOthers)
     public static func revokeSession(_ id: String) -> Endpoint<NoBody, RevokedSessions> { Endpoint(.POST, Routes.sessionRevoke(id)) }
     public static let deleteAccount = Endpoint<DeleteAccountRequest, DeleteAccountResponse>(.POST, Routes.deleteAccount)
+    /// The caller's own certificate, as the session's server holds it.
+    public static let me = Endpoint<NoBody, DirectoryEntry>(.GET, Routes.me)
 }
 
 /// The admin's routes, each signed with the admin key (Docs/envelope-v1.md §3.5), and the deployment id they name.

@@ -82,9 +82,12 @@ public struct GlobalOptions: ParsableArguments, Sendable {
         ClientConfiguration(server: serverURL, home: resolvedHome, adminKey: try adminPublicKey(), kdf: kdf)
     }
 
-    public func transport() throws -> Transport {
+    public func transport() throws -> Transport { try transport(to: serverURL) }
+
+    /// A transport to `url` with this run's timeout and trust (`--timeout`, `--ca-cert`).
+    public func transport(to url: String) throws -> Transport {
         let ca = caCert ?? env["CAREVAULT_CA_CERT"].flatMap { $0.isEmpty ? nil : $0 }
-        return try Transport(baseURL: serverURL, timeout: try requestTimeout(), caCertificate: ca)
+        return try Transport(baseURL: url, timeout: try requestTimeout(), caCertificate: ca)
     }
 
     /// The time budget of one request: --timeout, then CAREVAULT_TIMEOUT, then 30 s.

@@ -149,15 +149,17 @@ public struct LoginCommand<R: ToolRole>: AsyncParsableCommand {
     }
 }
 
-/// `account recover` (both tools) and, for patients, `account delete`.
+/// `account recover` and `account move` (both tools) and, for patients, `account delete`.
 public struct AccountCommand<R: ToolRole>: AsyncParsableCommand {
     public static var configuration: CommandConfiguration {
         CommandConfiguration(
             commandName: "account",
             abstract: R.role == .patient
-                ? "Recover or delete your account, or replace its recovery key." : "Recover your account, or replace its recovery key.",
+                ? "Recover, move or delete your account, or replace its recovery key."
+                : "Recover or move your account, or replace its recovery key.",
             subcommands: R.role == .patient
-                ? [RecoverCommand.self, RecoveryKeyCommand.self, DeleteAccountCommand.self] : [RecoverCommand.self, RecoveryKeyCommand.self]
+                ? [RecoverCommand.self, RecoveryKeyCommand.self, MoveCommand<R>.self, DeleteAccountCommand.self]
+                : [RecoverCommand.self, RecoveryKeyCommand.self, MoveCommand<R>.self]
         )
     }
     public init() {}

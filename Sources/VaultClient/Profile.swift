@@ -53,6 +53,9 @@ public struct ProfileStore: Sendable {
     public var deviceKeyURL: URL { folder.appendingPathComponent("device.key") }
     /// The account's private keys sealed under the remembered device key.
     public var rememberedIdentityURL: URL { folder.appendingPathComponent("device-identity.json") }
+    /// A second identity copy under the same device key, sealed for the address `account move` moves the
+    /// profile to; it replaces `device-identity.json` once the folder has moved (Docs/envelope-v1.md §2.2).
+    public var stagedIdentityURL: URL { folder.appendingPathComponent("device-identity.next.json") }
     /// The encrypted keyring.
     public var keyringURL: URL { folder.appendingPathComponent("keyring.json") }
     /// The local store (a patient's records, or a doctor's cache).
@@ -106,11 +109,44 @@ public struct ProfileStore: Sendable {
         }
     }
 
+    /// The copy staged by an `account move` cut off before it finished, or nil when there is none.
+    public func loadStagedIdentity() throws -> RememberedIdentity? {
+        guard let data = try SecureFiles.read(stagedIdentityURL) else { return nil }
+        do { return try JSONDecoder().decode(RememberedIdentity.self, from: data) } catch {
+            throw ClientError.integrity("the remembered key copy at \(stagedIdentityURL.path) is damaged; log in again")
+        }
+    }
+
+    /// Seals `identity` under the device key this folder already holds for `server`, beside the copy in use
+    /// (which stays as it is and still opens for the address it was sealed for).
+    public func stage(_ identity: Identity, server: String) throws {
+        guard let key = try loadDeviceKey() else { throw ClientError.localState("no remembered device key in \(folder.path)") }
+        let copy = RememberedIdentity.seal(identity, deviceKey: key, server: server)
+        try SecureFiles.write(try Self.encoder.encode(copy), to: stagedIdentityURL)
+    }
+
+    /// Makes the staged copy the copy in use, in one `rename` within the folder.
+    public func promoteStagedIdentity() throws {
+        guard rename(stagedIdentityURL.path, rememberedIdentityURL.path) == 0 else {
+            throw ClientError.localState("cannot write \(rememberedIdentityURL.path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Keeps the copy in use when it opens for `server`, else seals `identity` for `server` again under the
+    /// same device key (staged, then in one rename).
+    public func keepCopy(of identity: Identity, for server: String) throws {
+        guard let key = try loadDeviceKey() else { return }
+        if let copy = try? loadRememberedIdentity(), (try? copy.open(deviceKey: key, userID: identity.userID, server: server)) != nil { return }
+        try stage(identity, server: server)
+        try promoteStagedIdentity()
+    }
+
     /// Remembers `identity` on this device: a fresh random device key (mode 0600) and the identity sealed
     /// under it for `server`. The old copy goes first, so a crash part-way leaves a key without a copy,
     /// which unlocking treats as nothing remembered, never a key paired with the wrong copy.
     public func remember(_ identity: Identity, server: String) throws {
         SecureFiles.erase(rememberedIdentityURL)
+        SecureFiles.erase(stagedIdentityURL)
         let key = SymmetricKey.generate()
         var bytes = key.copyBytes()
         defer { Memory.zero(&bytes) }
@@ -122,6 +158,7 @@ public struct ProfileStore: Sendable {
     /// Forgets the remembered device key and the identity copy it opens.
     public func forgetDevice() {
         SecureFiles.erase(rememberedIdentityURL)
+        SecureFiles.erase(stagedIdentityURL)
         SecureFiles.erase(deviceKeyURL)
     }
 
@@ -167,6 +204,29 @@ public struct Home: Sendable {
     public func setCurrent(server: String, username: String) throws {
         var map = (try? SecureFiles.read(currentURL)).flatMap { $0 }.flatMap { try? JSONDecoder().decode([String: String].self, from: $0) } ?? [:]
         map[server] = username
+        try SecureFiles.write(try JSONEncoder().encode(map), to: currentURL)
+    }
+
+    /// The username the current-account map names for `server`, if any.
+    public func currentEntry(server: String) -> String? {
+        (try? SecureFiles.read(currentURL)).flatMap { $0 }.flatMap { try? JSONDecoder().decode([String: String].self, from: $0) }?[server]
+    }
+
+    /// Puts the entry of `server` in the current-account map back to `username`, or removes it when nil.
+    public func restoreCurrent(server: String, to username: String?) throws {
+        var map = (try? SecureFiles.read(currentURL)).flatMap { $0 }.flatMap { try? JSONDecoder().decode([String: String].self, from: $0) } ?? [:]
+        guard map[server] != username else { return }
+        map[server] = username
+        try SecureFiles.write(try JSONEncoder().encode(map), to: currentURL)
+    }
+
+    /// Removes the entry of `server` from the current-account map when it names `username` (an entry
+    /// naming someone else is left as it is).
+    public func removeCurrent(server: String, username: String) throws {
+        guard let data = try SecureFiles.read(currentURL), var map = try? JSONDecoder().decode([String: String].self, from: data),
+            map[server] == username
+        else { return }
+        map[server] = nil
         try SecureFiles.write(try JSONEncoder().encode(map), to: currentURL)
     }
 

@@ -60,6 +60,33 @@ public enum SecureFiles {
         }
     }
 
+    /// Renames `source` to `target` in one step unless something exists at `target` (Linux
+    /// `renameat2` with `RENAME_NOREPLACE`, macOS `renamex_np` with `RENAME_EXCL`), where a plain `rename`
+    /// would replace an empty folder made there. Returns 0, else the errno: `EEXIST` when something is
+    /// there, `ENOSYS` or `EINVAL` when this system or file system cannot rename that way.
+    public static func renameNoReplace(_ source: URL, to target: URL) -> Int32 {
+        #if os(Linux)
+        // Looked up at run time: the C library has it since glibc 2.28, its header declares it for GNU sources only.
+        typealias Renameat2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "renameat2") else { return ENOSYS }
+        let renameat2 = unsafeBitCast(symbol, to: Renameat2.self)
+        let noReplace: UInt32 = 1  // RENAME_NOREPLACE
+        return renameat2(AT_FDCWD, source.path, AT_FDCWD, target.path, noReplace) == 0 ? 0 : errno
+        #elseif canImport(Darwin)
+        return renamex_np(source.path, target.path, UInt32(RENAME_EXCL)) == 0 ? 0 : errno
+        #else
+        return ENOSYS
+        #endif
+    }
+
+    /// Flushes a folder's entries to disk (after a rename in it), best effort.
+    public static func syncFolder(_ url: URL) {
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+
     /// Reads a file, or nil when it does not exist.
     public static func read(_ url: URL) throws -> Data? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }

@@ -79,7 +79,8 @@ struct WatchCLITests {
             defer { alice.process.stopIfRunning() }
             try await alice.waitFor("subscribed") { $0["event"] as? String == "subscribed" }
 
-            #expect(try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+            let grant = try await world.patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"])
+            #expect(grant.status == 0, "\(grant.stderr)\nthe watching device:\n\(alice.stderr)")
             #expect(try await world.admin(["approve", "--all"]).status == 0)
             // Nobody types anything on the patient's side: the approval reaches the watching device,
             // which seals the keys to the doctor; the doctor can then read the category.

@@ -19,6 +19,15 @@ struct TresorLedgerState: Sendable, Equatable {
     var topEpoch: UInt32
 }
 
+/// The two high-water marks of a tresor's ledger state.
+struct LedgerMarks: Sendable, Equatable {
+    var seenVersion: UInt64 = 0
+    var topEpoch: UInt32 = 0
+
+    /// True when `other` is higher in either mark.
+    func isBehind(_ other: TresorLedgerState) -> Bool { other.seenVersion > seenVersion || other.topEpoch > topEpoch }
+}
+
 extension LocalStore {
     /// Ledgers and high-water marks per tresor, added after the first schema.
     static let ledgerTable = DeviceDatabase.Migration(
@@ -42,6 +51,20 @@ extension LocalStore {
     /// Every category this device keeps a ledger state for.
     func ledgerCategories() throws -> [String] {
         try queue.read { db in try String.fetchAll(db, sql: "SELECT category FROM tresor_marks ORDER BY category") }
+    }
+
+    /// The high-water marks (seen version, top epoch) of every category, as committed now.
+    func ledgerMarks() throws -> [String: LedgerMarks] {
+        try queue.read { db in
+            var marks: [String: LedgerMarks] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT category, seen_version, top_epoch FROM tresor_marks") {
+                marks[row["category"]] = LedgerMarks(
+                    seenVersion: UInt64(row["seen_version"] as Int64),
+                    topEpoch: UInt32(clamping: row["top_epoch"] as Int64)
+                )
+            }
+            return marks
+        }
     }
 
     /// Stores `ledgerState` for `category`; the seen version and top epoch never go down.

@@ -101,7 +101,12 @@ public actor PatientVault {
     /// seen, or one that hides an epoch this device has seen signed, is refused and nothing is written. When
     /// two devices made the same epoch offline, the server's keys win and this device re-seals its records
     /// under them in the same transaction.
+    ///
+    /// Another process of this device (a `share grant` beside a `sync --watch`) may raise the marks while
+    /// the list is on its way: a self-grant older than a mark raised since the marks were read before the
+    /// fetch is fetched again, not refused (a server that keeps serving it is refused on the next pass).
     func reconcileTresors(attempt: Int = 0) async throws {
+        let marksBefore = try store.ledgerMarks()
         let list = try await transport.send(TresorEndpoints.list, auth: try auth)
         let served = try list.tresors.map(openSelfGrant)
         var legacy: [String: TresorLedger] = [:]
@@ -113,7 +118,15 @@ public actor PatientVault {
                 legacy[s.tresor.category] = try await legacyLedger(category: s.tresor.category, tresorID: s.tresor.id)
             }
         }
-        for (t, ledger) in try adopt(served, legacy: legacy) {
+        let declarations: [(Tresor, TresorLedger)]
+        do {
+            declarations = try adopt(served, legacy: legacy, marksBefore: marksBefore)
+        } catch is MarksRaisedMeanwhile {
+            guard attempt < 3 else { throw ClientError.temporary("the category keys keep changing on this device; sync again") }
+            try await reconcileTresors(attempt: attempt + 1)
+            return
+        }
+        for (t, ledger) in declarations {
             do {
                 try await declare(t, ledger: ledger)
             } catch ClientError.conflict {
@@ -143,7 +156,13 @@ public actor PatientVault {
     /// Takes in the server's verified self-grants in one local transaction (keys, re-sealed records,
     /// ledgers and marks land together, or nothing does) and returns what to declare: each tresor whose
     /// keys or ledger the server lacks, with its ledger at the next version.
-    func adopt(_ served: [(tresor: Tresor, ledger: TresorLedger)], legacy: [String: TresorLedger]) throws -> [(Tresor, TresorLedger)] {
+    /// `marksBefore` are the marks as read before the list was fetched (see `reconcileTresors`); nil when
+    /// nothing else can have raised them.
+    func adopt(
+        _ served: [(tresor: Tresor, ledger: TresorLedger)],
+        legacy: [String: TresorLedger],
+        marksBefore: [String: LedgerMarks]? = nil
+    ) throws -> [(Tresor, TresorLedger)] {
         let seal = keyringSeal
         let cert = account.certificate
         let signing = account.identity.signing
@@ -156,7 +175,17 @@ public actor PatientVault {
                 let category = remote.category
                 let stored = try tx.ledgerState(category: category)
                 var state = stored ?? .none
-                try Self.refuseRollback(category: category, remoteVersion: remoteLedger.version, remoteTop: remote.currentEpoch, ledgerState: state)
+                do {
+                    try Self.refuseRollback(
+                        category: category,
+                        remoteVersion: remoteLedger.version,
+                        remoteTop: remote.currentEpoch,
+                        ledgerState: state
+                    )
+                } catch {
+                    if let before = marksBefore, (before[category] ?? LedgerMarks()).isBehind(state) { throw MarksRaisedMeanwhile() }
+                    throw error
+                }
                 if let local = ring[category] {
                     if remote.keys.contains(where: { epoch, key in local.keys[epoch].map { $0 != key } ?? false }) {
                         try Self.reseal(tx, category: category, local: local, adopting: remote, author: cert, signing: signing)
@@ -172,7 +201,7 @@ public actor PatientVault {
                     state.ledger = members
                 }
                 state.ledger.merge(remoteLedger)
-                state.seenVersion = remoteLedger.version
+                state.seenVersion = max(state.seenVersion, remoteLedger.version)
                 state.topEpoch = max(state.topEpoch, remote.currentEpoch)
                 if state != stored { try tx.saveLedgerState(state, category: category, tresorID: remote.id) }
                 onServer[category] = (remoteLedger, remote.currentEpoch)
@@ -194,6 +223,9 @@ public actor PatientVault {
         keyring = ring
         return declarations
     }
+
+    /// A mark of this device went up between the fetch and the local transaction (see `reconcileTresors`).
+    struct MarksRaisedMeanwhile: Error {}
 
     /// Refuses a self-grant older than one this device has seen, or one whose newest epoch is older than
     /// an epoch this device has seen signed (a hidden rotation): writing under it would hand new records

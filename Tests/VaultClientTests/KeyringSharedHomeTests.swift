@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultAPI
 import VaultCore
 import VaultCrypto
 import VaultTestSupport
@@ -56,6 +57,45 @@ struct KeyringSharedHomeTests {
             #expect(await reopened.keyring["interventions"]?.currentEpoch == 3)
             #expect(await reopened.keyring["interventions"]?.keys.count == 3, "no epoch key lost")
             #expect(try await reopened.activities().map(\.id).sorted() == ["run", "walk"])
+        }
+    }
+
+    /// A `share grant` in another process declares a new tresor version while this process's key list is
+    /// on its way: the list this process then holds is older than the mark the grant raised. That is a race
+    /// of this device, fetched again, not a rolled-back server (a CI run of `sync --watch` beside `share grant`
+    /// exited 65 on it); the same old list against marks read before the fetch is still refused.
+    @Test func aMarkRaisedByAnotherProcessDuringTheFetchIsFetchedAgainNotRefused() async throws {
+        try await ClientWorld.run(.sqlite) { world in
+            let device = try world.device("a")
+            let (first, _) = try await world.patient("kira", on: device)
+            _ = try await world.doctor("doc", on: try world.device("d"))
+            try await first.addActivity(try Sample.activity("walk"))
+            _ = try await first.sync()
+
+            // The first process reads its marks and fetches the list...
+            let marksBefore = try first.store.ledgerMarks()
+            let list = try await device.transport.send(TresorEndpoints.list, auth: try await first.auth)
+            var stale: [(tresor: Tresor, ledger: TresorLedger)] = []
+            for info in list.tresors { stale.append(try await first.openSelfGrant(info)) }
+            let versionBefore = try #require(stale.first?.ledger.version)
+            // ...while a second process of the same device grants a share, which declares the next version.
+            let second = try PatientVault(account: first.account, transport: device.transport, adminKey: world.admin.publicKey)
+            _ = try await second.grant(doctor: "doc", category: "interventions")
+            let raised = try #require(try first.store.ledgerState(category: "interventions"))
+            #expect(raised.seenVersion > versionBefore, "the grant raised the mark")
+
+            await #expect(throws: PatientVault.MarksRaisedMeanwhile.self) {
+                _ = try await first.adopt(stale, legacy: [:], marksBefore: marksBefore)
+            }
+            // Against marks read after the grant, the same list is a rollback, and refused.
+            await #expect(throws: ClientError.self) {
+                _ = try await first.adopt(stale, legacy: [:], marksBefore: try first.store.ledgerMarks())
+            }
+            // The whole step fetches again and takes in the grant's version.
+            try await first.reconcileTresors()
+            #expect(try first.store.ledgerState(category: "interventions")?.seenVersion == raised.seenVersion)
+            try await first.addActivity(try Sample.activity("run"))
+            #expect(try await first.sync().pushed == 1)
         }
     }
 }

@@ -5,7 +5,7 @@ import Testing
 /// the starting point of the input tests.
 struct SharedWorld {
     let tools: Tools
-    let server: Process
+    let server: ChildProcess
     let common: [String: String]
 
     init() async throws {

@@ -75,15 +75,15 @@ struct Tools {
     }
 
     /// Starts carevault-server on a free port over a SQLite file; returns the process and its URL.
-    func startServer(adminPub: URL, database: URL) async throws -> (Process, String) {
-        let p = Process()
+    func startServer(adminPub: URL, database: URL) async throws -> (ChildProcess, String) {
+        let p = ChildProcess()
         p.executableURL = Self.bin.appendingPathComponent("carevault-server")
         p.arguments = ["--admin-key", adminPub.path, "--port", "0", "--database", "sqlite:" + database.path]
         p.environment = env
         let out = root.appendingPathComponent("server.out")
         p.standardOutput = try ChildStdio.output(to: out)
-        p.standardError = FileHandle.nullDevice
-        try p.runTracked()
+        p.standardError = .null
+        try p.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if let text = try? String(contentsOf: out, encoding: .utf8),
@@ -109,24 +109,23 @@ struct CLITests {
         }
         let file = dir.appendingPathComponent("bundle.json")
         try Data(json.utf8).write(to: file)
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = URL(fileURLWithPath: python)
         p.arguments = [
             "-c",
             "import sys; from fhir.resources.R4B.bundle import Bundle; b = Bundle.model_validate_json(open(sys.argv[1]).read()); "
                 + "print(len(b.entry))", file.path,
         ]
-        ChildStdio.claimLowDescriptors()
-        let err = Pipe()
-        let out = Pipe()
-        p.standardError = err
-        p.standardOutput = out
-        try p.runTracked()
+        let err = dir.appendingPathComponent("validate.err")
+        let out = dir.appendingPathComponent("validate.out")
+        p.standardError = try ChildStdio.output(to: err)
+        p.standardOutput = try ChildStdio.output(to: out)
+        try p.run()
         try p.waitForExit()
-        let problems = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let problems = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
         #expect(p.terminationStatus == 0, "the FHIR bundle does not validate: \(problems)")
         print(
-            "FHIR bundle validated (fhir.resources R4B): \(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) entries"
+            "FHIR bundle validated (fhir.resources R4B): \(((try? String(contentsOf: out, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) entries"
         )
     }
 

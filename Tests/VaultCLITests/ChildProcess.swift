@@ -1,126 +1,147 @@
 import Foundation
-import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Signals for child processes that can never reach another process. A pid is only a number: once
-/// Foundation has reaped a child, its pid may belong to anything, on a machine with pid_max 32768 even to
-/// a thread of this test process (thread ids share the pid space, and kill(2) on a thread id signals the
-/// whole process), and a stray SIGTERM shuts down every in-process test server at once. So each child
-/// is held by a pidfd taken as soon as it runs, and signalled through it: a child that is gone gives
-/// ESRCH, never someone else's signal.
-enum ChildHandles {
-    private static let pidfds = NIOLockedValueBox<[ObjectIdentifier: Int32]>([:])
-    private typealias PidfdOpen = @convention(c) (pid_t, UInt32) -> Int32
-    private typealias PidfdSendSignal = @convention(c) (Int32, Int32, UnsafeMutableRawPointer?, UInt32) -> Int32
-    // glibc 2.36 has both wrappers; Swift's Glibc module does not show them.
-    private static let open: PidfdOpen? = dlsym(nil, "pidfd_open").map { unsafeBitCast($0, to: PidfdOpen.self) }
-    private static let send: PidfdSendSignal? = dlsym(nil, "pidfd_send_signal").map { unsafeBitCast($0, to: PidfdSendSignal.self) }
+/// A child process of the CLI suites (a server, a `watch`, psql, openssl), started with `Spawn` and reaped
+/// by this object alone. Signals reach only this child: a pid is only a number, and once a child is reaped
+/// it may belong to anything, on a machine with pid_max 32768 even to a thread of this test process
+/// (kill(2) on a thread id signals the whole process, and a stray SIGTERM shuts down every in-process test
+/// server at once). So the child is reaped and signalled under one lock, and never signalled once reaped:
+/// until then its pid cannot be reused.
+final class ChildProcess: @unchecked Sendable {
+    /// How a child ended.
+    struct Ending: Equatable {
+        /// The exit status, or the number of the signal that ended it.
+        var status: Int32
+        var bySignal: Bool
 
-    static func track(_ p: Process) {
-        guard let open, p.processIdentifier > 0 else { return }
-        let fd = open(p.processIdentifier, 0)
-        guard fd >= 0 else { return }
-        pidfds.withLockedValue { $0[ObjectIdentifier(p)] = fd }
+        init(waitStatus: Int32) {
+            let signal = waitStatus & 0x7f
+            bySignal = signal != 0
+            status = bySignal ? signal : (waitStatus >> 8) & 0xff
+        }
     }
 
-    /// Sends `signal` through the child's pidfd; false when there is none (then the caller falls back).
-    static func signal(_ p: Process, _ signal: Int32) -> Bool {
-        guard let send, let fd = pidfds.withLockedValue({ $0[ObjectIdentifier(p)] }) else { return false }
-        _ = send(fd, signal, nil, 0)
-        return true
+    var executableURL: URL?
+    var arguments: [String] = []
+    /// nil: this process's environment.
+    var environment: [String: String]?
+    var currentDirectoryURL: URL?
+    var standardInput: Spawn.Stream = .null
+    var standardOutput: Spawn.Stream = .null
+    var standardError: Spawn.Stream = .null
+    /// Descriptors of this process handed to the child (the write ends of pipes): closed here once it runs.
+    private var handedOver: [Int32] = []
+
+    private let lock = NSLock()
+    private var pid: pid_t = 0
+    private var ending: Ending?
+
+    var processIdentifier: pid_t { lock.withLock { pid } }
+
+    /// Standard output or error into `pipe`; its write end is closed in this process once the child runs.
+    func output(to pipe: Pipe) -> Spawn.Stream {
+        // Above 2 (a pipe made here may sit at 0: this process starts without standard input), close-on-exec.
+        let fd = fcntl(pipe.fileHandleForWriting.fileDescriptor, F_DUPFD_CLOEXEC, 3)
+        try? pipe.fileHandleForWriting.close()
+        lock.withLock { handedOver.append(fd) }
+        return .descriptor(fd)
     }
 
-    static func forget(_ p: Process) {
-        if let fd = pidfds.withLockedValue({ $0.removeValue(forKey: ObjectIdentifier(p)) }) { close(fd) }
-    }
-}
-
-/// The descriptors a child's standard streams come from. Foundation's `Process` on Linux copies them onto
-/// 0, 1 and 2 in no fixed order, so a file or pipe that itself sits at 0, 1 or 2 here can be overwritten
-/// before it is copied and the child's output goes to /dev/null, its exit status 0. This test process
-/// starts without stdin, so descriptor 0 is free whenever nothing else holds it: it was taken for good by
-/// the first of the child's files only as long as those files were never closed.
-enum ChildStdio {
-    /// Takes every free descriptor among 0, 1 and 2 with /dev/null, for good.
-    static func claimLowDescriptors() {
-        while true {
-            let fd = open("/dev/null", O_RDWR)
-            guard fd >= 0 else { return }
-            if fd > 2 {
-                close(fd)
-                return
+    func run() throws {
+        guard let executableURL else { throw Spawn.Failure(description: "no executable") }
+        defer {
+            lock.withLock {
+                for fd in handedOver { close(fd) }
+                handedOver = []
             }
         }
+        let started = try Spawn.start(
+            executableURL.path,
+            arguments,
+            environment: environment ?? ProcessInfo.processInfo.environment,
+            directory: currentDirectoryURL?.path,
+            stdin: standardInput,
+            stdout: standardOutput,
+            stderr: standardError
+        )
+        lock.withLock { pid = started }
     }
 
-    /// `url`, created empty, open for a child's output at a descriptor above 2.
-    static func output(to url: URL) throws -> FileHandle {
-        claimLowDescriptors()
-        _ = FileManager.default.createFile(atPath: url.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: url)
-        guard handle.fileDescriptor <= 2 else { return handle }
-        let moved = fcntl(handle.fileDescriptor, F_DUPFD_CLOEXEC, 3)
-        try handle.close()
-        guard moved >= 0 else { throw CocoaError(.fileWriteUnknown) }
-        return FileHandle(fileDescriptor: moved, closeOnDealloc: true)
-    }
-}
-
-extension Process {
-    /// One child is started at a time in this test process (the start is short; waiting for the children
-    /// still runs in parallel). A precaution only: the SIGSEGV in `memcpy` inside Foundation's `Process.run()`
-    /// that this was added for happened with it too, so the short tool runs use `Spawn` instead and only the
-    /// long-lived children (servers, `watch`) start here.
-    static let spawning = NSLock()
-
-    /// `run()`, then holds the child by a pidfd (see `ChildHandles`).
-    func runTracked() throws {
-        try Self.spawning.withLock {
-            ChildStdio.claimLowDescriptors()
-            try run()
+    /// Reaps the child if it has ended; the caller holds the lock.
+    private func reapLocked() -> Ending? {
+        if let ending { return ending }
+        guard pid > 0 else { return nil }
+        var status: Int32 = 0
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid {
+            ending = Ending(waitStatus: status)
+        } else if result == -1 && errno == ECHILD {
+            // Not ours to wait for any more (cannot happen unless something else reaped it): treated as ended.
+            ending = Ending(waitStatus: 0x7f & SIGKILL)
         }
-        ChildHandles.track(self)
+        return ending
     }
 
-    /// Sends `signal` to this child only: through its pidfd, else (no pidfd) only while it is unreaped.
+    var isRunning: Bool { lock.withLock { pid > 0 && reapLocked() == nil } }
+
+    /// The exit status, or the signal's number; only after `waitForExit` returned (0 before).
+    var terminationStatus: Int32 { lock.withLock { reapLocked()?.status ?? 0 } }
+    var endedBySignal: Bool { lock.withLock { reapLocked()?.bySignal ?? false } }
+
+    /// Sends `signal` to this child unless it has been reaped.
     func signalIfRunning(_ signal: Int32) {
-        if ChildHandles.signal(self, signal) { return }
-        guard isRunning else { return }
-        kill(processIdentifier, signal)
+        lock.withLock {
+            guard pid > 0, reapLocked() == nil else { return }
+            kill(pid, signal)
+        }
     }
 
     /// SIGTERM (graceful shutdown) if still running, then waits for the end (SIGKILL after `waitForExit`'s limit).
     func stopIfRunning() {
         signalIfRunning(SIGTERM)
         try? waitForExit()
-        ChildHandles.forget(self)
     }
 
-    /// Waits for the child's end by polling `isRunning`, at most `limit` seconds; then kills it and throws
-    /// (its status must not be read then). Not `waitUntilExit`: a full run here was once left hung for good,
-    /// no child process left and threads of the test process waiting, and a hang ends a CI run at its
-    /// time limit without naming the test.
+    /// Waits for the child's end, at most `limit` seconds; then kills it and throws (its status must not be
+    /// read then). A hang ends a CI run at its time limit without naming the test, so nothing here waits
+    /// without a limit.
     func waitForExit(limit: TimeInterval = 600) throws {
         let deadline = Date().addingTimeInterval(limit)
+        var pause: useconds_t = 1_000
         while isRunning {
             guard Date() < deadline else {
                 signalIfRunning(SIGKILL)
-                throw ChildHung(command: ([executableURL?.lastPathComponent ?? "?"] + (arguments ?? [])).joined(separator: " "), limit: limit)
+                throw ChildHung(command: ([executableURL?.lastPathComponent ?? "?"] + arguments).joined(separator: " "), limit: limit)
             }
-            usleep(2_000)
+            usleep(pause)
+            pause = min(pause * 2, 20_000)
         }
-        // Ended: its pidfd has nothing left to signal, and the files given as its standard streams are
-        // closed in this process (left to the `Process` object, a full run of the tests kept hundreds
-        // open). Not right after `run()`: closed there, a child's output went missing now and then.
-        ChildHandles.forget(self)
-        for stream in [standardInput, standardOutput, standardError] {
-            // Never this process's own standard streams (a child may be given them).
-            guard let file = stream as? FileHandle, file !== FileHandle.nullDevice, file.fileDescriptor > 2 else { continue }
-            try? file.close()
+    }
+
+    deinit {
+        // A child still running when its test let go of it: stopped, never left behind.
+        if pid > 0, ending == nil {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == 0 {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+            }
         }
+        for fd in handedOver { close(fd) }
+    }
+}
+
+/// Descriptors of this test process.
+enum ChildStdio {
+    /// Standard output or error into the file at `url`, created empty now (so a test can read it at once).
+    static func output(to url: URL) throws -> Spawn.Stream {
+        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+        }
+        return .file(url.path)
     }
 }
 

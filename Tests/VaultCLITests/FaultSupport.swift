@@ -105,14 +105,13 @@ struct ServerDatabase {
 
     /// Runs one statement with psql and returns its unaligned output.
     static func psql(_ url: String, _ sql: String) throws -> String {
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["psql", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]
-        ChildStdio.claimLowDescriptors()
         let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.runTracked()
+        p.standardOutput = p.output(to: out)
+        p.standardError = .null
+        try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         try p.waitForExit()
         guard p.terminationStatus == 0 else { throw Tools.ToolMissing(path: "psql could not run: \(sql)") }
@@ -126,7 +125,7 @@ final class ServerProcess {
     let adminPub: URL
     let database: ServerDatabase
     let log: URL
-    private(set) var process: Process?
+    private(set) var process: ChildProcess?
     private(set) var url = ""
 
     init(adminPub: URL, database: ServerDatabase, log: URL) {
@@ -138,7 +137,7 @@ final class ServerProcess {
     /// Starts the server (on a free port the first time, on the same port afterwards) and waits until it listens.
     func start() async throws {
         let port = url.isEmpty ? "0" : String(url.split(separator: ":").last!)
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
         // Metrics on a free port: the default (the API port + 1) may be taken when the server restarts on its port.
         p.arguments = [
@@ -146,8 +145,8 @@ final class ServerProcess {
         ]
         p.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAREVAULT_") }
         p.standardOutput = try ChildStdio.output(to: log)
-        p.standardError = FileHandle.nullDevice
-        try p.runTracked()
+        p.standardError = .null
+        try p.run()
         process = p
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -181,19 +180,19 @@ final class ServerProcess {
 
 /// A tool started without waiting for it, so the test can kill it mid-way.
 struct RunningTool {
-    let process: Process
+    let process: ChildProcess
 
     static func start(_ t: Tools, _ tool: String, _ args: [String], home: String, extra: [String: String]) throws -> RunningTool {
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = Tools.bin.appendingPathComponent(tool)
         p.arguments = args
         var e = t.env.merging(extra) { _, b in b }
         e["CAREVAULT_HOME"] = t.root.appendingPathComponent(home).path
         p.environment = e
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        p.standardInput = FileHandle.nullDevice
-        try p.runTracked()
+        p.standardOutput = .null
+        p.standardError = .null
+        p.standardInput = .null
+        try p.run()
         return RunningTool(process: p)
     }
 
@@ -202,7 +201,7 @@ struct RunningTool {
     func kill() -> Bool {
         process.signalIfRunning(SIGKILL)
         guard (try? process.waitForExit()) != nil else { return false }
-        return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+        return process.endedBySignal && process.terminationStatus == SIGKILL
     }
 
     /// Waits for the tool off the test's pool (`Tools.offPool`); its exit status.

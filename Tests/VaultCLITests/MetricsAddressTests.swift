@@ -10,9 +10,9 @@ import FoundationNetworking
 @Suite("Server: /metrics on a loopback listener of its own")
 struct MetricsAddressTests {
     /// A running server: its API URL, the metrics URL it printed (nil when none), and the process.
-    static func start(_ t: Tools, _ extra: [String]) async throws -> (api: String, metrics: String?, process: Process) {
+    static func start(_ t: Tools, _ extra: [String]) async throws -> (api: String, metrics: String?, process: ChildProcess) {
         #expect(try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin-\(extra.count)").path]).status == 0)
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
         p.arguments =
             ["--admin-key", t.root.appendingPathComponent("admin-\(extra.count)/admin.pub").path, "--port", "0"]
@@ -22,7 +22,7 @@ struct MetricsAddressTests {
         let err = t.root.appendingPathComponent("err-\(UUID().uuidString)")
         p.standardOutput = try ChildStdio.output(to: out)
         p.standardError = try ChildStdio.output(to: err)
-        try p.runTracked()
+        try p.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""

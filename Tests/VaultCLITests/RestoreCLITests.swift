@@ -10,12 +10,12 @@ struct RestoreCLITests {
     /// Runs a program to its end; its status.
     static func run(_ tool: String, _ args: [String]) async throws -> Int32 {
         try await Tools.offPool {
-            let p = Process()
+            let p = ChildProcess()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             p.arguments = [tool] + args
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.runTracked()
+            p.standardOutput = .null
+            p.standardError = .null
+            try p.run()
             try p.waitForExit()
             return p.terminationStatus
         }

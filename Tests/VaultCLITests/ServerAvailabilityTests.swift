@@ -13,7 +13,7 @@ import Glibc
 struct ServerAvailabilityTests {
     /// A running server with `flags`, under a descriptor limit of `descriptors`; stopped when the test ends.
     final class Server: @unchecked Sendable {
-        let process: Process
+        let process: ChildProcess
         let port: UInt16
         let tools: Tools
 
@@ -22,7 +22,7 @@ struct ServerAvailabilityTests {
             let keys = tools.root.appendingPathComponent("admin")
             _ = try await tools.run("carevault-admin", ["keygen", "--out", keys.path])
             let server = Tools.bin.appendingPathComponent("carevault-server").path
-            let p = Process()
+            let p = ChildProcess()
             p.executableURL = URL(fileURLWithPath: "/bin/sh")
             p.arguments =
                 ["-c", "ulimit -n \(descriptors) && exec \"$0\" \"$@\"", server, "--admin-key", keys.appendingPathComponent("admin.pub").path]
@@ -31,8 +31,8 @@ struct ServerAvailabilityTests {
             p.environment = tools.env
             let out = tools.root.appendingPathComponent("server.out")
             p.standardOutput = try ChildStdio.output(to: out)
-            p.standardError = FileHandle.nullDevice
-            try p.runTracked()
+            p.standardError = .null
+            try p.run()
             process = p
             let deadline = Date().addingTimeInterval(30)
             while Date() < deadline {

@@ -62,7 +62,7 @@ struct ServerDatabaseSetupTests {
     /// Starts the server on `database` until it listens, stops it with SIGTERM, and returns its exit status
     /// and what it wrote on stderr.
     static func startAndStop(_ t: Tools, adminPub: String, database: String) async throws -> (Int32, String) {
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
         p.arguments = ["--admin-key", adminPub, "--port", "0", "--database", database]
         p.environment = t.env
@@ -70,7 +70,7 @@ struct ServerDatabaseSetupTests {
         let err = t.root.appendingPathComponent("err-\(UUID().uuidString)")
         p.standardOutput = try ChildStdio.output(to: out)
         p.standardError = try ChildStdio.output(to: err)
-        try p.runTracked()
+        try p.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline, (try? String(contentsOf: out, encoding: .utf8))?.contains("listening on") != true {
             try await Task.sleep(for: .milliseconds(50))

@@ -4,36 +4,68 @@ import Foundation
 import Glibc
 #endif
 
-/// Runs a program to its end with `posix_spawn` and `waitpid`, for the tool runs that make up most of the
-/// CLI suites. Foundation's `Process.run()` crashed this test process several times (SIGSEGV in `memcpy`
-/// inside it, on a thread starting a tool while the other suites ran), so the short runs that are waited for
-/// at once do not go through it; the long-lived children (servers, `watch`) still do.
+/// Starts programs with `posix_spawn`, for every child of the CLI suites. Not Foundation's `Process`: on
+/// Linux its `run()` looks for the highest open descriptor by reading /proc/self/fd and copies each entry's
+/// whole 256-byte `d_name`, past the end of the entry; with the thousand-odd descriptors a full run of the
+/// tests holds, an entry at the end of the buffer sat at the end of a mapped page now and then, and the
+/// copy ended the test process with SIGSEGV in `memcpy` (four fresh-clone runs, the same libc offset).
 enum Spawn {
     private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-    private static let closeFrom: CloseFrom? = {
-        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
-        return unsafeBitCast(symbol, to: CloseFrom.self)
-    }()
+    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+    // glibc 2.34 has both; the Swift module does not declare them.
+    private static let closeFrom: CloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map { unsafeBitCast($0, to: CloseFrom.self) }
+    private static let addChdir: AddChdir? = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map { unsafeBitCast($0, to: AddChdir.self) }
 
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }
 
-    /// Runs `executable` with `arguments` and exactly `environment`, standard input from /dev/null and
-    /// standard output and error written to the files `stdout` and `stderr` (created, owner-only). Returns the
-    /// exit status, or the signal's number when a signal ended it (as `Process.terminationStatus` does).
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String], stdout: String, stderr: String) throws -> Int32 {
+    /// Where one of a child's standard streams goes.
+    enum Stream {
+        /// /dev/null.
+        case null
+        /// The file at this path, created (owner-only) or emptied.
+        case file(String)
+        /// This descriptor of this process (the write end of a pipe, say); the caller closes its own copy.
+        case descriptor(Int32)
+    }
+
+    /// Starts `executable` with `arguments` and exactly `environment`, in its own process group (as
+    /// Foundation's `Process` starts it, so a terminal's Ctrl-C is not passed on), with default signal
+    /// dispositions, nothing blocked, and no descriptor of this process but the three given. Returns its pid.
+    static func start(
+        _ executable: String,
+        _ arguments: [String],
+        environment: [String: String],
+        directory: String? = nil,
+        stdin: Stream = .null,
+        stdout: Stream,
+        stderr: Stream
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        // Nothing else of this process's (sockets, pipes of other children) goes to the child: glibc 2.34 on
-        // has `posix_spawn_file_actions_addclosefrom_np`, which the Swift module does not declare.
-        if let closeFrom = closeFrom { _ = closeFrom(&actions, 3) }
+        // Descriptors are copied in before any of 0, 1 and 2 is opened over, so a source that itself sits at
+        // 0, 1 or 2 is never overwritten first.
+        for (target, stream) in [(Int32(0), stdin), (1, stdout), (2, stderr)] {
+            if case .descriptor(let fd) = stream {
+                guard fd > 2 else { throw Failure(description: "a child's stream from descriptor \(fd) of this process") }
+                posix_spawn_file_actions_adddup2(&actions, fd, target)
+            }
+        }
+        for (target, stream) in [(Int32(0), stdin), (1, stdout), (2, stderr)] {
+            switch stream {
+            case .null: posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
+            case .file(let path): posix_spawn_file_actions_addopen(&actions, target, path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            case .descriptor: break
+            }
+        }
+        if let closeFrom { _ = closeFrom(&actions, 3) }
+        if let directory {
+            guard let addChdir else { throw Failure(description: "posix_spawn_file_actions_addchdir_np is missing (glibc < 2.29)") }
+            _ = addChdir(&actions, directory)
+        }
 
-        // The child starts with default signal dispositions and nothing blocked, whatever this process set.
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -45,7 +77,8 @@ enum Spawn {
         sigdelset(&all, SIGKILL)
         sigdelset(&all, SIGSTOP)
         posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
 
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -67,11 +100,18 @@ enum Spawn {
             }
         }
         guard started == 0 else { throw Failure(description: "posix_spawn \(executable): \(String(cString: strerror(started)))") }
+        return pid
+    }
+
+    /// Runs `executable` to its end, standard input from /dev/null and standard output and error written
+    /// to the files `stdout` and `stderr`. Returns the exit status, or the signal's number when a signal
+    /// ended it.
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String], stdout: String, stderr: String) throws -> Int32 {
+        let pid = try start(executable, arguments, environment: environment, stdout: .file(stdout), stderr: .file(stderr))
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 {
             guard errno == EINTR else { throw Failure(description: "waitpid \(pid): \(String(cString: strerror(errno)))") }
         }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : signal
+        return ChildProcess.Ending(waitStatus: status).status
     }
 }

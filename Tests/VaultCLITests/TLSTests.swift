@@ -29,13 +29,13 @@ struct TestPKI {
     }
 
     func run(_ args: [String]) throws {
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = URL(fileURLWithPath: try #require(Self.openssl))
         p.arguments = args
         p.currentDirectoryURL = dir
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.runTracked()
+        p.standardOutput = .null
+        p.standardError = .null
+        try p.run()
         try p.waitForExit()
         try #require(p.terminationStatus == 0, "openssl \(args.joined(separator: " "))")
     }
@@ -46,8 +46,8 @@ struct TestPKI {
 @Suite("TLS: HTTPS, HTTP/2 and a private CA", .serialized, .enabled(if: TestPKI.openssl != nil, "needs openssl (Scripts/setup installs it)"))
 struct TLSTests {
     /// Starts carevault-server over HTTPS with JSON logs; returns it, its https URL and its stderr file.
-    static func startServer(_ t: Tools, pki: TestPKI, adminPub: URL) async throws -> (Process, String, URL) {
-        let p = Process()
+    static func startServer(_ t: Tools, pki: TestPKI, adminPub: URL) async throws -> (ChildProcess, String, URL) {
+        let p = ChildProcess()
         p.executableURL = Tools.bin.appendingPathComponent("carevault-server")
         p.arguments = [
             "--admin-key", adminPub.path, "--port", "0", "--database", "sqlite:" + t.root.appendingPathComponent("tls.sqlite").path,
@@ -58,7 +58,7 @@ struct TLSTests {
         let err = t.root.appendingPathComponent("tls-server.err")
         p.standardOutput = try ChildStdio.output(to: out)
         p.standardError = try ChildStdio.output(to: err)
-        try p.runTracked()
+        try p.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if let text = try? String(contentsOf: out, encoding: .utf8),

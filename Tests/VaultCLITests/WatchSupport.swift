@@ -4,13 +4,13 @@ import Testing
 /// A watching tool (`carevault-doctor watch`, `carevault-patient sync --watch`) started in the background,
 /// its stdout and stderr in files the test reads as they grow.
 final class Watcher: @unchecked Sendable {
-    let process: Process
+    let process: ChildProcess
     let out: URL
     let err: URL
 
     init(_ world: FaultWorld, _ tool: String, _ args: [String], home: String, password: String) throws {
         let t = world.tools
-        let p = Process()
+        let p = ChildProcess()
         p.executableURL = Tools.bin.appendingPathComponent(tool)
         p.arguments = args
         var e = t.env.merging(world.common) { _, b in b }
@@ -21,8 +21,8 @@ final class Watcher: @unchecked Sendable {
         err = t.root.appendingPathComponent("watch-err-\(UUID().uuidString)")
         p.standardOutput = try ChildStdio.output(to: out)
         p.standardError = try ChildStdio.output(to: err)
-        p.standardInput = FileHandle.nullDevice
-        try p.runTracked()
+        p.standardInput = .null
+        try p.run()
         process = p
     }
 

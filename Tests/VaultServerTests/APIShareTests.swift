@@ -296,3 +296,69 @@ struct ShareAPITests {
         }
     }
 }
+
+/// The doctor's patient list (`GET /v1/doctor/patients`), read in one statement per page: each patient once,
+/// by name, with the categories shared and the newest change among them.
+@Suite("API: the doctor's patient list")
+struct DoctorPatientListTests {
+    /// Declares `category` for `patient`, shares it with `doctor` and approves the share.
+    static func share(
+        _ api: APIClient,
+        _ patient: TestUser,
+        _ doctor: TestUser,
+        _ category: String,
+        expiresAt: UnixMillis? = nil
+    ) async throws -> Tresor {
+        let t = Tresor.create(ownerID: patient.id, category: category)
+        _ = try await api.declareTresor(patient, t)
+        let share = try await api.requestShare(patient, doctor, t, expiresAt: expiresAt)
+        #expect(try await api.approveShare(share).status == .ok)
+        return t
+    }
+
+    @Test(arguments: Backend.allCases)
+    func eachPatientOnceWithTheNewestChangeOfWhatIsSharedAndNoShareThatEnded(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let doctor = try await api.user("doc", role: .doctor)
+            let kira = try await api.user("kira", role: .patient)
+            let lena = try await api.user("lena", role: .patient)
+            let omar = try await api.user("omar", role: .patient)
+            let interventions = try await Self.share(api, kira, doctor, "interventions")
+            let assessments = try await Self.share(api, kira, doctor, "assessments")
+            // A category of kira's that is not shared: its change must not show.
+            let medications = Tresor.create(ownerID: kira.id, category: "medications")
+            _ = try await api.declareTresor(kira, medications)
+            #expect(try await api.push(kira, [try api.envelope(kira, interventions, record: "walk", payload: "a")]).0.status == .ok)
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(try await api.push(kira, [try api.envelope(kira, assessments, record: "scale", payload: "b")]).0.status == .ok)
+            api.harness.clock.advance(by: 5_000)
+            let lenaApproved = api.harness.clock.millis
+            _ = try await Self.share(api, lena, doctor, "interventions")
+            _ = try await Self.share(api, omar, doctor, "interventions", expiresAt: api.harness.clock.millis + 60_000)
+            // A head's change time is the server's own clock when it stored it (not the movable test clock).
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(try await api.push(kira, [try api.envelope(kira, medications, record: "pill", payload: "c")]).0.status == .ok)
+            let first = try #require(try await api.repository.lastChange(ownerID: kira.id, tresorID: interventions.id))
+            let newest = try #require(try await api.repository.lastChange(ownerID: kira.id, tresorID: assessments.id))
+            let unshared = try #require(try await api.repository.lastChange(ownerID: kira.id, tresorID: medications.id))
+            #expect(first < newest && newest < unshared)
+
+            func list() async throws -> [String: PatientSummary] {
+                let page = try api.decode(PatientList.self, try await api.send(.get, Routes.doctorPatients, token: doctor.token))
+                #expect(page.done)
+                #expect(Set(page.patients.map(\.patientID)).count == page.patients.count, "each patient once")
+                return Dictionary(page.patients.map { ($0.username, $0) }) { a, _ in a }
+            }
+            var listed = try await list()
+            #expect(Set(listed.keys) == ["kira", "lena", "omar"])
+            #expect(listed["kira"]?.categories == ["assessments", "interventions"])
+            #expect(listed["kira"]?.lastChange == newest, "the newest change of a shared category, not of the unshared one")
+            #expect(listed["lena"]?.lastChange == lenaApproved, "no record yet: when the share last changed")
+
+            // omar's share reaches its end: gone from the list.
+            api.harness.clock.advance(by: 60_000)
+            listed = try await list()
+            #expect(Set(listed.keys) == ["kira", "lena"])
+        }
+    }
+}

@@ -11,8 +11,10 @@ public protocol ListingRepository: Sendable {
     func users(after: UUID?, status: AccountStatus?, limit: Int) async throws -> [UserRow]
     /// Up to `limit` shares in `state` with an id above `after`, by id, as stored (`expireShares` not run).
     func shares(state: ShareState, after: UUID?, limit: Int) async throws -> [ShareRow]
-    /// The active shares of `doctorID` of its first `limit` patients with an id above `after` (by patient id).
-    func activeShares(doctorID: UUID, patientsAfter after: UUID?, limit: Int) async throws -> [ShareRow]
+    /// The active shares of `doctorID` of its first `limit` patients with an id above `after` (by patient
+    /// id, then by when each was made), each with its patient's name and the newest change of its category:
+    /// a page of the doctor's patient list in one statement.
+    func patientShares(doctorID: UUID, patientsAfter after: UUID?, limit: Int) async throws -> [PatientShareRow]
     /// Up to `limit` live sessions of the account (as `sessionEntries(userID:now:)`) whose id (`SessionInfo.id`,
     /// the first 16 hex digits of the token hash) is above `after`, by id.
     func sessionEntries(userID: UUID, now: UnixMillis, after: String?, limit: Int) async throws -> [SessionEntry]
@@ -35,12 +37,18 @@ enum ListingSQL {
         "SELECT * FROM shares WHERE state = \(state.rawValue)\(above("id", after)) ORDER BY id LIMIT \(Int64(limit))"
     }
 
-    static func activeShares(doctorID: UUID, patientsAfter after: UUID?, limit: Int) -> SQLStatement {
+    /// The newest change of a category is the head with the highest sequence (`heads_sequence`), as
+    /// `RecordSQL.lastChange` reads it for one.
+    static func patientShares(doctorID: UUID, patientsAfter after: UUID?, limit: Int) -> SQLStatement {
         """
-        SELECT * FROM shares WHERE doctor_id = \(doctorID) AND state = 'active' AND patient_id IN (
+        SELECT s.patient_id, s.tresor_id, s.category, s.expires_at, s.updated_at, u.username,
+            (SELECT h.changed_at FROM heads h WHERE h.owner_id = s.patient_id AND h.tresor_id = s.tresor_id
+                ORDER BY h.sequence DESC LIMIT 1) AS last_change
+        FROM shares s LEFT JOIN users u ON u.id = s.patient_id
+        WHERE s.doctor_id = \(doctorID) AND s.state = 'active' AND s.patient_id IN (
             SELECT DISTINCT patient_id FROM shares WHERE doctor_id = \(doctorID) AND state = 'active'\(above("patient_id", after))
             ORDER BY patient_id LIMIT \(Int64(limit)))
-        ORDER BY patient_id, created_at
+        ORDER BY s.patient_id, s.created_at
         """
     }
 
@@ -66,11 +74,38 @@ extension SQLListingStore {
         try await rows(ShareRow.self, ListingSQL.shares(state: state, after: after, limit: limit))
     }
 
-    public func activeShares(doctorID: UUID, patientsAfter after: UUID?, limit: Int) async throws -> [ShareRow] {
-        try await rows(ShareRow.self, ListingSQL.activeShares(doctorID: doctorID, patientsAfter: after, limit: limit))
+    public func patientShares(doctorID: UUID, patientsAfter after: UUID?, limit: Int) async throws -> [PatientShareRow] {
+        try await rows(PatientShareRow.self, ListingSQL.patientShares(doctorID: doctorID, patientsAfter: after, limit: limit))
     }
 
     public func sessionEntries(userID: UUID, now: UnixMillis, after: String?, limit: Int) async throws -> [SessionEntry] {
         try await rows(SessionEntry.self, ListingSQL.sessions(userID, now: now, after: after, limit: limit))
     }
+}
+
+/// One active share in a doctor's patient list, with what the list shows beside it. No signed statement is
+/// read: the list names patients and categories, and the doctor's tools verify the shares themselves.
+public struct PatientShareRow: Sendable, Equatable, StoredRowDecodable {
+    public var patientID: UUID
+    public var tresorID: UUID
+    public var category: String
+    public var expiresAt: UnixMillis?
+    public var updatedAt: UnixMillis
+    /// nil when the patient's user row is gone.
+    public var username: String?
+    /// When the category last changed; nil when it has no record.
+    public var lastChange: UnixMillis?
+
+    init(stored r: some StoredRow) throws {
+        patientID = try r.uuid("patient_id")
+        tresorID = try r.uuid("tresor_id")
+        category = try r.string("category")
+        expiresAt = try r.optionalInt64("expires_at")
+        updatedAt = try r.int64("updated_at")
+        username = try r.optionalString("username")
+        lastChange = try r.optionalInt64("last_change")
+    }
+
+    /// True when the share has ended by its expiry at `now`, whether or not `expireShares` has run.
+    public func expired(at now: UnixMillis) -> Bool { expiresAt.map { $0 <= now } ?? false }
 }

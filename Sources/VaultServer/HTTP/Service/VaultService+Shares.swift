@@ -155,21 +155,25 @@ extension VaultService {
         let clamped = Self.listLimit(limit)
         let now = clock()
         _ = try await repository.expireShares(now: now)
-        let rows = try await repository.activeShares(doctorID: caller.id, patientsAfter: after, limit: clamped + 1)
+        let rows = try await repository.patientShares(doctorID: caller.id, patientsAfter: after, limit: clamped + 1)
         var order: [UUID] = []
         var seen = Set<UUID>()
         var byPatient: [UUID: PatientSummary] = [:]
-        for s in rows.map({ $0.current(at: now) }) {
+        for s in rows {
             if seen.insert(s.patientID).inserted { order.append(s.patientID) }
-            guard order.count <= clamped, s.state == .active else { continue }
-            let last = try await repository.lastChange(ownerID: s.patientID, tresorID: s.tresorID) ?? s.updatedAt
+            guard order.count <= clamped, !s.expired(at: now) else { continue }
+            let last = s.lastChange ?? s.updatedAt
             if var p = byPatient[s.patientID] {
                 p.categories = Array(Set(p.categories + [s.category])).sorted()
                 p.lastChange = max(p.lastChange, last)
                 byPatient[s.patientID] = p
             } else {
-                let name = try await repository.user(id: s.patientID)?.username ?? "?"
-                byPatient[s.patientID] = PatientSummary(patientID: s.patientID, username: name, categories: [s.category], lastChange: last)
+                byPatient[s.patientID] = PatientSummary(
+                    patientID: s.patientID,
+                    username: s.username ?? "?",
+                    categories: [s.category],
+                    lastChange: last
+                )
             }
         }
         let page = order.prefix(clamped)

@@ -11,6 +11,10 @@ struct ClinicResult: Sendable {
     var loadSeconds = 0.0
     var probeSmall: (sync: Double, refresh: Double)?
     var probeLarge: (sync: Double, refresh: Double)?
+    /// The large probe again at once, without a checkpoint before it: a diagnostic, not the growth figure.
+    var probeLargeAgain: (sync: Double, refresh: Double)?
+    /// Per probe (small, large, large again): where its time went (`ClinicProbeDiagnostics`).
+    var probeDiagnostics: [(String, [String])] = []
     var operations: [OperationSummary] = []
     var windows: [ClinicSamples.Window] = []
     var failures: [String: Int] = [:]
@@ -88,7 +92,9 @@ struct ClinicBench {
         let workload = ClinicWorkload(build: build, instances: instances, postgres: postgres, samples: probing, live: ClinicLive())
 
         try await build.load(0..<plan.probePatients)
-        result.probeSmall = try await probe(workload, "\(plan.probePatients * plan.recordsPerPatient) records stored")
+        let small = try await probe(workload, "\(plan.probePatients * plan.recordsPerPatient) records stored")
+        result.probeSmall = small.medians
+        result.probeDiagnostics.append(("small", small.diagnostics))
         let chunk = 50
         for start in stride(from: plan.probePatients, to: plan.patients, by: chunk) {
             let (_, s) = try await Measure.timeAsync { try await build.load(start..<min(start + chunk, plan.patients)) }
@@ -100,7 +106,12 @@ struct ClinicBench {
         }
         result.records = plan.patients * plan.recordsPerPatient
         result.loadSeconds = Measure.since(started)
-        result.probeLarge = try await probe(workload, "\(result.records) records stored")
+        let large = try await probe(workload, "\(result.records) records stored")
+        result.probeLarge = large.medians
+        result.probeDiagnostics.append(("large", large.diagnostics))
+        let again = try await probe(workload, "\(result.records) records stored, again without a checkpoint", settle: false)
+        result.probeLargeAgain = again.medians
+        result.probeDiagnostics.append(("large_again", again.diagnostics))
 
         Progress.say("clinic: \(plan.watchers) doctors start watching")
         let live = ClinicLive()
@@ -142,10 +153,20 @@ struct ClinicBench {
     }
 
     /// The growth probe: `plan.probeSamples` small syncs and doctors' incremental refreshes, one at a time on
-    /// an otherwise idle clinic; medians in ms.
-    private func probe(_ workload: ClinicWorkload, _ what: String) async throws -> (sync: Double, refresh: Double) {
-        let (_, settled) = try await Measure.timeAsync { try await ClinicDatabase.settle(workload.instances.database) }
-        Progress.say("clinic: the database settled in \(fmt(settled, 1)) s (statistics, checkpoint) before the probe")
+    /// an otherwise idle clinic, after the database settled (`settle`); medians in ms, and where the time went.
+    private func probe(
+        _ workload: ClinicWorkload,
+        _ what: String,
+        settle: Bool = true
+    ) async throws -> (medians: (sync: Double, refresh: Double), diagnostics: [String]) {
+        if settle {
+            let (_, settled) = try await Measure.timeAsync { try await ClinicDatabase.settle(workload.instances.database) }
+            Progress.say("clinic: the database settled in \(fmt(settled, 1)) s (statistics, checkpoint) before the probe")
+        }
+        let diagnostics = ClinicProbeDiagnostics(instances: workload.instances, postgres: workload.postgres)
+        let times = await diagnostics.begin()
+        let walBefore = await diagnostics.wal()
+        let started = ContinuousClock.now
         var syncs: [Double] = []
         var refreshes: [Double] = []
         let build = workload.build
@@ -159,9 +180,11 @@ struct ClinicBench {
                 refreshes.append(r * 1_000)
             }
         }
+        let lines = await diagnostics.finish(times, walBefore: walBefore, syncs: plan.probeSamples + 2, seconds: Measure.since(started))
         let out = (Measure.median(syncs), Measure.median(refreshes))
         Progress.say("clinic: probe with \(what): median sync \(fmt(out.0, 1)) ms, median refresh \(fmt(out.1, 1)) ms")
-        return out
+        for line in lines { Progress.say("clinic:   \(line)") }
+        return (out, lines)
     }
 
     /// Statements PostgreSQL logged as slower than 250 ms.

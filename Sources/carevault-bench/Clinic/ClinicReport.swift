@@ -49,6 +49,9 @@ extension ClinicResult {
             ("clinic_probe_small_refresh_ms", .num(probeSmall?.refresh, 2)),
             ("clinic_probe_large_sync_ms", .num(probeLarge?.sync, 2)),
             ("clinic_probe_large_refresh_ms", .num(probeLarge?.refresh, 2)),
+            ("clinic_probe_large_again_sync_ms", .num(probeLargeAgain?.sync, 2)),
+            ("clinic_probe_large_again_refresh_ms", .num(probeLargeAgain?.refresh, 2)),
+            ("clinic_probe_diagnostics", .object(probeDiagnostics.map { ($0.0, .array($0.1.map { .string($0) })) })),
             ("clinic_slow_statements", slowStatements.map { .int($0) } ?? .null),
             ("clinic_server_times", .array(serverTimes.map { .string($0) })),
             (

@@ -22,8 +22,13 @@ final class ClinicServerTimes: Sendable {
 
     private let state = NIOLockedValueBox(State())
     private let instances: ClinicInstances
+    /// Routes that served fewer requests than this are left out of the report.
+    private let minimumCount: Double
 
-    init(instances: ClinicInstances) { self.instances = instances }
+    init(instances: ClinicInstances, minimumCount: Int = 20) {
+        self.instances = instances
+        self.minimumCount = Double(minimumCount)
+    }
 
     func begin() async {
         let start = await scrapeAll()
@@ -69,7 +74,7 @@ final class ClinicServerTimes: Sendable {
         var lines: [String] = []
         for (route, buckets) in total.sorted(by: { ($0.value[.infinity] ?? 0) > ($1.value[.infinity] ?? 0) }) {
             let count = buckets[.infinity] ?? 0
-            guard count >= 20 else { continue }
+            guard count >= minimumCount else { continue }
             let over100 = count - (buckets[0.1] ?? 0)
             let over250 = count - (buckets[0.25] ?? 0)
             lines.append(

@@ -78,7 +78,16 @@ extension PatientVault {
                 expiresAt: expiresAt?.unixMillis
             )
         } catch { throw ClientError.from(error) }
-        let filed = try await transport.send(ShareEndpoints.create, CreateShareRequest(grant: request), auth: try auth)
+        let filed: ShareInfo
+        do {
+            filed = try await transport.send(ShareEndpoints.create, CreateShareRequest(grant: request), auth: try auth)
+        } catch ClientError.conflict(let message) {
+            // A request sent again after its first attempt was stored and the answer lost (an instance killed
+            // mid-answer): the share already filed for exactly this signed request is this one. Any other
+            // open share of the pair is a real conflict.
+            guard let mine = try await shares().first(where: { $0.grant == request }) else { throw ClientError.conflict(message) }
+            filed = mine
+        }
         guard filed.grant == request, filed.doctorID == doctor.userID, filed.patientID == me else {
             throw ClientError.integrity("the server did not file the share request this patient signed")
         }

@@ -120,7 +120,9 @@ public actor PatientVault {
         }
         let declarations: [(Tresor, TresorLedger)]
         do {
-            declarations = try adopt(served, legacy: legacy, marksBefore: marksBefore)
+            // The last attempt refuses outright: a server that keeps timing stale lists against this
+            // device's own changes gets the integrity refusal, not an endless "try again".
+            declarations = try adopt(served, legacy: legacy, marksBefore: attempt < 3 ? marksBefore : nil)
         } catch is MarksRaisedMeanwhile {
             guard attempt < 3 else { throw ClientError.temporary("the category keys keep changing on this device; sync again") }
             try await reconcileTresors(attempt: attempt + 1)
@@ -183,7 +185,13 @@ public actor PatientVault {
                         ledgerState: state
                     )
                 } catch {
-                    if let before = marksBefore, (before[category] ?? LedgerMarks()).isBehind(state) { throw MarksRaisedMeanwhile() }
+                    // Fetched again only when the list was no rollback against the marks read before it was
+                    // fetched; one older than those is refused whatever else moved meanwhile.
+                    if let before = marksBefore?[category] ?? marksBefore.map({ _ in LedgerMarks() }),
+                        remoteLedger.version >= before.seenVersion, remote.currentEpoch >= before.topEpoch, before.isBehind(state)
+                    {
+                        throw MarksRaisedMeanwhile()
+                    }
                     throw error
                 }
                 if let local = ring[category] {

@@ -23,6 +23,15 @@ struct HostileShareServer: HTTPResponder {
         var failRevocations = false
         /// Every request seen, as "METHOD path".
         var log: [String] = []
+        /// Run once, after the real answer to the next `GET /v1/tresors` was read and before it is sent: what
+        /// another process of the device does while that answer is on its way.
+        var whileTresorListTravels: (@Sendable () async throws -> Void)?
+        /// Stores the next share request (`POST /v1/shares`) and then answers 503 with `Retry-After: 0`, as if
+        /// the answer was lost on the way: the client sends it again.
+        var loseNextShareAnswer = false
+        /// Answers every `GET /v1/tresors` with the first answer given once this was set (a replayed list).
+        var replayTresorList = false
+        var capturedTresorList: [UInt8]?
     }
 
     let inner: RouterResponder<VaultRequestContext>
@@ -37,6 +46,15 @@ struct HostileShareServer: HTTPResponder {
         if request.method == .post, path.hasPrefix(Routes.shares + "/"), path.hasSuffix("/revoke"), mode.failRevocations {
             return Response(status: .serviceUnavailable, headers: [.retryAfter: "0"])
         }
+        if request.method == .post, path == Routes.shares, mode.loseNextShareAnswer {
+            self.mode.withLockedValue { $0.loseNextShareAnswer = false }
+            let stored = try await inner.respond(to: request, context: context)
+            guard stored.status == .created else { return stored }
+            return Response(status: .serviceUnavailable, headers: [.retryAfter: "0"])
+        }
+        if request.method == .get, path == Routes.tresors, mode.whileTresorListTravels != nil || mode.replayTresorList {
+            return try await tresorList(request, context: context)
+        }
         let response = try await inner.respond(to: request, context: context)
         guard request.method == .get, path == Routes.shares, let bend = mode.bend, response.status == .ok else { return response }
         let collected = Collected()
@@ -46,6 +64,24 @@ struct HostileShareServer: HTTPResponder {
         var headers = response.headers
         headers[.contentLength] = "\(bent.count)"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bent)))
+    }
+
+    private func tresorList(_ request: Request, context: VaultRequestContext) async throws -> Response {
+        let response = try await inner.respond(to: request, context: context)
+        let collected = Collected()
+        try await response.body.write(CollectingWriter(into: collected))
+        var body = collected.bytes.withLockedValue { $0 }
+        let hook = mode.withLockedValue { m -> (@Sendable () async throws -> Void)? in
+            if m.replayTresorList, response.status == .ok {
+                if let captured = m.capturedTresorList { body = captured } else { m.capturedTresorList = body }
+            }
+            defer { m.whileTresorListTravels = nil }
+            return m.whileTresorListTravels
+        }
+        try await hook?()
+        var headers = response.headers
+        headers[.contentLength] = "\(body.count)"
+        return Response(status: response.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 
     /// A world whose server is this one; `mode` starts honest.

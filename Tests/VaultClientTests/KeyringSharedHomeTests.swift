@@ -60,42 +60,72 @@ struct KeyringSharedHomeTests {
         }
     }
 
-    /// A `share grant` in another process declares a new tresor version while this process's key list is
-    /// on its way: the list this process then holds is older than the mark the grant raised. That is a race
-    /// of this device, fetched again, not a rolled-back server (a CI run of `sync --watch` beside `share grant`
-    /// exited 65 on it); the same old list against marks read before the fetch is still refused.
-    @Test func aMarkRaisedByAnotherProcessDuringTheFetchIsFetchedAgainNotRefused() async throws {
-        try await ClientWorld.run(.sqlite) { world in
+    /// What another process of the same device does while this one's key list is on its way.
+    enum Meanwhile: String, CaseIterable, Sendable {
+        /// `share grant`: declares the next tresor version (the seen mark rises).
+        case grant
+        /// `share revoke`'s rotation: the next version and a new epoch (both marks rise).
+        case rotate
+    }
+
+    /// Another process of this device raises a mark while this one's `GET /v1/tresors` answer is on its way,
+    /// so the list it then holds is older than the mark. That is a race of this device, fetched again, not a
+    /// rolled-back server (`sync --watch` beside `share grant` exited 65 on it in a CI run).
+    @Test(arguments: Meanwhile.allCases)
+    func aMarkRaisedByAnotherProcessDuringTheFetchIsFetchedAgainNotRefused(meanwhile: Meanwhile) async throws {
+        try await HostileShareServer.run(.sqlite) { world, mode in
             let device = try world.device("a")
             let (first, _) = try await world.patient("kira", on: device)
             _ = try await world.doctor("doc", on: try world.device("d"))
             try await first.addActivity(try Sample.activity("walk"))
             _ = try await first.sync()
+            let before = try #require(try first.store.ledgerState(category: "interventions"))
 
-            // The first process reads its marks and fetches the list...
-            let marksBefore = try first.store.ledgerMarks()
-            let list = try await device.transport.send(TresorEndpoints.list, auth: try await first.auth)
-            var stale: [(tresor: Tresor, ledger: TresorLedger)] = []
-            for info in list.tresors { stale.append(try await first.openSelfGrant(info)) }
-            let versionBefore = try #require(stale.first?.ledger.version)
-            // ...while a second process of the same device grants a share, which declares the next version.
             let second = try PatientVault(account: first.account, transport: device.transport, adminKey: world.admin.publicKey)
-            _ = try await second.grant(doctor: "doc", category: "interventions")
-            let raised = try #require(try first.store.ledgerState(category: "interventions"))
-            #expect(raised.seenVersion > versionBefore, "the grant raised the mark")
-
-            await #expect(throws: PatientVault.MarksRaisedMeanwhile.self) {
-                _ = try await first.adopt(stale, legacy: [:], marksBefore: marksBefore)
+            mode.withLockedValue {
+                $0.whileTresorListTravels = {
+                    switch meanwhile {
+                    case .grant: _ = try await second.grant(doctor: "doc", category: "interventions")
+                    case .rotate: try await second.rotate(category: "interventions", reencrypt: false)
+                    }
+                }
+                $0.log = []
             }
-            // Against marks read after the grant, the same list is a rollback, and refused.
-            await #expect(throws: ClientError.self) {
-                _ = try await first.adopt(stale, legacy: [:], marksBefore: try first.store.ledgerMarks())
-            }
-            // The whole step fetches again and takes in the grant's version.
             try await first.reconcileTresors()
-            #expect(try first.store.ledgerState(category: "interventions")?.seenVersion == raised.seenVersion)
+
+            let after = try #require(try first.store.ledgerState(category: "interventions"))
+            #expect(after.seenVersion > before.seenVersion, "the other process's version was taken in")
+            if meanwhile == .rotate { #expect(after.topEpoch > before.topEpoch) }
+            let lists = mode.withLockedValue { $0.log }.filter { $0 == "GET \(Routes.tresors)" }.count
+            #expect(lists >= 3, "the stale list, the other process's own, and this one's second fetch")
             try await first.addActivity(try Sample.activity("run"))
             #expect(try await first.sync().pushed == 1)
+        }
+    }
+
+    /// A server that keeps serving the list from before another process's change is refused as a rollback,
+    /// at once: the list is older than the marks read before the fetch.
+    @Test func aListOlderThanTheMarksReadBeforeTheFetchIsRefused() async throws {
+        try await HostileShareServer.run(.sqlite) { world, mode in
+            let device = try world.device("a")
+            let (first, _) = try await world.patient("kira", on: device)
+            _ = try await world.doctor("doc", on: try world.device("d"))
+            try await first.addActivity(try Sample.activity("walk"))
+            _ = try await first.sync()
+            // The server captures the list as it is now, and serves that from here on.
+            mode.withLockedValue { $0.replayTresorList = true }
+            try await first.reconcileTresors()
+            let second = try PatientVault(account: first.account, transport: device.transport, adminKey: world.admin.publicKey)
+            _ = try await second.grant(doctor: "doc", category: "interventions")
+            mode.withLockedValue { $0.log = [] }
+            do {
+                try await first.reconcileTresors()
+                Issue.record("a replayed key list was taken")
+            } catch ClientError.integrity(let message) {
+                #expect(message.contains("older key declaration"), "\(message)")
+            }
+            let lists = mode.withLockedValue { $0.log }.filter { $0 == "GET \(Routes.tresors)" }.count
+            #expect(lists == 1, "refused at once, not fetched again")
         }
     }
 }

@@ -32,8 +32,6 @@ final class ChildProcess: @unchecked Sendable {
     var standardInput: Spawn.Stream = .null
     var standardOutput: Spawn.Stream = .null
     var standardError: Spawn.Stream = .null
-    /// Descriptors of this process handed to the child (the write ends of pipes): closed here once it runs.
-    private var handedOver: [Int32] = []
 
     private let lock = NSLock()
     private var pid: pid_t = 0
@@ -41,23 +39,8 @@ final class ChildProcess: @unchecked Sendable {
 
     var processIdentifier: pid_t { lock.withLock { pid } }
 
-    /// Standard output or error into `pipe`; its write end is closed in this process once the child runs.
-    func output(to pipe: Pipe) -> Spawn.Stream {
-        // Above 2 (a pipe made here may sit at 0: this process starts without standard input), close-on-exec.
-        let fd = fcntl(pipe.fileHandleForWriting.fileDescriptor, F_DUPFD_CLOEXEC, 3)
-        try? pipe.fileHandleForWriting.close()
-        lock.withLock { handedOver.append(fd) }
-        return .descriptor(fd)
-    }
-
     func run() throws {
         guard let executableURL else { throw Spawn.Failure(description: "no executable") }
-        defer {
-            lock.withLock {
-                for fd in handedOver { close(fd) }
-                handedOver = []
-            }
-        }
         let started = try Spawn.start(
             executableURL.path,
             arguments,
@@ -87,8 +70,8 @@ final class ChildProcess: @unchecked Sendable {
 
     var isRunning: Bool { lock.withLock { pid > 0 && reapLocked() == nil } }
 
-    /// The exit status, or the signal's number; only after `waitForExit` returned (0 before).
-    var terminationStatus: Int32 { lock.withLock { reapLocked()?.status ?? 0 } }
+    /// The exit status, or the signal's number; -1 while the child has not ended (read it after `waitForExit`).
+    var terminationStatus: Int32 { lock.withLock { reapLocked()?.status ?? -1 } }
     var endedBySignal: Bool { lock.withLock { reapLocked()?.bySignal ?? false } }
 
     /// Sends `signal` to this child unless it has been reaped.
@@ -127,10 +110,9 @@ final class ChildProcess: @unchecked Sendable {
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == 0 {
                 kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
             }
         }
-        for fd in handedOver { close(fd) }
     }
 }
 

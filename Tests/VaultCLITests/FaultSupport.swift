@@ -108,14 +108,15 @@ struct ServerDatabase {
         let p = ChildProcess()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["psql", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]
-        let out = Pipe()
-        p.standardOutput = p.output(to: out)
+        // Into a file, not a pipe: a pipe read to its end would wait without the limit of `waitForExit`.
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-psql-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: out) }
+        p.standardOutput = try ChildStdio.output(to: out)
         p.standardError = .null
         try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        try p.waitForExit()
+        try p.waitForExit(limit: 120)
         guard p.terminationStatus == 0 else { throw Tools.ToolMissing(path: "psql could not run: \(sql)") }
-        return String(decoding: data, as: UTF8.self)
+        return try String(contentsOf: out, encoding: .utf8)
     }
 }
 

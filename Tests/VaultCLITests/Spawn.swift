@@ -26,8 +26,6 @@ enum Spawn {
         case null
         /// The file at this path, created (owner-only) or emptied.
         case file(String)
-        /// This descriptor of this process (the write end of a pipe, say); the caller closes its own copy.
-        case descriptor(Int32)
     }
 
     /// Starts `executable` with `arguments` and exactly `environment`, in its own process group (as
@@ -45,22 +43,17 @@ enum Spawn {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        // Descriptors are copied in before any of 0, 1 and 2 is opened over, so a source that itself sits at
-        // 0, 1 or 2 is never overwritten first.
-        for (target, stream) in [(Int32(0), stdin), (1, stdout), (2, stderr)] {
-            if case .descriptor(let fd) = stream {
-                guard fd > 2 else { throw Failure(description: "a child's stream from descriptor \(fd) of this process") }
-                posix_spawn_file_actions_adddup2(&actions, fd, target)
-            }
-        }
         for (target, stream) in [(Int32(0), stdin), (1, stdout), (2, stderr)] {
             switch stream {
             case .null: posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
             case .file(let path): posix_spawn_file_actions_addopen(&actions, target, path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            case .descriptor: break
             }
         }
-        if let closeFrom { _ = closeFrom(&actions, 3) }
+        // Without it every child would inherit each descriptor of this process not marked close-on-exec, and a
+        // long-lived server could hold another test's pipe open (its reader never seeing the end).
+        guard let closeFrom, closeFrom(&actions, 3) == 0 else {
+            throw Failure(description: "posix_spawn_file_actions_addclosefrom_np is missing or failed (glibc < 2.34)")
+        }
         if let directory {
             guard let addChdir else { throw Failure(description: "posix_spawn_file_actions_addchdir_np is missing (glibc < 2.29)") }
             _ = addChdir(&actions, directory)

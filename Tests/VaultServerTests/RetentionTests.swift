@@ -110,4 +110,41 @@ struct RetentionTests {
             #expect(left.sessions == live && left.throttle == live && left.signatures == live)
         }
     }
+
+    /// A login sweeps other accounts' expired sessions and back-off rows on its way, but a bounded batch
+    /// of them (64): a backlog is the retention purge's, never one login's to pay for.
+    @Test(arguments: Backend.allCases)
+    func aLoginSweepsOnlyABoundedBatchOfOtherAccountsExpiredRows(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let other = try await api.user("other", role: .patient)
+            _ = try await api.user("mine", role: .patient)
+            let repo = api.repository
+            let past = api.harness.clock.millis - 1
+            let names = (0..<100).map { "stale-\($0)" }
+            for name in names {
+                try await repo.insertSession(SessionRow(tokenHash: name, userID: other.id, createdAt: 0, expiresAt: past))
+                _ = try await repo.updateLoginThrottle(keys: [name], now: 0) { _ in
+                    ([LoginThrottleRow(key: name, failures: 1, lastFailure: 0, expiresAt: past)], ())
+                }
+            }
+            func left() async throws -> (sessions: Int, throttle: Int) {
+                var sessions = 0
+                for name in names where try await repo.session(tokenHash: name) != nil { sessions += 1 }
+                return (sessions, try await repo.loginThrottle(keys: names, now: 0).count)
+            }
+            #expect(try await api.login("mine", password: "correct horse").status == .ok)
+            let afterLogin = try await left()
+            #expect(afterLogin.sessions == 100 - 64, "one batch of the other account's expired sessions")
+            #expect(afterLogin.throttle >= 100 - 2 * 64 && afterLogin.throttle < 100, "a batch of back-off rows per throttle check")
+            let purge = RetentionService(
+                repository: repo,
+                schedule: .init(interval: .seconds(1), batch: 50, maxBatches: 100),
+                clock: { api.harness.clock.millis },
+                logger: Logger(label: "retention-test")
+            )
+            _ = try await purge.runOnce()
+            let afterPurge = try await left()
+            #expect(afterPurge.sessions == 0 && afterPurge.throttle == 0, "the purge takes the rest")
+        }
+    }
 }

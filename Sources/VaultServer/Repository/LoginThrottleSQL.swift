@@ -12,9 +12,14 @@ enum LoginThrottleSQL {
         "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key IN \(SQLStatement.list(keys)) AND expires_at > \(now)"
     }
 
-    /// Expired rows, skipping on PostgreSQL any another transaction holds (waiting for them could deadlock with it).
-    static func sweep(now: UnixMillis) -> SQLStatement {
-        "DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE expires_at <= \(now)\(forUpdate: .skipLocked))"
+    /// Up to `batch` expired rows, skipping on PostgreSQL any another transaction holds (waiting for them
+    /// could deadlock with it). Bounded, so a login never pays for a backlog: the retention purge
+    /// (`RetentionSQL`) takes the rest in batches of its own.
+    static func sweep(now: UnixMillis, batch: Int = 64) -> SQLStatement {
+        """
+        DELETE FROM login_throttle WHERE key IN (
+            SELECT key FROM login_throttle WHERE expires_at <= \(now) LIMIT \(Int64(batch))\(forUpdate: .skipLocked))
+        """
     }
 
     static func placeholder(_ key: String) -> SQLStatement {

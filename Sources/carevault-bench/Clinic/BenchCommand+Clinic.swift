@@ -13,6 +13,7 @@ extension BenchCommand {
         plan.seconds = clinicSeconds
         plan.watchers = min(clinicWatchers, max(0, clinicDoctors - 1))
         plan.probePatients = min(plan.probePatients, clinicPatients)
+        plan.probeSamples = clinicProbeSamples
         let rates = clinicRates.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
         guard rates.count == 2, rates.allSatisfy({ $0 >= 0 && $0.isFinite }) else {
             throw ValidationError("--clinic-rates takes two numbers: syncs,refreshes per second")

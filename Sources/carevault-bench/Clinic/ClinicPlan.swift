@@ -41,6 +41,7 @@ struct ClinicPlan: Sendable {
         }
         guard recordsPerPatient > Self.categories.count else { throw BenchError("each patient needs more than \(Self.categories.count) records") }
         guard seconds >= 10 else { throw BenchError("the workload must run at least 10 seconds") }
+        guard (1...10_000).contains(probeSamples) else { throw BenchError("the growth probe takes 1 to 10,000 samples") }
     }
 }
 

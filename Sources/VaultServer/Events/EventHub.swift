@@ -47,7 +47,15 @@ public final class EventHub: Service, Sendable {
     /// This process's part of every event id: 16 random hex digits.
     let instance: String
     private let state = NIOLockedValueBox(State())
-    private let relay = NIOLockedValueBox<(@Sendable (EventNotice) -> Void)?>(nil)
+    private let relay = NIOLockedValueBox<Relay?>(nil)
+
+    /// The relay's send, inside a struct: a closure kept straight in a generic box is re-abstracted on every
+    /// locked access (the `inout` goes through a pair of thunks that wrap it once more), so each publication
+    /// made the stored closure one pair of thunks deeper and every later one walked the whole chain. A
+    /// clinic's instances spent more time on it the more had been pushed (the growth probe found it).
+    private struct Relay: Sendable {
+        let send: @Sendable (EventNotice) -> Void
+    }
 
     public init(limits: Limits = Limits()) {
         self.limits = limits
@@ -56,11 +64,11 @@ public final class EventHub: Service, Sendable {
 
     /// Announces `notice`: through the relay when there is one, else straight to this process's streams.
     func publish(_ notice: EventNotice) {
-        if let send = relay.withLockedValue({ $0 }) { send(notice) } else { deliver(notice) }
+        if let relay = relay.withLockedValue({ $0 }) { relay.send(notice) } else { deliver(notice) }
     }
 
     /// Routes publications through `send` (the PostgreSQL relay) from now on.
-    func setRelay(_ send: @escaping @Sendable (EventNotice) -> Void) { relay.withLockedValue { $0 = send } }
+    func setRelay(_ send: @escaping @Sendable (EventNotice) -> Void) { relay.withLockedValue { $0 = Relay(send: send) } }
 
     /// Hands a notice heard by this process to every stream it concerns.
     func deliver(_ notice: EventNotice) {

@@ -64,7 +64,7 @@ extension PatientVault {
         _ = try tresor(category)
         try await reconcileTresors()
         guard let t = keyring[category] else { throw ClientError.localState("no keys for \(category)") }
-        var ledgerState = try store.ledgerState(category: category) ?? TresorLedgerState.none
+        let ledgerState = try store.ledgerState(category: category) ?? TresorLedgerState.none
         let request: Grant
         do {
             request = try Grant.request(
@@ -91,17 +91,26 @@ extension PatientVault {
         guard filed.grant == request, filed.doctorID == doctor.userID, filed.patientID == me else {
             throw ClientError.integrity("the server did not file the share request this patient signed")
         }
-        ledgerState.ledger.record(
-            LedgerMember(
-                shareID: filed.shareID,
-                memberID: doctor.userID,
-                username: doctor.username,
-                status: .requested,
-                expiresAt: request.expiresAt,
-                changedAt: now().unixMillis
-            )
+        let member = LedgerMember(
+            shareID: filed.shareID,
+            memberID: doctor.userID,
+            username: doctor.username,
+            status: .requested,
+            expiresAt: request.expiresAt,
+            changedAt: now().unixMillis
         )
-        try store.saveLedgerState(ledgerState, category: category, tresorID: t.id)
+        // Recorded in the ledger as committed now, not the copy read before the request went out: another
+        // process of this device may have recorded a member meanwhile, which must not be lost. The share id
+        // is the server's choice, not signed: one the ledger already holds would silently replace nothing
+        // and leave the new doctor without keys.
+        try store.write { tx in
+            var current = try tx.ledgerState(category: category) ?? ledgerState
+            guard current.ledger.members[filed.shareID] == nil else {
+                throw ClientError.integrity("the server filed this share request under the id of another share of \(category)")
+            }
+            current.ledger.record(member)
+            try tx.saveLedgerState(current, category: category, tresorID: t.id)
+        }
         try await reconcileTresors()
         return filed
     }

@@ -29,6 +29,8 @@ struct HostileShareServer: HTTPResponder {
         /// Stores the next share request (`POST /v1/shares`) and then answers 503 with `Retry-After: 0`, as if
         /// the answer was lost on the way: the client sends it again.
         var loseNextShareAnswer = false
+        /// Rewrites the answer to a share request (the share id is the server's choice, not signed).
+        var bendFiledShare: (@Sendable (ShareInfo) -> ShareInfo)?
         /// Answers every `GET /v1/tresors` with the first answer given once this was set (a replayed list).
         var replayTresorList = false
         var capturedTresorList: [UInt8]?
@@ -45,6 +47,17 @@ struct HostileShareServer: HTTPResponder {
         }
         if request.method == .post, path.hasPrefix(Routes.shares + "/"), path.hasSuffix("/revoke"), mode.failRevocations {
             return Response(status: .serviceUnavailable, headers: [.retryAfter: "0"])
+        }
+        if request.method == .post, path == Routes.shares, let bend = mode.bendFiledShare {
+            let filed = try await inner.respond(to: request, context: context)
+            guard filed.status == .created else { return filed }
+            let collected = Collected()
+            try await filed.body.write(CollectingWriter(into: collected))
+            let honest = try JSONDecoder().decode(ShareInfo.self, from: Data(collected.bytes.withLockedValue { $0 }))
+            let bent = try JSONEncoder().encode(bend(honest))
+            var headers = filed.headers
+            headers[.contentLength] = "\(bent.count)"
+            return Response(status: .created, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bent)))
         }
         if request.method == .post, path == Routes.shares, mode.loseNextShareAnswer {
             self.mode.withLockedValue { $0.loseNextShareAnswer = false }

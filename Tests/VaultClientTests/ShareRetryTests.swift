@@ -52,4 +52,32 @@ struct ShareRetryTests {
             #expect(try await vault.shares().count == 1)
         }
     }
+
+    /// The share id in the server's answer is not signed: an answer naming another share of the category
+    /// already in the ledger is refused, instead of leaving the new doctor out of the ledger unnoticed.
+    @Test func aFiledShareUnderTheIdOfAnotherShareIsRefused() async throws {
+        try await HostileShareServer.run(.sqlite) { world, mode in
+            let (vault, _) = try await world.patient("kira", on: try world.device("p"))
+            _ = try await world.doctor("doc", on: try world.device("d"))
+            _ = try await world.doctor("doc2", on: try world.device("e"))
+            try await vault.addActivity(try Sample.activity("walk"))
+            _ = try await vault.sync()
+            let first = try await vault.grant(doctor: "doc", category: "interventions")
+            mode.withLockedValue {
+                $0.bendFiledShare = { info in
+                    var bent = info
+                    bent.shareID = first.shareID
+                    return bent
+                }
+            }
+            await #expect {
+                _ = try await vault.grant(doctor: "doc2", category: "interventions")
+            } throws: { error in
+                if case ClientError.integrity = error { return true }
+                return false
+            }
+            let members = try #require(try vault.store.ledgerState(category: "interventions")).ledger.members
+            #expect(members.count == 1 && members[first.shareID]?.username == "doc", "the first share's member is untouched")
+        }
+    }
 }

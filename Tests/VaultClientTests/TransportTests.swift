@@ -311,7 +311,9 @@ struct TransportTests {
         let transport = try Transport(baseURL: "http://127.0.0.1:\(server.port)", maxAttempts: 50, baseDelayMs: 400, timeout: .seconds(2))
         let started = ContinuousClock.now
         let error = await #expect(throws: ClientError.self) { _ = try await transport.send(Endpoint<NoBody, ListingPage>(.GET, Routes.me)) }
-        #expect(error == .temporary("busy"))
+        // The server's own words, or (when a loaded machine slows the last try past the budget) the budget's:
+        // a temporary failure either way, never a later one.
+        #expect(error == .temporary("busy") || error == .temporary("the server did not answer within 2 s"), "\(String(describing: error))")
         #expect(ContinuousClock.now - started < .seconds(3))
         #expect(server.requests >= 2 && server.requests < 50, "\(server.requests) tries")
     }

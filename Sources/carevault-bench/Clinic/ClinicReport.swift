@@ -26,6 +26,7 @@ extension ClinicResult {
                 ("\(k)_fault_n", .int(o.fault.n)),
                 ("\(k)_fault_p99_ms", .num(o.fault.p99, 1)),
                 ("\(k)_fault_max_ms", .num(o.fault.max, 1)),
+                ("\(k)_slowest", .array(o.slowest.map { .object([("due_s", .num($0.due, 1)), ("ms", .num($0.ms, 1))]) })),
             ]
         }
         f += [
@@ -114,6 +115,10 @@ extension ClinicResult {
                 "  \(o.operation.rawValue): \(o.ok)/\(o.count) ok, \(fmt(o.perSecond, 2))/s; p50 \(fmt(o.steady.p50 ?? .nan, 1)) p95 \(fmt(o.steady.p95 ?? .nan, 1)) "
                     + "p99 \(fmt(o.steady.p99 ?? .nan, 1)) ms; in fault windows n=\(o.fault.n) p99 \(fmt(o.fault.p99 ?? .nan, 1)) ms"
             )
+            if !o.slowest.isEmpty {
+                let slowest = o.slowest.map { "\(fmt($0.ms, 0)) ms at \(fmt($0.due, 1)) s" }
+                out.append("    slowest outside the windows: " + slowest.joined(separator: ", "))
+            }
         }
         out.append(
             "  live changes missed: \(liveMissed); windows: \(windows.map { "\($0.what) [\(fmt($0.start, 1))-\(fmt($0.end, 1)) s]" }.joined(separator: "; "))"

@@ -55,7 +55,8 @@ final class ClinicSamples: Sendable {
         let mine = samples.withLockedValue { $0.filter { $0.operation == operation } }
         let windows = allWindows
         let inside: (Sample) -> Bool = { s in windows.contains { s.due < $0.end && s.end > $0.start } }
-        let steady = mine.filter { $0.ok && !inside($0) }.map(\.ms).sorted()
+        let outside = mine.filter { $0.ok && !inside($0) }
+        let steady = outside.map(\.ms).sorted()
         let faulty = mine.filter { $0.ok && inside($0) }.map(\.ms).sorted()
         return OperationSummary(
             operation: operation,
@@ -63,7 +64,8 @@ final class ClinicSamples: Sendable {
             ok: mine.filter(\.ok).count,
             perSecond: Double(mine.filter(\.ok).count) / max(seconds, 1e-9),
             steady: Percentiles(steady),
-            fault: Percentiles(faulty)
+            fault: Percentiles(faulty),
+            slowest: outside.sorted { $0.ms > $1.ms }.prefix(5).map { (due: $0.due, ms: $0.ms) }
         )
     }
 }
@@ -92,5 +94,8 @@ struct OperationSummary: Sendable {
     var perSecond: Double
     var steady: Percentiles
     var fault: Percentiles
+    /// The slowest samples outside the fault windows, with when they were due (seconds into the
+    /// workload): whether the tail sits just after a window (a fault's effect outlasting it) or anywhere.
+    var slowest: [(due: Double, ms: Double)]
     var errors: Int { count - ok }
 }

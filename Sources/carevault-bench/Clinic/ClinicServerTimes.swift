@@ -148,7 +148,7 @@ final class ClinicServerTimes: Sendable {
     }
 
     static func subtract(_ a: Histograms, _ b: Histograms) -> Histograms {
-        a.mapValues { $0 }.reduce(into: [:]) { out, e in
+        a.reduce(into: [:]) { out, e in
             out[e.key] = e.value.reduce(into: [:]) { $0[$1.key] = max(0, $1.value - (b[e.key]?[$1.key] ?? 0)) }
         }
     }

@@ -35,6 +35,36 @@ public enum ClinicAudit {
         }
     }
 
+    /// One row of a count read from the database: rows of one record of one owner.
+    public struct Counted: Sendable {
+        public var owner: UUID
+        public var recordID: String
+        public var n: Int
+        public init(owner: UUID, recordID: String, n: Int) {
+            self.owner = owner
+            self.recordID = recordID
+            self.n = n
+        }
+    }
+
+    /// The head and version counts joined by record (a full outer join): a head without versions and
+    /// versions without a head both show, with 0 for what is missing.
+    public static func stored(heads: [Counted], versions: [Counted]) -> [Stored] {
+        struct Key: Hashable {
+            var owner: UUID
+            var recordID: String
+        }
+        var out: [Key: Stored] = [:]
+        for c in heads {
+            out[Key(owner: c.owner, recordID: c.recordID), default: Stored(owner: c.owner, recordID: c.recordID, heads: 0, versions: 0)].heads += c.n
+        }
+        for c in versions {
+            out[Key(owner: c.owner, recordID: c.recordID), default: Stored(owner: c.owner, recordID: c.recordID, heads: 0, versions: 0)].versions +=
+                c.n
+        }
+        return Array(out.values)
+    }
+
     public struct Result: Equatable, Sendable {
         /// Acknowledged records the database holds no head of, or fewer versions than were pushed.
         public var lost = 0

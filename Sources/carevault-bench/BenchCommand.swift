@@ -43,8 +43,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Clinic: doctors who watch live (default 10).")
     var clinicWatchers = 10
 
-    @Option(help: "Clinic: syncs and refreshes timed by each growth probe (default 21; more for a steadier median, or to profile it).")
-    var clinicProbeSamples = 21
+    @Option(help: "Clinic: syncs and refreshes timed by each growth probe (default 101; more for a steadier median, or to profile it).")
+    var clinicProbeSamples = 101
 
     @Option(help: "Clinic: open-loop syncs and refreshes per second (default 8 and 4).")
     var clinicRates = "8,4"

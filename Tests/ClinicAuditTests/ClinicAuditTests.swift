@@ -12,6 +12,23 @@ struct ClinicAuditTests {
     func acked(_ owner: UUID, _ ids: [String]) -> [ClinicAudit.Acknowledged] { ids.map { .init(owner: owner, recordID: $0) } }
     func stored(_ owner: UUID, _ ids: [String]) -> [ClinicAudit.Stored] { ids.map { .init(owner: owner, recordID: $0, heads: 1, versions: 1) } }
 
+    @Test("the head and version counts are joined by owner and record; what one side lacks shows as 0")
+    func countsJoined() {
+        let c = { (o: UUID, r: String, n: Int) in ClinicAudit.Counted(owner: o, recordID: r, n: n) }
+        let s = ClinicAudit.stored(
+            heads: [c(alice, "a1", 1), c(alice, "h", 1), c(bob, "a1", 2)],
+            versions: [c(alice, "a1", 3), c(alice, "v", 1), c(bob, "a1", 1)]
+        )
+        #expect(
+            Set(s) == [
+                .init(owner: alice, recordID: "a1", heads: 1, versions: 3), .init(owner: alice, recordID: "h", heads: 1, versions: 0),
+                .init(owner: alice, recordID: "v", heads: 0, versions: 1), .init(owner: bob, recordID: "a1", heads: 2, versions: 1),
+            ]
+        )
+        let r = ClinicAudit.compare(acknowledged: acked(alice, ["a1", "h", "v"]) + acked(bob, ["a1"]), stored: s)
+        #expect(!r.clean)
+    }
+
     @Test("every acknowledged record stored once: clean")
     func clean() {
         let r = ClinicAudit.compare(

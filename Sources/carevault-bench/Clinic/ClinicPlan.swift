@@ -21,7 +21,7 @@ struct ClinicPlan: Sendable {
     /// The growth probe: this many patients' worth of records (10 x 1,000 = 10,000) is stored first and the
     /// probe's syncs and refreshes are timed; the same probe runs again once the whole clinic is stored.
     var probePatients = 10
-    var probeSamples = 21
+    var probeSamples = 101
     /// Kill one instance (SIGKILL, started again after a second) at a third of the workload; restart
     /// PostgreSQL at two thirds.
     var faults = true

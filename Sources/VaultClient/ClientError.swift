@@ -62,6 +62,9 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
 extension ClientError {
     static let unreadablePrefix = "the server sent an answer this tool cannot read"
     static let cutOff = ClientError.temporary("the server's answer was cut off or malformed; try again")
+    static let poolBusy = ClientError.temporary(
+        "no connection to the server came free in time: this process has as many open to it as it allows; try again"
+    )
 
     /// An answer that does not decode, has the wrong content type or is too large: an integrity failure,
     /// never retried, since asking the same server again gives the same answer.

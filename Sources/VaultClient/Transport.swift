@@ -315,7 +315,9 @@ public final class Transport: Sendable {
             case .connectTimeout: return .serverUnreachable("no connection within \(Self.seconds(connectTimeout)) s")
             case .deadlineExceeded, .cancelled: return timedOut
             case .readTimeout: return .temporary("the server stopped answering for \(Self.seconds(readTimeout)) s")
-            case .writeTimeout, .remoteConnectionClosed, .uncleanShutdown, .getConnectionFromPoolTimeout: return .cutOff
+            case .writeTimeout, .remoteConnectionClosed, .uncleanShutdown: return .cutOff
+            // Nothing was sent: every connection this process may open to the server was busy for too long.
+            case .getConnectionFromPoolTimeout: return .poolBusy
             default: return answering ? .cutOff : .serverUnreachable("the connection failed")
             }
         }

@@ -55,12 +55,12 @@ public enum ClinicAudit {
             var recordID: String
         }
         var out: [Key: Stored] = [:]
-        for c in heads {
-            out[Key(owner: c.owner, recordID: c.recordID), default: Stored(owner: c.owner, recordID: c.recordID, heads: 0, versions: 0)].heads += c.n
-        }
-        for c in versions {
-            out[Key(owner: c.owner, recordID: c.recordID), default: Stored(owner: c.owner, recordID: c.recordID, heads: 0, versions: 0)].versions +=
-                c.n
+        for (counts, column) in [(heads, \Stored.heads), (versions, \Stored.versions)] {
+            for c in counts {
+                out[Key(owner: c.owner, recordID: c.recordID), default: Stored(owner: c.owner, recordID: c.recordID, heads: 0, versions: 0)][
+                    keyPath: column
+                ] += c.n
+            }
         }
         return Array(out.values)
     }

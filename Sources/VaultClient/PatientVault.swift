@@ -187,7 +187,7 @@ public actor PatientVault {
                 } catch {
                     // Fetched again only when the list was no rollback against the marks read before it was
                     // fetched; one older than those is refused whatever else moved meanwhile.
-                    if let before = marksBefore?[category] ?? marksBefore.map({ _ in LedgerMarks() }),
+                    if let before = marksBefore.map({ $0[category] ?? LedgerMarks() }),
                         remoteLedger.version >= before.seenVersion, remote.currentEpoch >= before.topEpoch, before.isBehind(state)
                     {
                         throw MarksRaisedMeanwhile()

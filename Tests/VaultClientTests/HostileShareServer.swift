@@ -51,13 +51,7 @@ struct HostileShareServer: HTTPResponder {
         if request.method == .post, path == Routes.shares, let bend = mode.bendFiledShare {
             let filed = try await inner.respond(to: request, context: context)
             guard filed.status == .created else { return filed }
-            let collected = Collected()
-            try await filed.body.write(CollectingWriter(into: collected))
-            let honest = try JSONDecoder().decode(ShareInfo.self, from: Data(collected.bytes.withLockedValue { $0 }))
-            let bent = try JSONEncoder().encode(bend(honest))
-            var headers = filed.headers
-            headers[.contentLength] = "\(bent.count)"
-            return Response(status: .created, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bent)))
+            return try await Self.rewrite(filed, as: ShareInfo.self, bend)
         }
         if request.method == .post, path == Routes.shares, mode.loseNextShareAnswer {
             self.mode.withLockedValue { $0.loseNextShareAnswer = false }
@@ -70,13 +64,18 @@ struct HostileShareServer: HTTPResponder {
         }
         let response = try await inner.respond(to: request, context: context)
         guard request.method == .get, path == Routes.shares, let bend = mode.bend, response.status == .ok else { return response }
+        return try await Self.rewrite(response, as: ShareList.self, bend)
+    }
+
+    /// `response` with its JSON body decoded as `T`, changed by `bend` and sent on with the same status.
+    private static func rewrite<T: Codable>(_ response: Response, as type: T.Type, _ bend: (T) -> T) async throws -> Response {
         let collected = Collected()
         try await response.body.write(CollectingWriter(into: collected))
-        let honest = try JSONDecoder().decode(ShareList.self, from: Data(collected.bytes.withLockedValue { $0 }))
+        let honest = try JSONDecoder().decode(T.self, from: Data(collected.bytes.withLockedValue { $0 }))
         let bent = try JSONEncoder().encode(bend(honest))
         var headers = response.headers
         headers[.contentLength] = "\(bent.count)"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bent)))
+        return Response(status: response.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bent)))
     }
 
     private func tresorList(_ request: Request, context: VaultRequestContext) async throws -> Response {

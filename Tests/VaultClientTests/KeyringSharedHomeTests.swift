@@ -68,17 +68,23 @@ struct KeyringSharedHomeTests {
         case rotate
     }
 
+    /// A patient with one synced activity, and a doctor "doc" to grant to; the patient's vault and device.
+    static func patientWithDoctor(_ world: ClientWorld) async throws -> (PatientVault, Device) {
+        let device = try world.device("a")
+        let (first, _) = try await world.patient("kira", on: device)
+        _ = try await world.doctor("doc", on: try world.device("d"))
+        try await first.addActivity(try Sample.activity("walk"))
+        _ = try await first.sync()
+        return (first, device)
+    }
+
     /// Another process of this device raises a mark while this one's `GET /v1/tresors` answer is on its way,
     /// so the list it then holds is older than the mark. That is a race of this device, fetched again, not a
     /// rolled-back server (`sync --watch` beside `share grant` exited 65 on it in a CI run).
     @Test(arguments: Meanwhile.allCases)
     func aMarkRaisedByAnotherProcessDuringTheFetchIsFetchedAgainNotRefused(meanwhile: Meanwhile) async throws {
         try await HostileShareServer.run(.sqlite) { world, mode in
-            let device = try world.device("a")
-            let (first, _) = try await world.patient("kira", on: device)
-            _ = try await world.doctor("doc", on: try world.device("d"))
-            try await first.addActivity(try Sample.activity("walk"))
-            _ = try await first.sync()
+            let (first, device) = try await Self.patientWithDoctor(world)
             let before = try #require(try first.store.ledgerState(category: "interventions"))
 
             let second = try PatientVault(account: first.account, transport: device.transport, adminKey: world.admin.publicKey)
@@ -112,11 +118,7 @@ struct KeyringSharedHomeTests {
     /// at once: the list is older than the marks read before the fetch.
     @Test func aListOlderThanTheMarksReadBeforeTheFetchIsRefused() async throws {
         try await HostileShareServer.run(.sqlite) { world, mode in
-            let device = try world.device("a")
-            let (first, _) = try await world.patient("kira", on: device)
-            _ = try await world.doctor("doc", on: try world.device("d"))
-            try await first.addActivity(try Sample.activity("walk"))
-            _ = try await first.sync()
+            let (first, device) = try await Self.patientWithDoctor(world)
             // The server captures the list as it is now, and serves that from here on.
             mode.withLockedValue { $0.replayTresorList = true }
             try await first.reconcileTresors()

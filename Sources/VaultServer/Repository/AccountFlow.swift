@@ -81,7 +81,7 @@ enum AccountFlow {
     /// A session's opening (`SessionOpening`). The account's row is locked before it is checked: a
     /// credential change, suspension or deletion committing meanwhile is seen, and one starting meanwhile
     /// waits and then ends this session with the others. Other accounts' expired sessions are the
-    /// caller's to sweep, outside the transaction (`AccountSQL.sweepExpiredSessions`).
+    /// caller's to sweep, outside the transaction (`RetentionSQL.sessions`, `loginSweepBatch` at a time).
     static func openSession(_ sql: some SQLConnection, _ o: SessionOpening, now: UnixMillis) async throws {
         let id = o.session.userID
         guard let account = try await sql.row(SessionAccount.self, AccountSQL.sessionAccount(id)), account.status == AccountStatus.active.rawValue
@@ -169,7 +169,7 @@ extension SQLAccountStore {
     public func openSession(_ o: SessionOpening, now: UnixMillis) async throws {
         // Other accounts' expired sessions go outside the transaction, which locks only this account's rows;
         // rows another transaction holds are left for later rather than waited for (no deadlock with it).
-        try await execute(AccountSQL.sweepExpiredSessions(now: now))
+        _ = try await deleted(RetentionSQL.sessions(now: now, batch: RetentionSQL.loginSweepBatch))
         try await transaction(conflict: nil) { sql in try await AccountFlow.openSession(sql, o, now: now) }
     }
 

@@ -72,16 +72,6 @@ extension AccountSQL {
         "SELECT status, suspended_at, credential_generation FROM users WHERE id = \(id)\(forUpdate: .noKey)"
     }
 
-    /// Up to `batch` expired sessions of any account; on PostgreSQL those another transaction holds are
-    /// skipped. Bounded, so a login never pays for a backlog: the retention purge (`RetentionSQL`) takes the
-    /// rest in batches of its own.
-    static func sweepExpiredSessions(now: UnixMillis, batch: Int = 64) -> SQLStatement {
-        """
-        DELETE FROM sessions WHERE token_hash IN (
-            SELECT token_hash FROM sessions WHERE expires_at <= \(now) LIMIT \(Int64(batch))\(forUpdate: .skipLocked))
-        """
-    }
-
     static func deleteExpiredSessions(_ userID: UUID, now: UnixMillis) -> SQLStatement {
         "DELETE FROM sessions WHERE user_id = \(userID) AND expires_at <= \(now)"
     }

@@ -12,16 +12,6 @@ enum LoginThrottleSQL {
         "SELECT key, failures, last_failure, expires_at FROM login_throttle WHERE key IN \(SQLStatement.list(keys)) AND expires_at > \(now)"
     }
 
-    /// Up to `batch` expired rows, skipping on PostgreSQL any another transaction holds (waiting for them
-    /// could deadlock with it). Bounded, so a login never pays for a backlog: the retention purge
-    /// (`RetentionSQL`) takes the rest in batches of its own.
-    static func sweep(now: UnixMillis, batch: Int = 64) -> SQLStatement {
-        """
-        DELETE FROM login_throttle WHERE key IN (
-            SELECT key FROM login_throttle WHERE expires_at <= \(now) LIMIT \(Int64(batch))\(forUpdate: .skipLocked))
-        """
-    }
-
     static func placeholder(_ key: String) -> SQLStatement {
         "INSERT INTO login_throttle (key, failures, last_failure, expires_at) VALUES (\(key), 0, 0, 0) ON CONFLICT (key) DO NOTHING"
     }
@@ -69,7 +59,9 @@ extension SQLLoginThrottleStore {
         now: UnixMillis,
         _ decide: @Sendable ([LoginThrottleRow]) -> (writes: [LoginThrottleRow], result: T)
     ) async throws -> T {
-        try await execute(LoginThrottleSQL.sweep(now: now))
+        // Up to a batch of expired rows first, skipping on PostgreSQL any another transaction holds (waiting
+        // for them could deadlock with it).
+        _ = try await deleted(RetentionSQL.loginThrottle(now: now, batch: RetentionSQL.loginSweepBatch))
         return try await transaction(conflict: nil) { sql in try await LoginThrottleSQL.update(sql, keys: keys, now: now, decide) }
     }
 }

@@ -31,6 +31,10 @@ public protocol RetentionRepository: Sendable {
 
 /// The batched deletions, written once for both engines.
 enum RetentionSQL {
+    /// How many expired rows of other accounts a login deletes on its way (sessions, back-off rows): bounded,
+    /// so a login never pays for a backlog; the retention purge takes the rest.
+    static let loginSweepBatch = 64
+
     static func sessions(now: UnixMillis, batch: Int) -> SQLStatement {
         """
         DELETE FROM sessions WHERE token_hash IN (
@@ -68,9 +72,11 @@ extension SQLRetentionStore {
             adminSignatures: try await deleted(RetentionSQL.adminSignatures(before: adminSignaturesBefore, batch: n))
         )
     }
+}
 
+extension SQLStore {
     /// Runs one batch's `DELETE … RETURNING` in a write of its own; the number of rows it deleted.
-    private func deleted(_ statement: SQLStatement) async throws -> Int {
+    func deleted(_ statement: SQLStatement) async throws -> Int {
         try await transaction(conflict: nil) { sql in try await sql.rows(StoredText.self, statement).count }
     }
 }

@@ -96,6 +96,9 @@ struct ServerBehind: Sendable, Equatable {
     var shown: UInt64?
     /// The sequence the reader accepted.
     var seen: UInt64
+    /// Whether the reader's copy of the heads is still exactly the set it accepted at `seen` (a doctor's
+    /// cache that took nothing from the server since): its last accepted view then stands, as of `seen`.
+    var holdsAccepted = false
 
     /// The server is behind `seen` with `shown`, or nil when it is not.
     init?(tresorID: UUID, category: String, shown: StateCommitment?, seen: StateCommitment?) {
@@ -116,6 +119,13 @@ struct ServerBehind: Sendable, Equatable {
         case let s?: what = "the server shows an older state of \(category) (commitment \(s), after \(seen) was seen)"
         }
         return what + ": the server is behind, waiting for the patient's device to bring it up to date"
+    }
+
+    /// What a doctor's view reports when it shows the state it accepted at `seen` (`holdsAccepted`).
+    var standingMessage: String {
+        let shows = shown.map { $0 == seen ? "another state at commitment \($0)" : "commitment \($0)" } ?? "no commitment"
+        return "the server is behind for \(category) (it shows \(shows)): shown as the patient committed to it at \(seen), "
+            + "waiting for the patient's device to bring the server up to date"
     }
 
     /// What the patient's device tells the patient when it heals the server, re-sending `count` versions.

@@ -85,7 +85,7 @@ final class DoctorCache: Sendable {
         tresor: UUID,
         category: String,
         quarantined: Bool
-    ) async throws -> String? {
+    ) async throws -> (problem: String?, behind: ServerBehind?) {
         let owner = patient.userID.uuidString
         let tresorID = tresor.uuidString
         return try await queue.write { db in
@@ -99,7 +99,11 @@ final class DoctorCache: Sendable {
                 comparesSet: { _, _ in !quarantined }
             )
             if let c = verdict.accepted.first { try Self.saveShareState(db, owner: owner, tresor: tresorID, set, c) }
-            return verdict.problems.isEmpty ? nil : verdict.problems.joined(separator: "; ")
+            // Behind only as a verified commitment (or none) says; the last accepted view stands while the
+            // cache took nothing since, record by record, from the server (Docs/design.md §5.2).
+            var behind = verdict.behind.first
+            if behind != nil, !quarantined, let seen, seen.describes(set) { behind?.holdsAccepted = true }
+            return (verdict.problems.isEmpty ? nil : verdict.problems.joined(separator: "; "), behind)
         }
     }
 

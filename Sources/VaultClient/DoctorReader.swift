@@ -55,6 +55,10 @@ public struct PatientView: Sendable {
     /// Why categories could not be confirmed complete and current: the records the server sent are not
     /// the set the patient committed to, or it showed an older commitment than before.
     public var incomplete: [String] = []
+    /// Categories whose server is behind the state this cache accepted (a restored backup, or a rollback)
+    /// while the cache still holds exactly that state: shown as of the accepted commitment, each with
+    /// this note, until the patient's device brings the server up to date (Docs/design.md §5.2).
+    public var serverBehind: [String] = []
 
     /// Records of categories whose check against the patient's commitment failed (`incomplete`): decrypted
     /// and signed by the patient, but not the set the patient committed to (an older version, a deleted
@@ -250,14 +254,22 @@ public actor DoctorReader {
     /// the server says it sent every change, the newest state commitment it showed is checked against the
     /// cached heads (Docs/envelope-v1.md §3.4); returns how many changes were pulled and what is wrong with
     /// the share's state, if anything.
-    func refresh(_ patient: Certificate, _ share: VerifiedShare, progress: (@Sendable (Int) -> Void)?) async throws -> (pulled: Int, problem: String?)
-    {
+    /// When the server is behind what the cache accepted and the cache still holds exactly that state,
+    /// `standing` says so, and `problem` is nil: the last accepted view stands (Docs/design.md §5.2).
+    func refresh(
+        _ patient: Certificate,
+        _ share: VerifiedShare,
+        progress: (@Sendable (Int) -> Void)?
+    ) async throws -> (pulled: Int, problem: String?, standing: ServerBehind?) {
         let feed = ReplicaFeed(owner: patient.userID, tresor: share.tresor.id)
         let applier = SharedReplica(cache: cache, patient: patient, share: share)
         let replica = ReplicaEngine(feed: feed, applier: applier, transport: transport, auth: try auth)
         _ = try await replica.retryQuarantined()
         let pulled = try await replica.pull(progress: progress)
-        return (pulled.pulled, pulled.problems.isEmpty ? nil : pulled.problems.joined(separator: "; "))
+        if pulled.behind.count == 1, let behind = pulled.behind.first, behind.holdsAccepted, pulled.problems == [behind.message] {
+            return (pulled.pulled, nil, behind)
+        }
+        return (pulled.pulled, pulled.problems.isEmpty ? nil : pulled.problems.joined(separator: "; "), nil)
     }
 
     /// Pulls and decrypts the shared categories of `patient` (one category when given).
@@ -273,7 +285,9 @@ public actor DoctorReader {
         var unconfirmed = Set<String>()
         for share in reading {
             let mismatched: Bool
-            if let problem = try await refresh(cert, share, progress: progress).problem {
+            let refreshed = try await refresh(cert, share, progress: progress)
+            if let standing = refreshed.standing { view.serverBehind.append(standing.standingMessage) }
+            if let problem = refreshed.problem {
                 view.incomplete.append(problem)
                 unconfirmed.insert(share.share.category)
                 mismatched = true

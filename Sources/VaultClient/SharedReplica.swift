@@ -74,10 +74,8 @@ struct SharedReplica: ReplicaApplier {
         guard let commitments else { return ReplicaStored() }
         let quarantined = !(try await quarantined()).isEmpty
         // A server behind what this cache accepted waits for the patient's device (Docs/design.md §5.2).
-        let seen = try await cache.acceptedCommitments(owner: owner)[tresor]
-        let behind = ServerBehind(tresorID: tresor, category: category, shown: commitments.first { $0.tresorID == tresor }, seen: seen)
-        let problem = try await cache.reviewCommitments(commitments, patient: patient, tresor: tresor, category: category, quarantined: quarantined)
-        return ReplicaStored(problems: problem.map { [$0] } ?? [], behind: behind.map { [$0] } ?? [])
+        let review = try await cache.reviewCommitments(commitments, patient: patient, tresor: tresor, category: category, quarantined: quarantined)
+        return ReplicaStored(problems: review.problem.map { [$0] } ?? [], behind: review.behind.map { [$0] } ?? [])
     }
 
     /// Checks the signature of each record held pending, a batch at a time, and stores each batch in

@@ -144,6 +144,7 @@ enum DashboardPages {
         var asOf: String
         var categories: String?
         var awaitingKeys: String?
+        var serverBehind: String?
         var csvLink: String
         var fhirLink: String
         var calendar: AdherenceCalendar
@@ -176,6 +177,7 @@ enum DashboardPages {
             asOf: sheet.asOf.map { Output.date(millis: $0) } ?? "not confirmed",
             categories: sheet.categories.isEmpty ? nil : sheet.categories.joined(separator: ", "),
             awaitingKeys: sheet.awaitingKeys.isEmpty ? nil : sheet.awaitingKeys.joined(separator: ", "),
+            serverBehind: sheet.serverBehind.isEmpty ? nil : sheet.serverBehind.joined(separator: "; "),
             csvLink: DashboardPaths.export(sheet.username, .csv),
             fhirLink: DashboardPaths.export(sheet.username, .fhir),
             calendar: AdherenceCalendar(sheet, now: now, timeZone: timeZone),

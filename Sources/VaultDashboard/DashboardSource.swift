@@ -110,6 +110,9 @@ public struct PatientSheet: Sendable {
     public var integrity: IntegrityState
     /// Categories approved whose keys have not reached this device yet.
     public var awaitingKeys: [String] = []
+    /// Categories shown as of the state this device accepted while the server is behind it, one note each
+    /// (`PatientView.serverBehind`).
+    public var serverBehind: [String] = []
     /// The patient's dashboard only: its shares, and its verified access log.
     public var shares: [SharedDoctor]? = nil
     public var accessLog: VerifiedAccessLog? = nil

@@ -70,6 +70,7 @@ public struct DoctorDashboardSource: DashboardSource {
             integrity: integrity(view)
         )
         sheet.awaitingKeys = view.awaitingKeys
+        sheet.serverBehind = view.serverBehind
         return sheet
     }
 

@@ -122,7 +122,10 @@ struct Show: AsyncParsableCommand {
         abstract: "Show a patient's shared activities and outcomes.",
         discussion: """
             Categories whose records match the patient's newest signed state commitment are shown "as of" its time;
-            others are marked "not confirmed" (--json: "complete": false). When what the server sent contradicts
+            others are marked "not confirmed" (--json: "complete": false). When the server shows an older state
+            than this device accepted (a restored backup) and the cache still holds the accepted one, that is
+            shown as of its commitment, with a note (--json: "serverBehind"), until the patient's device brings
+            the server up to date. When what the server sent contradicts
             the patient's commitment (exit 65), that category's records are not printed unless --show-unverified,
             which prints them with every row marked UNVERIFIED (--json: under "unverified").
 
@@ -163,6 +166,7 @@ struct Show: AsyncParsableCommand {
         }
         Output.line("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))")
         if !view.asOf.isEmpty { Output.line(asOfText(view.asOf)) }
+        for note in view.serverBehind { Output.note(note) }
         for category in view.unconfirmed {
             Output.line("\(category): not confirmed (no state commitment of the patient's matched what the server sent)")
         }
@@ -232,6 +236,9 @@ struct ShownPatient: Encodable {
     var complete: Bool
     /// The categories not confirmed complete and current.
     var notConfirmed: [String]
+    /// Categories shown as of the state this device accepted because the server is behind it (a restored
+    /// backup): one plain-words note each.
+    var serverBehind: [String]
     /// With --show-unverified: the records of categories that contradict the patient's commitment.
     var unverified: UnverifiedRecords?
 
@@ -245,6 +252,7 @@ struct ShownPatient: Encodable {
         asOf = view.asOf
         complete = view.complete
         notConfirmed = view.unconfirmed
+        serverBehind = view.serverBehind
         self.unverified = unverified
     }
 }

@@ -179,7 +179,11 @@ struct AccountMoveCLITests {
         // The server goes back to the older commitments: what the devices accepted before the move catches it.
         try await op.restoreCommitments()
         let rolledBack = try await doctor(["show", "alice"], at: new, password: nil)
-        #expect(rolledBack.status == 65 && rolledBack.stderr.contains("older state of interventions"), "\(rolledBack.stderr)")
+        #expect(rolledBack.status == 0 && rolledBack.stderr.contains("the server is behind for interventions"), "\(rolledBack.stderr)")
+        #expect(rolledBack.stdout.contains("Yoga"), "the view accepted before stands: \(rolledBack.stdout)")
+        let rolledBackJSON = try await doctor(["show", "alice", "--json"], at: new, password: nil)
+        let object = try JSONSerialization.jsonObject(with: Data(rolledBackJSON.stdout.utf8)) as? [String: Any]
+        #expect((object?["serverBehind"] as? [String])?.count == 1 && object?["complete"] as? Bool == true, "\(rolledBackJSON.stdout)")
         let behind = try await patient(["sync"], at: new, password: nil)
         #expect(behind.status == 0, "\(behind.stderr)")
         #expect(behind.stderr.contains("the server is behind what this device last saw (interventions"), "\(behind.stderr)")

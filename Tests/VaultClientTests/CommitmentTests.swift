@@ -114,11 +114,17 @@ struct CommitmentTests {
             let newer = try await doctor.view(patient: "pat")
             #expect(newer.completenessMessage == nil)
             #expect(newer.activities.contains { $0.id == "yoga" })
-            // The server shows the older commitment again, with the heads it described.
+            // The server shows the older commitment again, with the heads it described. The doctor's cache
+            // still holds the newer state it accepted: that view stands, as of the newer commitment, and the
+            // doctor is told the server is behind (Docs/design.md §5.2).
             try await world.repository.databaseOperator.restoreCommitments()
             let rolledBack = try await doctor.view(patient: "pat")
-            #expect(rolledBack.completenessMessage?.contains("older state of interventions") == true)
-            #expect(rolledBack.asOf.isEmpty)
+            #expect(rolledBack.completenessMessage == nil, "\(rolledBack.completenessMessage ?? "")")
+            #expect(rolledBack.serverBehind.first?.contains("the server is behind for interventions (it shows commitment") == true)
+            #expect(rolledBack.asOf == newer.asOf, "the older commitment is not accepted")
+            #expect(rolledBack.activities == newer.activities)
+            // A fresh doctor has nothing to hold the server to: it is shown the older state, fork consistency only.
+            #expect(try await Self.freshDoctor(world, "doc-fresh").view(patient: "pat").serverBehind.isEmpty)
             // The patient's device saw the newer one: it takes the server as behind and re-sends what it holds
             // (Docs/design.md §5.2), committing after what it accepted; the doctor accepts that, not the older one.
             let accepted = try #require(try s.vault.store.serverStates().commitments.values.first)
@@ -127,9 +133,32 @@ struct CommitmentTests {
             let healed = try await doctor.view(patient: "pat")
             #expect(healed.completenessMessage == nil, "\(healed.completenessMessage ?? "")")
             #expect(healed.activities.contains { $0.id == "yoga" })
-            // A commitment that vanishes is as bad.
+            // A commitment that vanishes is caught the same way.
             try await world.repository.databaseOperator.dropCommitments()
-            #expect(try await doctor.view(patient: "pat").completenessMessage?.contains("no longer shows") == true)
+            let vanished = try await doctor.view(patient: "pat")
+            #expect(vanished.serverBehind.first?.contains("(it shows no commitment)") == true, "\(vanished.serverBehind)")
+            #expect(vanished.asOf == healed.asOf)
+        }
+    }
+
+    /// "Behind" counts only from a commitment whose signature verifies: an older commitment with a bad
+    /// signature is refused as such, and the view it would have let stand is not confirmed.
+    @Test func anOlderCommitmentWithABadSignatureLeavesNoViewStanding() async throws {
+        try await ClientWorld.run(.sqlite) { world in
+            let s = try await Self.story(world, .sqlite)
+            let doctor = try await Self.freshDoctor(world, "doc-b")
+            let op = world.repository.databaseOperator
+            #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
+            try await op.snapshotCommitments()
+            try await s.vault.addActivity(try Sample.activity("yoga"))
+            _ = try await s.vault.sync()
+            #expect(try await doctor.view(patient: "pat").completenessMessage == nil)
+            try await op.restoreCommitments()
+            try await op.alterCommitmentSignatures()
+            let forged = try await doctor.view(patient: "pat")
+            #expect(forged.serverBehind.isEmpty, "\(forged.serverBehind)")
+            #expect(forged.completenessMessage?.contains("does not verify") == true, "\(forged.completenessMessage ?? "")")
+            #expect(forged.asOf.isEmpty && !forged.complete)
         }
     }
 

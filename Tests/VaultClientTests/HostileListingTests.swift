@@ -28,9 +28,11 @@ struct HostileListingTests {
             #expect(view.asOf.isEmpty)
             #expect(view.unconfirmed == ["interventions"])
             #expect(!view.complete, "no accepted commitment matches: not complete")
-            // The doctor who accepted the commitment before is told outright.
+            // The doctor who accepted the commitment before is told outright, and keeps the view it accepted.
             let before = try await CommitmentTests.freshDoctor(world, "doc-a").view(patient: "pat")
-            #expect(!before.complete && before.completenessMessage != nil)
+            #expect(before.serverBehind.first?.contains("(it shows no commitment)") == true, "\(before.serverBehind)")
+            #expect(before.activities.map(\.id).sorted() == ["run", "walk"], "the run the server dropped stays in the accepted view")
+            #expect(before.asOf["interventions"] != nil)
         }
     }
 

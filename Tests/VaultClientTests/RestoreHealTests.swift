@@ -55,11 +55,16 @@ struct RestoreHealTests {
             // A change made on a while the server was down, sent with the heal.
             _ = try await a.recordOutcome(activityID: "walk", occurrence: 1, value: Sample.value(2))
 
-            // The doctor keeps what it accepted and waits; the older state is not taken as current.
+            // The doctor keeps showing what it accepted, as of that commitment, and says the server is behind;
+            // the older state is not taken as current.
             let waiting = try await doctor.view(patient: "pat")
-            let message = try #require(waiting.completenessMessage)
-            #expect(message.contains("older state of interventions") && message.contains("waiting for the patient's device"), "\(message)")
-            #expect(waiting.asOf.isEmpty)
+            #expect(waiting.completenessMessage == nil, "\(waiting.completenessMessage ?? "")")
+            #expect(waiting.serverBehind.count == 1)
+            let note = try #require(waiting.serverBehind.first)
+            #expect(note.contains("the server is behind for interventions (it shows commitment"), "\(note)")
+            #expect(note.contains("waiting for the patient's device"), "\(note)")
+            #expect(waiting.asOf == before.asOf, "as of the commitment accepted before the restore")
+            #expect(waiting.activities == before.activities && waiting.outcomes == before.outcomes)
             #expect(waiting.quarantined.isEmpty, "the older heads are not pulled again while the server is behind")
 
             // a heals: it says so, re-sends what it holds, and commits after what it accepted.
@@ -85,6 +90,8 @@ struct RestoreHealTests {
             #expect(try await b.pendingCount() == 0)
             let after = try await doctor.view(patient: "pat")
             #expect(after.completenessMessage == nil, "\(after.completenessMessage ?? "")")
+            #expect(after.serverBehind.isEmpty)
+            #expect(try #require(after.asOf["interventions"]) > (before.asOf["interventions"] ?? .max), "the healed state is newer")
             #expect(after.activities.map(\.id).sorted() == ["run", "walk", "yoga"])
             #expect(after.outcomes.flatMap(\.values).count == 2)
             let fresh = try await world.device("pat-c").loginPatient("pat", password: password)

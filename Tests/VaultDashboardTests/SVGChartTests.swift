@@ -98,6 +98,8 @@ struct SVGChartTests {
             integrity: .failure(text)
         )
         sheet.awaitingKeys = [text]
+        sheet.serverBehind = [text]
+        #expect(DashboardPages.patient(sheet, role: .doctor).contains("id=\"server-behind\""), "the note is on the page, escaped")
         for page in [
             DashboardPages.patient(sheet, role: .doctor), DashboardPages.patient(sheet, role: .patient),
             DashboardPages.triage(TriageList([sheet], order: .attention), role: .doctor),

@@ -129,9 +129,18 @@ struct ServerBehind: Sendable, Equatable {
     }
 
     /// What the patient's device tells the patient when it heals the server, re-sending `count` versions.
+    /// Another statement signed at the very sequence this device accepted is said outright: two states of the
+    /// patient's signed at one sequence mean that another device went on from an older server state (a
+    /// restored backup) or that the server showed the devices two histories (Docs/design.md §5.2).
     func healing(_ count: Int) -> String {
+        let resending = "re-sending \(count) version\(count == 1 ? "" : "s")"
+        if shown == seen {
+            return "the server shows another state of \(category) signed at commitment \(seen) than the one this device "
+                + "accepted: another of your devices went on from an older server state (as after a restored backup), "
+                + "or the server showed your devices two different histories; \(resending)"
+        }
         let shows = shown.map { "it shows commitment \($0)" } ?? "it shows no commitment"
         return "the server is behind what this device last saw (\(category): \(shows), this device accepted \(seen)), "
-            + "as after a restored backup; re-sending \(count) version\(count == 1 ? "" : "s")"
+            + "as after a restored backup; \(resending)"
     }
 }

@@ -73,8 +73,12 @@ struct RestoreHealTests {
             #expect(healedA.healed.first?.contains("the server is behind what this device last saw (interventions") == true)
             #expect(healedA.healed.first?.contains("re-sending") == true)
             // b went further than a: a's heal is another state at the sequence b accepted; b heals in turn.
+            // Two statements signed at one sequence are said outright, not as an ordinary restore.
             let healedB = try await b.sync()
             #expect(healedB.healed.count == 1, "\(healedB.healed)")
+            let twoStates = try #require(healedB.healed.first)
+            #expect(twoStates.contains("the server shows another state of interventions signed at commitment"), "\(twoStates)")
+            #expect(twoStates.contains("two different histories") && twoStates.contains("re-sending"), "\(twoStates)")
             let settledA = try await a.sync()
             #expect(settledA.healed.isEmpty, "a second sync needs no heal")
             #expect(try await b.sync().healed.isEmpty)

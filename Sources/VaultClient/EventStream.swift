@@ -103,13 +103,14 @@ public struct EventStream: Sendable {
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         if let lastID { request.headers.add(name: "Last-Event-ID", value: lastID) }
         let resumed = lastID != nil
-        let http = Transport.pool.client(connect: transport.connectTimeout, read: policy.silence, trust: transport.trust)
         let response: HTTPClientResponse
         do {
+            let http = try await transport.client(read: policy.silence)
             response = try await http.execute(request, deadline: .now() + .nanoseconds(Transport.nanoseconds(policy.silence)))
         } catch let error as CancellationError {
             throw error
         } catch {
+            await transport.forgetIdentity(after: error)
             return .retry(transport.classify(error), retryAfter: nil)
         }
         let status = Int(response.status.code)

@@ -2,16 +2,23 @@ import AsyncHTTPClient
 import Foundation
 import NIOSSL
 
-/// One HTTP client per pair of timeouts and trust, kept for the life of the process: no transport can forget to
+/// One HTTP client per pair of timeouts, trust and pinned address, kept for the life of the process: no transport can forget to
 /// shut one down, and a tool (one budget) uses one pool of connections. A refused connection fails at
 /// once (the transport's retry policy decides what to retry) instead of the pool retrying until the deadline.
 final class ClientPool: @unchecked Sendable {
     private let lock = NSLock()
     private var clients: [String: HTTPClient] = [:]
 
-    func client(connect: Duration, read: Duration, trust: PrivateCA?) -> HTTPClient {
+    /// Every connection of a client to `host` goes to `address` (the one whose certificate was checked,
+    /// `ServerIdentities`); the certificate is still checked against `host` on each.
+    struct Pin: Sendable {
+        var host: String
+        var address: String
+    }
+
+    func client(connect: Duration, read: Duration, trust: PrivateCA?, pin: Pin?) -> HTTPClient {
         let (c, r) = (Transport.nanoseconds(connect), Transport.nanoseconds(read))
-        let key = "\(c) \(r) \(trust?.path ?? "")"
+        let key = "\(c) \(r) \(trust?.path ?? "") \(pin.map { "\($0.host)=\($0.address)" } ?? "")"
         lock.lock()
         defer { lock.unlock() }
         if let client = clients[key] { return client }
@@ -22,6 +29,7 @@ final class ClientPool: @unchecked Sendable {
             tls.trustRoots = .certificates(trust.certificates)
             config.tlsConfiguration = tls
         }
+        if let pin { config.dnsOverride = [pin.host: pin.address] }
         config.redirectConfiguration = .disallow
         config.connectionPool.retryConnectionEstablishment = false
         // A kept-alive connection is given up before the server closes it: the server allows 10 s from
@@ -36,4 +44,22 @@ final class ClientPool: @unchecked Sendable {
 
 extension Transport {
     static let pool = ClientPool()
+}
+
+/// The CA certificates of `--ca-cert`, read when the transport is made so that a bad file is a usage error
+/// before any request.
+struct PrivateCA: Sendable {
+    let path: String
+    let certificates: [NIOSSLCertificate]
+
+    init(path: String) throws {
+        let certificates: [NIOSSLCertificate]
+        do { certificates = try NIOSSLCertificate.fromPEMFile(path) } catch {
+            let why = FileManager.default.isReadableFile(atPath: path) ? "it is not a PEM certificate file" : "cannot read the file"
+            throw ClientError.invalidRequest("the CA certificate '\(path)' cannot be used: \(why)")
+        }
+        guard !certificates.isEmpty else { throw ClientError.invalidRequest("the CA certificate '\(path)' holds no PEM certificate") }
+        self.path = path
+        self.certificates = certificates
+    }
 }

@@ -8,6 +8,7 @@ import NIOSSL
 import VaultAPI
 import VaultCore
 import VaultCrypto
+import VaultTLS
 
 /// HTTP/JSON transport to a CareVault server. One place maps statuses, broken replies and unreadable
 /// answers to `ClientError`; only temporary failures are retried (exponential backoff with full jitter),
@@ -21,8 +22,6 @@ public final class Transport: Sendable {
     /// The budget when none is given: long enough for a large pull page on a slow link, short enough
     /// that a silent server does not hold a tool for minutes.
     public static let defaultTimeout: Duration = .seconds(30)
-    /// The client for this transport's timeouts and trust, shared process-wide (see `ClientPool`).
-    var http: HTTPClient { Self.pool.client(connect: connectTimeout, read: readTimeout, trust: trust) }
     /// The private CA trusted for https instead of the system's roots, when one is given.
     let trust: PrivateCA?
     let maxAttempts: Int
@@ -254,9 +253,11 @@ public final class Transport: Sendable {
     private func exchange(_ request: HTTPClientRequest, limit: Int, deadline: ContinuousClock.Instant, route: String) async throws -> Answer {
         let response: HTTPClientResponse
         do {
+            let http = try await client(read: readTimeout)
             let left = ContinuousClock.now.duration(to: deadline)
             response = try await http.execute(request, deadline: .now() + .nanoseconds(Self.nanoseconds(left)))
         } catch {
+            await forgetIdentity(after: error)
             let failure = classify(error)
             if case .serverUnreachable = failure, Self.neverSent(error) { throw NotSent(error: failure) }
             throw failure
@@ -331,7 +332,7 @@ public final class Transport: Sendable {
             return .cutOff
         }
         if answering { return .cutOff }
-        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError || error is IdentityProbe.Failure {
             return .serverUnreachable(certificateProblem(error))
         }
         let text = "\(error)".lowercased()
@@ -348,6 +349,7 @@ public final class Transport: Sendable {
         let host = url?.host ?? baseURL
         let target = url?.port.map { "\(host):\($0)" } ?? host
         let text = "\(error)"
+        if let problem = identityProblem(error, target: target, host: host) { return problem }
         if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
             return "the certificate of \(target) is not trusted: it is not issued for \(host) (use the name it is issued for in --server)"
         }
@@ -378,23 +380,5 @@ public final class Transport: Sendable {
         case (400..<500, _): return .invalidRequest(message)
         default: return .server(code: code, message)
         }
-    }
-}
-
-/// The CA certificates of `--ca-cert`, read when the transport is made so that a bad file is a usage error
-/// before any request.
-struct PrivateCA: Sendable {
-    let path: String
-    let certificates: [NIOSSLCertificate]
-
-    init(path: String) throws {
-        let certificates: [NIOSSLCertificate]
-        do { certificates = try NIOSSLCertificate.fromPEMFile(path) } catch {
-            let why = FileManager.default.isReadableFile(atPath: path) ? "it is not a PEM certificate file" : "cannot read the file"
-            throw ClientError.invalidRequest("the CA certificate '\(path)' cannot be used: \(why)")
-        }
-        guard !certificates.isEmpty else { throw ClientError.invalidRequest("the CA certificate '\(path)' holds no PEM certificate") }
-        self.path = path
-        self.certificates = certificates
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import NIOSSL
 import Testing
 import VaultAPI
+import VaultClient
 
 /// A throwaway CA and a server certificate for 127.0.0.1 and localhost, made with openssl.
 struct TestPKI {
@@ -12,14 +13,14 @@ struct TestPKI {
     var serverCert: URL { dir.appendingPathComponent("server.pem") }
     var serverKey: URL { dir.appendingPathComponent("server.key") }
 
-    /// A CA in `dir`, and, when `server` is set, a certificate it signed for the loopback names.
-    init(in dir: URL, server: Bool = true) throws {
+    /// A CA in `dir`, and, when `server` is set, a certificate it signed for `names` (subjectAltName).
+    init(in dir: URL, server: Bool = true, names: String = "DNS:localhost,IP:127.0.0.1") throws {
         self.dir = dir
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         try run(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=CareVault test CA", "-days", "2"])
         guard server else { return }
-        try Data("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".utf8)
+        try Data("subjectAltName=\(names)\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".utf8)
             .write(to: dir.appendingPathComponent("ext.cnf"))
         try run(["req"] + ec + ["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"])
         try run([
@@ -151,6 +152,48 @@ struct TLSTests {
             }
             try await client.shutdown()
         }
+    }
+
+    /// verify-full as libpq and curl mean it (Docs/operations.md §1): the certificate must name the host as
+    /// given. One for `IP:127.0.0.1` only is refused when the server is reached as `localhost`, though that
+    /// name leads to that address (NIOSSL alone accepts it), and taken when `127.0.0.1` is given; one that
+    /// names `localhost` is taken under that name, and every request then goes to the address checked.
+    @Test func theCertificateMustNameTheHostAsGiven() async throws {
+        let t = try Tools()
+        defer { try? FileManager.default.removeItem(at: t.root) }
+        let ipOnly = try TestPKI(in: t.root.appendingPathComponent("ip-only"), names: "IP:127.0.0.1")
+        #expect(try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path]).status == 0)
+        let pub = t.root.appendingPathComponent("admin/admin.pub")
+        let (server, url, _) = try await Self.startServer(t, pki: ipOnly, adminPub: pub)
+        defer { server.stopIfRunning() }
+        let byName = url.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let address = try Transport(baseURL: url, maxAttempts: 1, caCertificate: ipOnly.caCert.path)
+        #expect(try await !address.send(AdminEndpoints.deployment).deploymentID.isEmpty, "the address given is the address named")
+        do {
+            _ = try await Transport(baseURL: byName, maxAttempts: 1, caCertificate: ipOnly.caCert.path).send(AdminEndpoints.deployment)
+            Issue.record("a certificate for IP:127.0.0.1 only was taken for localhost")
+        } catch let ClientError.serverUnreachable(message) {
+            #expect(message.contains("is not issued for localhost (it names IP:127.0.0.1"), "\(message)")
+        }
+        // The tools say the same, with exit 69, before any credential leaves.
+        let env = ["CAREVAULT_SERVER": byName, "CAREVAULT_CA_CERT": ipOnly.caCert.path, "CAREVAULT_ADMIN_KEY": pub.path]
+        let register = try await t.run(
+            "carevault-patient",
+            ["register", "--username", "alice"],
+            home: "alice",
+            password: "alice's long password",
+            extra: env
+        )
+        #expect(register.status == 69 && register.stderr.contains("is not issued for localhost"), "\(register.stderr)")
+        server.stopIfRunning()
+
+        // A certificate that names localhost is taken under that name.
+        let named = try TestPKI(in: t.root.appendingPathComponent("named"), names: "DNS:localhost")
+        let (second, secondURL, _) = try await Self.startServer(t, pki: named, adminPub: pub)
+        defer { second.stopIfRunning() }
+        let good = try Transport(baseURL: secondURL.replacingOccurrences(of: "127.0.0.1", with: "localhost"), caCertificate: named.caCert.path)
+        #expect(try await !good.send(AdminEndpoints.deployment).deploymentID.isEmpty)
+        #expect(try await !good.send(AdminEndpoints.deployment).deploymentID.isEmpty, "a second request on the address checked")
     }
 
     @Test func serverRefusesBadTLSFilesWithUsageStatus() async throws {

@@ -62,7 +62,7 @@ struct PostgresTLSTests {
         chmod(dir, 0o755)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         try openssl(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=CareVault test CA", "-days", "2"], in: dir)
-        for (name, san) in [("server", "IP:127.0.0.1"), ("other", "DNS:db.elsewhere.example")] {
+        for (name, san) in [("server", "IP:127.0.0.1"), ("other", "DNS:db.elsewhere.example"), ("named", "DNS:localhost")] {
             try Data("subjectAltName=\(san)\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".utf8)
                 .write(to: URL(fileURLWithPath: "\(dir)/\(name).cnf"))
             try openssl(["req"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"], in: dir)
@@ -139,6 +139,12 @@ struct PostgresTLSTests {
 
         try await Self.useCertificate("server", pki: pki, url: pg.url)
         #expect(await Self.failure(verified) == nil)
+        // verify-full as libpq means it: the certificate names the host as given. One for IP:127.0.0.1 only is
+        // refused for localhost, though that name leads to that address (NIOSSL alone accepts it).
+        let byName = verified.replacingOccurrences(of: "@127.0.0.1:", with: "@localhost:")
+        #expect(byName != verified)
+        let ipOnly = await Self.failure(byName)
+        #expect(ipOnly?.contains("is not issued for localhost (it names IP:127.0.0.1") == true, "\(ipOnly ?? "connected")")
         #expect(try await Self.pooledConnectionIsEncrypted(verified))
         let untrusted = await Self.failure("\(pg.url)?sslmode=verify-full")
         #expect(untrusted?.contains("is not trusted: give the CA that issued it with sslrootcert=FILE") == true, "\(untrusted ?? "connected")")
@@ -151,5 +157,8 @@ struct PostgresTLSTests {
         let wrongName = await Self.failure(verified)
         #expect(wrongName?.contains("is not issued for 127.0.0.1") == true, "\(wrongName ?? "connected")")
         #expect(await Self.failure("\(pg.url)?sslmode=require") == nil, "require does not check the name")
+        // One that names localhost is taken under that name: the check speaks PostgreSQL's SSL request.
+        try await Self.useCertificate("named", pki: pki, url: pg.url)
+        #expect(await Self.failure(byName) == nil)
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import PostgresNIO
+import VaultTLS
 
 /// How the server's connections to PostgreSQL use TLS, from the database URL's `sslmode` and
 /// `sslrootcert` (libpq's names; Docs/operations.md §1):
@@ -161,6 +162,31 @@ extension PostgresRepository {
             throw RepositoryError.unavailable(
                 PostgresTLS.describe(error, host: config.host ?? "localhost", port: config.port ?? 5432, mode: tls.mode)
             )
+        }
+        try await checkServerName(config, tls: tls)
+    }
+
+    /// PostgreSQL's SSL request (Int32 length 8, Int32 code 80877103) and the byte that accepts it.
+    static let sslRequest: (bytes: [UInt8], accept: UInt8) = ([0, 0, 0, 8, 0x04, 0xD2, 0x16, 0x2F], UInt8(ascii: "S"))
+
+    /// With `verify-full` to a host name, checks that PostgreSQL's certificate names that host as given
+    /// (`IdentityProbe`), as libpq does: the pool's connections run NIOSSL's own check, which also takes an
+    /// IP address entry matching the address reached (Docs/operations.md §1).
+    static func checkServerName(_ config: PostgresClient.Configuration, tls: PostgresTLS) async throws {
+        guard tls.mode == .verifyFull, let host = config.host, !ServerName.isAddress(host), let tlsConfig = try tls.tlsConfiguration() else { return }
+        let port = config.port ?? 5432
+        do {
+            _ = try await IdentityProbe.check(
+                host: host,
+                port: port,
+                configuration: tlsConfig,
+                preamble: sslRequest,
+                timeout: TimeAmount(config.options.connectTimeout)
+            )
+        } catch let failure as IdentityProbe.Failure {
+            throw RepositoryError.unavailable("the certificate of PostgreSQL at \(host):\(port) does not pass sslmode=verify-full: \(failure)")
+        } catch {
+            throw RepositoryError.unavailable(PostgresTLS.describe(error, host: host, port: port, mode: tls.mode))
         }
     }
 }

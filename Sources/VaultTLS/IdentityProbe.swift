@@ -47,18 +47,32 @@ public enum IdentityProbe {
         let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
         defer { deadline.cancel() }
         if let preamble {
+            // Every promise ends, one way or another: the handler's end, or the failure that kept it out.
             let answer = channel.eventLoop.makePromise(of: UInt8.self)
-            try await channel.pipeline.addHandler(FirstByte(answer), name: "first-byte").get()
-            try await channel.writeAndFlush(channel.allocator.buffer(bytes: preamble.bytes)).get()
+            do {
+                try await channel.pipeline.addHandler(FirstByte(answer), name: "first-byte").get()
+                try await channel.writeAndFlush(channel.allocator.buffer(bytes: preamble.bytes)).get()
+            } catch {
+                answer.fail(error)
+                throw error
+            }
             guard try await answer.futureResult.get() == preamble.accept else { throw Failure.noTLS }
             try await channel.pipeline.removeHandler(name: "first-byte").get()
         }
         let done = channel.eventLoop.makePromise(of: Void.self)
         let sniHost: String? = ServerName.isAddress(host) ? nil : ServerName.bare(host)
-        try await channel.eventLoop.submit {
-            try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: sniHost))
-            try channel.pipeline.syncOperations.addHandler(HandshakeEnd(done))
-        }.get()
+        do {
+            try await channel.eventLoop.submit {
+                try channel.pipeline.syncOperations.addHandler(HandshakeEnd(done))
+                try channel.pipeline.syncOperations.addHandler(
+                    try NIOSSLClientHandler(context: context, serverHostname: sniHost),
+                    position: .first
+                )
+            }.get()
+        } catch {
+            done.fail(error)
+            throw error
+        }
         try await done.futureResult.get()
         guard let leaf = try await channel.nioSSL_peerCertificate().get() else { throw Failure.closed }
         guard ServerName.certificate(leaf, names: host) else { throw Failure.notNamed(host: host, names: ServerName.listed(leaf)) }

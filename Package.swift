@@ -53,6 +53,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .target(
@@ -78,6 +79,7 @@ let package = Package(
             dependencies: [
                 "VaultAPI", "VaultCore", "VaultCrypto", "VaultTLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "VaultSQLite",
@@ -188,8 +190,10 @@ let package = Package(
         .testTarget(
             name: "VaultClientTests",
             dependencies: [
-                "VaultClient", "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport",
+                "VaultClient", "VaultServer", "VaultAPI", "VaultCore", "VaultCrypto", "VaultTestSupport", "VaultTLS",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
     ],

@@ -121,9 +121,10 @@ struct ServerBehind: Sendable, Equatable {
         return what + ": the server is behind, waiting for the patient's device to bring it up to date"
     }
 
-    /// What a doctor's view reports when it shows the state it accepted at `seen` (`holdsAccepted`).
+    /// What a doctor's view reports when it shows the state it accepted at `seen` (`holdsAccepted`: never
+    /// for another statement at `seen` itself).
     var standingMessage: String {
-        let shows = shown.map { $0 == seen ? "another state at commitment \($0)" : "commitment \($0)" } ?? "no commitment"
+        let shows = shown.map { "commitment \($0)" } ?? "no commitment"
         return "the server is behind for \(category) (it shows \(shows)): shown as the patient committed to it at \(seen), "
             + "waiting for the patient's device to bring the server up to date"
     }

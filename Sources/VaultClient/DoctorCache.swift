@@ -101,8 +101,10 @@ final class DoctorCache: Sendable {
             if let c = verdict.accepted.first { try Self.saveShareState(db, owner: owner, tresor: tresorID, set, c) }
             // Behind only as a verified commitment (or none) says; the last accepted view stands while the
             // cache took nothing since, record by record, from the server (Docs/design.md §5.2).
+            // Not another statement at the accepted sequence: two states signed at one sequence are evidence
+            // of two histories shown, reported as such (exit 65), not a server merely behind.
             var behind = verdict.behind.first
-            if behind != nil, !quarantined, let seen, seen.describes(set) { behind?.holdsAccepted = true }
+            if let b = behind, b.shown != b.seen, !quarantined, let seen, seen.describes(set) { behind?.holdsAccepted = true }
             return (verdict.problems.isEmpty ? nil : verdict.problems.joined(separator: "; "), behind)
         }
     }

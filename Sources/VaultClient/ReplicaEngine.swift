@@ -157,6 +157,9 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
         again.pulled += first.pulled
         again.resolved += first.resolved
         again.echoes += first.echoes
+        // A server that now claims to be behind keeps what the first pull caught (a forged commitment, say):
+        // nothing it showed before is forgotten by showing less.
+        if !again.behind.isEmpty { again.problems = first.problems + again.problems.filter { !first.problems.contains($0) } }
         return again
     }
 

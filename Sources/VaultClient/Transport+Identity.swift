@@ -56,9 +56,11 @@ extension Transport {
         return Self.pool.client(connect: connectTimeout, read: read, trust: trust, pin: ClientPool.Pin(host: target.host, address: address))
     }
 
-    /// After `error` from a request: a connection refused or never made forgets the checked address.
+    /// After `error` from a request: a connection refused or never made, or a TLS failure (the address may
+    /// now serve another certificate), forgets the checked address.
     func forgetIdentity(after error: any Error) async {
-        guard Self.neverSent(error), let target = identityTarget else { return }
+        let tls = error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError
+        guard Self.neverSent(error) || tls, let target = identityTarget else { return }
         await Self.identities.forget(host: target.host, port: target.port, trust: trust)
     }
 
@@ -70,7 +72,7 @@ extension Transport {
             let listed = names.isEmpty ? "no names" : names.joined(separator: ", ")
             return "the certificate of \(target) is not trusted: it is not issued for \(host) (it names \(listed); "
                 + "an IP address entry counts only when --server gives that address)"
-        case .noTLS, .closed:
+        case .noTLS, .closed, .timedOut:
             return "the secure connection to \(target) failed: \(failure)"
         }
     }

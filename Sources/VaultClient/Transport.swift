@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import VaultAPI
 import VaultCore
@@ -300,6 +301,10 @@ public final class Transport: Sendable {
     /// or not made in time.
     static func neverSent(_ error: any Error) -> Bool {
         if let e = error as? IOError { return [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL].contains(e.errnoCode) }
+        // A connection by name (the identity check's): the name did not resolve, or no address took it.
+        if let e = error as? NIOConnectionError {
+            return e.connectionErrors.isEmpty ? e.dnsAError != nil || e.dnsAAAAError != nil : e.connectionErrors.allSatisfy { neverSent($0.error) }
+        }
         if let e = error as? HTTPClientError { return e == .connectTimeout }
         if let e = error as? ChannelError, case .connectTimeout = e { return true }
         return false
@@ -331,8 +336,17 @@ public final class Transport: Sendable {
             if case .connectTimeout = e, !answering { return .serverUnreachable("no connection within \(Self.seconds(connectTimeout)) s") }
             return .cutOff
         }
+        if let e = error as? NIOConnectionError, e.connectionErrors.isEmpty { return .serverUnreachable("the server's name could not be looked up") }
+        if let e = error as? NIOConnectionError, e.connectionErrors.allSatisfy({ Self.neverSent($0.error) }) { return unreachable }
+        if let e = error as? IdentityProbe.Failure {
+            switch e {
+            case .notNamed, .noTLS: return .serverUnreachable(certificateProblem(e))
+            case .closed: return .cutOff
+            case .timedOut: return .temporary("the server did not complete a secure connection within \(Self.seconds(connectTimeout)) s")
+            }
+        }
         if answering { return .cutOff }
-        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError || error is IdentityProbe.Failure {
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
             return .serverUnreachable(certificateProblem(error))
         }
         let text = "\(error)".lowercased()

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -14,6 +15,8 @@ public enum IdentityProbe {
         case noTLS
         /// The connection closed before the handshake ended.
         case closed
+        /// The connection and handshake did not end within the time given.
+        case timedOut
 
         public var description: String {
             switch self {
@@ -23,6 +26,7 @@ public enum IdentityProbe {
                     "its certificate is not issued for \(host) (it names \(listed)); an IP address entry counts only when the address itself is given"
             case .noTLS: return "the server does not offer TLS"
             case .closed: return "the server closed the connection during the TLS handshake"
+            case .timedOut: return "the server did not complete the TLS handshake in time"
             }
         }
     }
@@ -44,39 +48,63 @@ public enum IdentityProbe {
             .connect(host: ServerName.bare(host), port: port)
             .get()
         defer { channel.close(promise: nil) }
-        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-        defer { deadline.cancel() }
-        if let preamble {
-            // Every promise ends, one way or another: the handler's end, or the failure that kept it out.
-            let answer = channel.eventLoop.makePromise(of: UInt8.self)
-            do {
-                try await channel.pipeline.addHandler(FirstByte(answer), name: "first-byte").get()
-                try await channel.writeAndFlush(channel.allocator.buffer(bytes: preamble.bytes)).get()
-            } catch {
-                answer.fail(error)
-                throw error
-            }
-            guard try await answer.futureResult.get() == preamble.accept else { throw Failure.noTLS }
-            try await channel.pipeline.removeHandler(name: "first-byte").get()
+        let expired = NIOLockedValueBox(false)
+        let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+            expired.withLockedValue { $0 = true }
+            channel.close(promise: nil)
         }
-        let done = channel.eventLoop.makePromise(of: Void.self)
-        let sniHost: String? = ServerName.isAddress(host) ? nil : ServerName.bare(host)
+        defer { deadline.cancel() }
         do {
-            try await channel.eventLoop.submit {
-                try channel.pipeline.syncOperations.addHandler(HandshakeEnd(done))
-                try channel.pipeline.syncOperations.addHandler(
-                    try NIOSSLClientHandler(context: context, serverHostname: sniHost),
-                    position: .first
-                )
-            }.get()
+            return try await handshake(channel, host: host, context: context, preamble: preamble).get()
         } catch {
-            done.fail(error)
+            // The deadline closed the connection: say so, not that the server closed it.
+            if expired.withLockedValue({ $0 }) { throw Failure.timedOut }
             throw error
         }
-        try await done.futureResult.get()
-        guard let leaf = try await channel.nioSSL_peerCertificate().get() else { throw Failure.closed }
-        guard ServerName.certificate(leaf, names: host) else { throw Failure.notNamed(host: host, names: ServerName.listed(leaf)) }
-        return channel.remoteAddress?.ipAddress ?? ServerName.bare(host)
+    }
+
+    /// The SSL request (when given), the handshake and the check, chained on the connection's event loop: no
+    /// step waits for a thread of the process's shared pool, so only the server's pace counts against the
+    /// deadline. Every promise made here ends on every path.
+    private static func handshake(
+        _ channel: any Channel,
+        host: String,
+        context: NIOSSLContext,
+        preamble: (bytes: [UInt8], accept: UInt8)?
+    ) -> EventLoopFuture<String> {
+        let loop = channel.eventLoop
+        var ready = loop.makeSucceededVoidFuture()
+        if let preamble {
+            let answer = loop.makePromise(of: UInt8.self)
+            ready = loop.submit { try channel.pipeline.syncOperations.addHandler(FirstByte(answer), name: "first-byte") }
+                .flatMap { channel.writeAndFlush(channel.allocator.buffer(bytes: preamble.bytes)) }
+                .flatMapError { error in
+                    answer.fail(error)
+                    return loop.makeFailedFuture(error)
+                }
+                .flatMap { answer.futureResult }
+                .flatMapThrowing { byte in guard byte == preamble.accept else { throw Failure.noTLS } }
+                .flatMap { channel.pipeline.removeHandler(name: "first-byte") }
+        }
+        let sniHost: String? = ServerName.isAddress(host) ? nil : ServerName.bare(host)
+        return ready.flatMap {
+            let done = loop.makePromise(of: Void.self)
+            do {
+                try channel.pipeline.syncOperations.addHandler(HandshakeEnd(done))
+                try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: sniHost), position: .first)
+            } catch {
+                done.fail(error)
+            }
+            return done.futureResult
+        }
+        .flatMap { channel.nioSSL_peerCertificate() }
+        .flatMapThrowing { leaf in
+            guard let leaf else { throw Failure.closed }
+            guard ServerName.certificate(leaf, names: host) else { throw Failure.notNamed(host: host, names: ServerName.listed(leaf)) }
+            // The address to pin every later connection to; without one there is nothing checked to pin.
+            guard let address = channel.remoteAddress?.ipAddress else { throw Failure.closed }
+            return address
+        }
     }
 
     /// Takes the first byte the server sends (the answer to the preamble).

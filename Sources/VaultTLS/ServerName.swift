@@ -23,16 +23,18 @@ public enum ServerName {
         }
     }
 
-    /// The names a certificate's subject alternative names give, for a message ("DNS:…", "IP:…").
+    /// The names a certificate's subject alternative names give, for a message ("DNS:…", "IP:…"): printable
+    /// ASCII only, each cut at 100 characters, the first 8 (the certificate is the server's words).
     public static func listed(_ certificate: NIOSSLCertificate) -> [String] {
-        certificate._subjectAlternativeNames().compactMap { entry in
+        let names: [String] = certificate._subjectAlternativeNames().compactMap { entry in
             let bytes = Array(entry.contents)
             switch entry.nameType {
-            case .dnsName: return "DNS:" + String(decoding: bytes, as: UTF8.self).filter { $0.isASCII && !$0.isNewline }
+            case .dnsName: return "DNS:" + String(bytes.filter { (0x21...0x7E).contains($0) }.prefix(100).map { Character(UnicodeScalar($0)) })
             case .ipAddress: return "IP:" + Self.addressText(bytes)
             default: return nil
             }
         }
+        return names.count > 8 ? Array(names.prefix(8)) + ["\(names.count - 8) more"] : names
     }
 
     /// Whether `host` is an IP address literal (brackets allowed), which NIOSSL's own check already

@@ -66,6 +66,14 @@ func failIfQuarantined(_ view: PatientView) throws {
     }
 }
 
+/// On stderr, for `show`, `adherence` and `export`: the categories shown as of the state this device accepted
+/// while the server is behind it, and how old that state is (an adherence past it counts nothing as done).
+func noteServerBehind(_ view: PatientView) {
+    guard !view.serverBehind.isEmpty else { return }
+    for note in view.serverBehind { Output.note(note) }
+    Output.note("what is shown is as of the patient's commitments: \(asOfText(view.asOf)); nothing after that is known here")
+}
+
 /// "as of" per category, from the patient's commitments the view was checked against.
 func asOfText(_ asOf: [String: UnixMillis]) -> String {
     asOf.sorted { $0.key < $1.key }.map { "\($0.key) as of \(Output.date(millis: $0.value))" }.joined(separator: ", ")
@@ -161,12 +169,13 @@ struct Show: AsyncParsableCommand {
                 unverified: showUnverified ? UnverifiedRecords(activities: unverified.0, outcomes: unverified.1, stream: stream) : nil
             )
             try stream.writeToStandardOutput(shown)
+            noteServerBehind(view)
             try failIfQuarantined(view)
             return
         }
         Output.line("\(selection.patient) — shared with you: \(view.categories.joined(separator: ", "))")
+        noteServerBehind(view)
         if !view.asOf.isEmpty { Output.line(asOfText(view.asOf)) }
-        for note in view.serverBehind { Output.note(note) }
         for category in view.unconfirmed {
             Output.line("\(category): not confirmed (no state commitment of the patient's matched what the server sent)")
         }
@@ -281,6 +290,7 @@ struct Adherence: AsyncParsableCommand {
         do { rows = try VaultCore.Adherence.rows(activities: view.activities, outcomes: view.outcomes, from: from, to: to) } catch {
             throw ClientError.invalidRequest("cannot list the occurrences in that range: \(error.description)")
         }
+        noteServerBehind(view)
         if selection.options.json {
             try Output.json(rows)
             try failIfQuarantined(view)
@@ -314,6 +324,7 @@ struct Export: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         let view = try await openReader(options).view(patient: patient)
+        noteServerBehind(view)
         let data: Data
         switch format {
         case .json:

@@ -181,6 +181,9 @@ struct AccountMoveCLITests {
         let rolledBack = try await doctor(["show", "alice"], at: new, password: nil)
         #expect(rolledBack.status == 0 && rolledBack.stderr.contains("the server is behind for interventions"), "\(rolledBack.stderr)")
         #expect(rolledBack.stdout.contains("Yoga"), "the view accepted before stands: \(rolledBack.stdout)")
+        let adherence = try await doctor(["adherence", "alice"], at: new, password: nil)
+        #expect(adherence.status == 0 && adherence.stderr.contains("the server is behind for interventions"), "\(adherence.stderr)")
+        #expect(adherence.stderr.contains("what is shown is as of the patient's commitments"), "\(adherence.stderr)")
         let rolledBackJSON = try await doctor(["show", "alice", "--json"], at: new, password: nil)
         let object = try JSONSerialization.jsonObject(with: Data(rolledBackJSON.stdout.utf8)) as? [String: Any]
         #expect((object?["serverBehind"] as? [String])?.count == 1 && object?["complete"] as? Bool == true, "\(rolledBackJSON.stdout)")

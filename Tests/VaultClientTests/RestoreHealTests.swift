@@ -72,6 +72,12 @@ struct RestoreHealTests {
             #expect(healedA.healed.count == 1)
             #expect(healedA.healed.first?.contains("the server is behind what this device last saw (interventions") == true)
             #expect(healedA.healed.first?.contains("re-sending") == true)
+            // The doctor accepted b's state at the sequence a's heal now takes: two statements at one sequence
+            // are reported as such, and no view stands on either.
+            let between = try await doctor.view(patient: "pat")
+            #expect(between.serverBehind.isEmpty, "\(between.serverBehind)")
+            let two = try #require(between.completenessMessage)
+            #expect(two.contains("another state of interventions at commitment"), "\(two)")
             // b went further than a: a's heal is another state at the sequence b accepted; b heals in turn.
             // Two statements signed at one sequence are said outright, not as an ordinary restore.
             let healedB = try await b.sync()

@@ -129,19 +129,30 @@ public struct PostgresTLS: Sendable, Equatable {
     /// A failed connection in plain words, naming what to check.
     static func describe(_ error: any Error, host: String, port: Int, mode: Mode) -> String {
         let target = "PostgreSQL at \(host):\(port)"
-        guard let psql = error as? PSQLError else { return "cannot connect to \(target): \(error)" }
-        if psql.code == .sslUnsupported {
-            return "\(target) does not offer TLS, which sslmode=\(mode.rawValue) requires (turn on ssl in its postgresql.conf)"
+        let noTLS = "\(target) does not offer TLS, which sslmode=\(mode.rawValue) requires (turn on ssl in its postgresql.conf)"
+        // The name check's own connection (`checkServerName`) fails with NIO's and NIOSSL's errors directly.
+        let cause: (any Error)?
+        if let psql = error as? PSQLError {
+            if psql.code == .sslUnsupported { return noTLS }
+            if let message = psql.serverInfo?[.message] { return "\(target) refused the connection: \(message)" }
+            cause = psql.underlying
+        } else if let failure = error as? IdentityProbe.Failure {
+            switch failure {
+            case .noTLS: return noTLS
+            case .notNamed: return "the certificate of \(target) does not pass sslmode=verify-full: \(failure)"
+            case .closed, .timedOut: return "TLS with \(target) failed: \(failure)"
+            }
+        } else {
+            cause = error
         }
-        if let message = psql.serverInfo?[.message] { return "\(target) refused the connection: \(message)" }
-        let underlying = psql.underlying.map { "\($0)" } ?? "\(psql.code)"
-        if let extra = psql.underlying as? NIOSSLExtraError, extra == .failedToValidateHostname {
+        let underlying = cause.map { "\($0)" } ?? (error as? PSQLError).map { "\($0.code)" } ?? "\(error)"
+        if let extra = cause as? NIOSSLExtraError, extra == .failedToValidateHostname {
             return "the certificate of \(target) is not issued for \(host)"
         }
         if underlying.contains("CERTIFICATE_VERIFY_FAILED") {
             return "the certificate of \(target) is not trusted: give the CA that issued it with sslrootcert=FILE"
         }
-        if psql.underlying is NIOSSLError || psql.underlying is BoringSSLError {
+        if cause is NIOSSLError || cause is BoringSSLError {
             return "TLS with \(target) failed: \(underlying)"
         }
         return "cannot connect to \(target): \(underlying)"
@@ -155,6 +166,8 @@ extension PostgresRepository {
     public static func checkConnection(url: String, logger: Logger) async throws {
         let (config, tls) = try settings(url: url)
         let connection = PostgresTLS.singleConnection(config, tls: try tls.connectionTLS())
+        // The name first: no password goes to a server before its certificate was checked against the host.
+        try await checkServerName(config, tls: tls)
         do {
             let conn = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
             try? await conn.close()
@@ -163,7 +176,6 @@ extension PostgresRepository {
                 PostgresTLS.describe(error, host: config.host ?? "localhost", port: config.port ?? 5432, mode: tls.mode)
             )
         }
-        try await checkServerName(config, tls: tls)
     }
 
     /// PostgreSQL's SSL request (Int32 length 8, Int32 code 80877103) and the byte that accepts it.
@@ -183,8 +195,6 @@ extension PostgresRepository {
                 preamble: sslRequest,
                 timeout: TimeAmount(config.options.connectTimeout)
             )
-        } catch let failure as IdentityProbe.Failure {
-            throw RepositoryError.unavailable("the certificate of PostgreSQL at \(host):\(port) does not pass sslmode=verify-full: \(failure)")
         } catch {
             throw RepositoryError.unavailable(PostgresTLS.describe(error, host: host, port: port, mode: tls.mode))
         }

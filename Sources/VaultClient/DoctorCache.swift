@@ -109,6 +109,20 @@ final class DoctorCache: Sendable {
         }
     }
 
+    /// Whether the cached heads of a share are still exactly the set of the commitment accepted of it, with
+    /// no record held aside (a view that stands while the server is behind, Docs/design.md §5.2).
+    func holdsAccepted(owner: UUID, tresor: UUID) async throws -> Bool {
+        try await queue.read { db in
+            let (set, seen) = try Self.shareState(db, owner: owner.uuidString, tresor: tresor.uuidString)
+            let held = try Int.fetchOne(
+                db,
+                sql: "SELECT COUNT(*) FROM quarantine WHERE owner_id = ? AND tresor_id = ?",
+                arguments: [owner.uuidString, tresor.uuidString]
+            )
+            return held == 0 && seen?.describes(set) == true
+        }
+    }
+
     /// The newest accepted commitment of each share of `owner`, by tresor.
     func acceptedCommitments(owner: UUID) async throws -> [UUID: StateCommitment] {
         try await queue.read { db in

@@ -284,7 +284,7 @@ public actor DoctorReader {
         view.awaitingKeys = reading.filter(\.awaitingKeys).map(\.share.category).sorted()
         var unconfirmed = Set<String>()
         for share in reading {
-            let mismatched: Bool
+            var mismatched: Bool
             let refreshed = try await refresh(cert, share, progress: progress)
             if let standing = refreshed.standing { view.serverBehind.append(standing.standingMessage) }
             if let problem = refreshed.problem {
@@ -304,6 +304,8 @@ public actor DoctorReader {
             // in memory at once. Signatures (or the commitment covering them) were checked before the envelopes
             // entered the cache (refresh); here the AEAD authenticates each header and ciphertext under the epoch key.
             var after = ""
+            var activities: [Activity] = []
+            var outcomes: [Outcome] = []
             while let page = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id, after: after, limit: viewPage) {
                 after = page.last
                 let opened: [CareRecord??] = try await Parallel.map(page.envelopes) { bytes in
@@ -319,13 +321,26 @@ public actor DoctorReader {
                 for record in opened {
                     switch record {
                     case nil: view.unreadable += 1
-                    case let .activity(a)??:
-                        if mismatched { view.unverifiedActivities.append(a) } else { view.activities.append(a) }
-                    case let .outcome(o)??:
-                        if mismatched { view.unverifiedOutcomes.append(o) } else { view.outcomes.append(o) }
+                    case let .activity(a)??: activities.append(a)
+                    case let .outcome(o)??: outcomes.append(o)
                     case .some(nil): break
                     }
                 }
+            }
+            // A view that stands on the accepted state must have been read from exactly that state: another
+            // process of this doctor (`watch`) may have stored records since the refresh (Docs/design.md §5.2).
+            if refreshed.standing != nil, !(try await cache.holdsAccepted(owner: cert.userID, tresor: share.tresor.id)) {
+                view.serverBehind.removeLast()
+                view.incomplete.append("the cached records of \(share.share.category) changed while they were read; view again")
+                unconfirmed.insert(share.share.category)
+                mismatched = true
+            }
+            if mismatched {
+                view.unverifiedActivities += activities
+                view.unverifiedOutcomes += outcomes
+            } else {
+                view.activities += activities
+                view.outcomes += outcomes
             }
         }
         let accepted = try await cache.acceptedCommitments(owner: cert.userID)

@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import Testing
 import VaultCore
+import VaultCrypto
 
 @testable import VaultClient
 
@@ -20,6 +21,10 @@ actor RecordingReplica: ReplicaApplier {
     var stores: [Stored] = []
     /// A store of a page holding this sequence fails (a cache that cannot store it).
     var failing: UInt64?
+    /// What the reviews of final pages find, one after the other, instead of "checked N".
+    var verdicts: [ReplicaStored] = []
+
+    func script(_ verdicts: [ReplicaStored]) { self.verdicts = verdicts }
 
     init(cursor: UInt64 = 0, held: [UInt64] = [], failing: UInt64? = nil) {
         storedCursor = cursor
@@ -37,6 +42,11 @@ actor RecordingReplica: ReplicaApplier {
         stores.append(Stored(sequences: sequences, release: release, cursor: cursor, commitments: commitments?.count))
         if let cursor { storedCursor = cursor }
         held.removeAll { release.contains($0.sequence) || sequences.contains($0.sequence) }
+        if commitments != nil, !verdicts.isEmpty {
+            var verdict = verdicts.removeFirst()
+            verdict.resolved = sequences.count
+            return verdict
+        }
         return ReplicaStored(resolved: sequences.count, problems: commitments.map { ["checked \($0.count)"] } ?? [])
     }
 }
@@ -92,6 +102,34 @@ struct ReplicaEngineTests {
         #expect(again.pulled == 5 && again.problems == ["checked 0"])
         #expect(feed.served.withLockedValue { $0 } == [0, 2, 5, 8, 0, 2, 5])
         #expect(await replica.storedCursor == 8)
+    }
+
+    /// A server that shows a forged commitment, and then, on the pull from the start that follows, none at
+    /// all (so the reader's view would stand, Docs/design.md §5.2): what the first pull caught is kept.
+    @Test func whatTheFirstPullCaughtIsKeptWhenThePullFromTheStartFindsTheServerBehind() async throws {
+        let patient = Identity.generate()
+        let tresor = UUID()
+        let seen = StateCommitment.make(
+            patient: patient,
+            tresorID: tresor,
+            category: "interventions",
+            sequence: 7,
+            state: HeadSet(),
+            topEpoch: 1,
+            tresorVersion: 1,
+            committedAt: 5
+        )
+        let behind = try #require(ServerBehind(tresorID: tresor, category: "interventions", shown: nil, seen: seen))
+        let feed = PagedFeed([1, 2, 3])
+        let replica = RecordingReplica(cursor: 3)
+        await replica.script([
+            ReplicaStored(problems: ["the state commitment of interventions does not verify"]),
+            ReplicaStored(problems: [behind.message], behind: [behind]),
+        ])
+        let pulled = try await feed.engine(replica).pull()
+        #expect(pulled.behind == [behind])
+        #expect(pulled.problems == ["the state commitment of interventions does not verify", behind.message])
+        #expect(feed.served.withLockedValue { $0 } == [3, 0, 2], "pulled once more from the start")
     }
 
     @Test func anEmptyPageThatDoesNotSayDoneIsAnIntegrityFailure() async throws {

@@ -37,6 +37,8 @@ public final class PostgresPool: Service, Sendable {
         var client: PostgresClient
         var runner: Task<Void, Never>?
         var available = true
+        /// Set once `run()` ended: the pool is not started again.
+        var stopped = false
     }
 
     private let configuration: PostgresClient.Configuration?
@@ -76,6 +78,14 @@ public final class PostgresPool: Service, Sendable {
     private func current() throws -> PostgresClient {
         try state.withLockedValue { s in
             guard s.available else { throw RepositoryError.unavailable("PostgreSQL is not answering") }
+            // Work before the service group ran the pool (the migration at start) starts the driver's run
+            // itself, instead of queueing behind a run() not called yet (which postgres-nio warns about). The
+            // run begins at once, on this thread, up to its first wait: the driver counts as running before
+            // the caller asks it for a connection.
+            if configuration != nil, s.runner == nil, !s.stopped {
+                let client = s.client
+                s.runner = Task.immediate { await client.run() }
+            }
             return s.client
         }
     }
@@ -95,12 +105,16 @@ public final class PostgresPool: Service, Sendable {
     public func run() async throws {
         guard let configuration else { return }
         state.withLockedValue { s in
+            guard s.runner == nil, !s.stopped else { return }
             let client = s.client
-            s.runner = Task { await client.run() }
+            s.runner = Task.immediate { await client.run() }
         }
         await cancelWhenGracefulShutdown { await self.watch(configuration) }
         let runner = state.withLockedValue { s in
-            defer { s.runner = nil }
+            defer {
+                s.runner = nil
+                s.stopped = true
+            }
             return s.runner
         }
         guard let runner else { return }
@@ -181,7 +195,7 @@ public final class PostgresPool: Service, Sendable {
             let old = s.runner
             let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
             s.client = client
-            s.runner = Task { await client.run() }
+            s.runner = Task.immediate { await client.run() }
             return old
         }
         guard let retired else { return }

@@ -42,6 +42,29 @@ public enum IdentityProbe {
         preamble: (bytes: [UInt8], accept: UInt8)? = nil,
         timeout: TimeAmount
     ) async throws -> String {
+        do {
+            return try await attempt(host: host, port: port, configuration: configuration, preamble: preamble, timeout: timeout)
+        } catch let error as NIOSSLExtraError where error == .failedToValidateHostname {
+            // NIOSSL refused the names without saying them: a second handshake, the chain still checked,
+            // reads them for the message. Nothing of it is used but the names.
+            var reading = configuration
+            reading.certificateVerification = .noHostnameVerification
+            do {
+                _ = try await attempt(host: host, port: port, configuration: reading, preamble: preamble, timeout: timeout)
+            } catch let failure as Failure {
+                if case .notNamed = failure { throw failure }
+            } catch {}
+            throw error
+        }
+    }
+
+    private static func attempt(
+        host: String,
+        port: Int,
+        configuration: TLSConfiguration,
+        preamble: (bytes: [UInt8], accept: UInt8)?,
+        timeout: TimeAmount
+    ) async throws -> String {
         let context = try NIOSSLContext(configuration: configuration)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(timeout)

@@ -194,6 +194,19 @@ struct TLSTests {
         let good = try Transport(baseURL: secondURL.replacingOccurrences(of: "127.0.0.1", with: "localhost"), caCertificate: named.caCert.path)
         #expect(try await !good.send(AdminEndpoints.deployment).deploymentID.isEmpty)
         #expect(try await !good.send(AdminEndpoints.deployment).deploymentID.isEmpty, "a second request on the address checked")
+        second.stopIfRunning()
+
+        // One for another name: refused, and the message says which names it does carry.
+        let other = try TestPKI(in: t.root.appendingPathComponent("other"), names: "DNS:vault.internal")
+        let (third, thirdURL, _) = try await Self.startServer(t, pki: other, adminPub: pub)
+        defer { third.stopIfRunning() }
+        do {
+            let byOtherName = thirdURL.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+            _ = try await Transport(baseURL: byOtherName, maxAttempts: 1, caCertificate: other.caCert.path).send(AdminEndpoints.deployment)
+            Issue.record("a certificate for vault.internal was taken for localhost")
+        } catch let ClientError.serverUnreachable(message) {
+            #expect(message.contains("is not issued for localhost (it names DNS:vault.internal"), "\(message)")
+        }
     }
 
     @Test func serverRefusesBadTLSFilesWithUsageStatus() async throws {

@@ -157,6 +157,8 @@ struct PostgresTLSTests {
         let wrongName = await Self.failure(verified)
         #expect(wrongName?.contains("is not issued for 127.0.0.1") == true, "\(wrongName ?? "connected")")
         #expect(await Self.failure("\(pg.url)?sslmode=require") == nil, "require does not check the name")
+        let otherByName = await Self.failure(byName)
+        #expect(otherByName?.contains("is not issued for localhost (it names DNS:db.elsewhere.example") == true, "\(otherByName ?? "connected")")
         // One that names localhost is taken under that name: the check speaks PostgreSQL's SSL request.
         try await Self.useCertificate("named", pki: pki, url: pg.url)
         #expect(await Self.failure(byName) == nil)

@@ -280,7 +280,12 @@ struct UnverifiedRecords: Encodable {
 struct Adherence: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Completion per activity: scheduled occurrences against recorded outcomes.",
-        discussion: "Example: carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-14"
+        discussion: """
+            An occurrence counts as done when the patient recorded an outcome for it, whatever its values (CareKit's
+            model: an outcome is the record that the event was done; a value of "no" is still an answer).
+
+            Example: carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-14
+            """
     )
     @OptionGroup var selection: PatientSelection
     func run() async throws {

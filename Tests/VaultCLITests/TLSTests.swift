@@ -205,7 +205,9 @@ struct TLSTests {
             _ = try await Transport(baseURL: byOtherName, maxAttempts: 1, caCertificate: other.caCert.path).send(AdminEndpoints.deployment)
             Issue.record("a certificate for vault.internal was taken for localhost")
         } catch let ClientError.serverUnreachable(message) {
-            #expect(message.contains("is not issued for localhost (it names DNS:vault.internal"), "\(message)")
+            // The names come from a second handshake made only to read them (best effort; the refusal stands).
+            #expect(message.contains("is not issued for localhost"), "\(message)")
+            #expect(!message.contains("(it names") || message.contains("(it names DNS:vault.internal"), "\(message)")
         }
     }
 

@@ -157,8 +157,11 @@ struct PostgresTLSTests {
         let wrongName = await Self.failure(verified)
         #expect(wrongName?.contains("is not issued for 127.0.0.1") == true, "\(wrongName ?? "connected")")
         #expect(await Self.failure("\(pg.url)?sslmode=require") == nil, "require does not check the name")
-        let otherByName = await Self.failure(byName)
-        #expect(otherByName?.contains("is not issued for localhost (it names DNS:db.elsewhere.example") == true, "\(otherByName ?? "connected")")
+        // Refused; the names come from a second handshake made only to read them, which a loaded machine
+        // may not finish in time (the refusal stands either way).
+        let otherByName = await Self.failure(byName) ?? "connected"
+        #expect(otherByName.contains("is not issued for localhost"), "\(otherByName)")
+        #expect(!otherByName.contains("(it names") || otherByName.contains("(it names DNS:db.elsewhere.example"), "\(otherByName)")
         // One that names localhost is taken under that name: the check speaks PostgreSQL's SSL request.
         try await Self.useCertificate("named", pki: pki, url: pg.url)
         #expect(await Self.failure(byName) == nil)

@@ -15,14 +15,20 @@ actor ServerIdentities {
     private var checked: [String: Task<String, any Error>] = [:]
 
     /// The address of `host`:`port` whose certificate names `host` under `trust`, checked once per process.
-    func address(host: String, port: Int, trust: PrivateCA?, timeout: Duration) async throws -> String {
+    func address(host: String, port: Int, trust: PrivateCA?, connect: Duration, handshake: Duration) async throws -> String {
         let key = Self.key(host, port, trust)
         if let task = checked[key] { return try await task.value }
         var tls = TLSConfiguration.makeClientConfiguration()
         if let trust { tls.trustRoots = .certificates(trust.certificates) }
         let configuration = tls
         let task = Task {
-            try await IdentityProbe.check(host: host, port: port, configuration: configuration, timeout: .nanoseconds(Transport.nanoseconds(timeout)))
+            try await IdentityProbe.check(
+                host: host,
+                port: port,
+                configuration: configuration,
+                connectTimeout: .nanoseconds(Transport.nanoseconds(connect)),
+                handshakeTimeout: .nanoseconds(Transport.nanoseconds(handshake))
+            )
         }
         checked[key] = task
         do {
@@ -52,7 +58,13 @@ extension Transport {
     /// https to a host name, pinned to the address whose certificate was checked to name that host.
     func client(read: Duration) async throws -> HTTPClient {
         guard let target = identityTarget else { return Self.pool.client(connect: connectTimeout, read: read, trust: trust, pin: nil) }
-        let address = try await Self.identities.address(host: target.host, port: target.port, trust: trust, timeout: connectTimeout)
+        let address = try await Self.identities.address(
+            host: target.host,
+            port: target.port,
+            trust: trust,
+            connect: connectTimeout,
+            handshake: readTimeout
+        )
         return Self.pool.client(connect: connectTimeout, read: read, trust: trust, pin: ClientPool.Pin(host: target.host, address: address))
     }
 

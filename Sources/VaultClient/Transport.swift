@@ -342,7 +342,7 @@ public final class Transport: Sendable {
             switch e {
             case .notNamed, .noTLS: return .serverUnreachable(certificateProblem(e))
             case .closed: return .cutOff
-            case .timedOut: return .temporary("the server did not complete a secure connection within \(Self.seconds(connectTimeout)) s")
+            case .timedOut: return .temporary("the server did not complete a secure connection within \(Self.seconds(readTimeout)) s")
             }
         }
         if answering { return .cutOff }

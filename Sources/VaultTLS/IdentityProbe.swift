@@ -35,22 +35,26 @@ public enum IdentityProbe {
     /// (PostgreSQL's SSL request and its `S`), completes a TLS handshake under `configuration` (the chain
     /// and NIOSSL's own name check), and checks that the leaf certificate names `host` as given. Returns the
     /// IP address the connection reached, which passed. Connection and TLS errors are NIO's and NIOSSL's.
+    /// The connection must be made within `connectTimeout`, and the rest (the SSL request, the handshake)
+    /// be done within `handshakeTimeout` of it.
     public static func check(
         host: String,
         port: Int,
         configuration: TLSConfiguration,
         preamble: (bytes: [UInt8], accept: UInt8)? = nil,
-        timeout: TimeAmount
+        connectTimeout: TimeAmount,
+        handshakeTimeout: TimeAmount
     ) async throws -> String {
+        let timeouts = (connectTimeout, handshakeTimeout)
         do {
-            return try await attempt(host: host, port: port, configuration: configuration, preamble: preamble, timeout: timeout)
+            return try await attempt(host: host, port: port, configuration: configuration, preamble: preamble, timeouts: timeouts)
         } catch let error as NIOSSLExtraError where error == .failedToValidateHostname {
             // NIOSSL refused the names without saying them: a second handshake, the chain still checked,
             // reads them for the message. Nothing of it is used but the names.
             var reading = configuration
             reading.certificateVerification = .noHostnameVerification
             do {
-                _ = try await attempt(host: host, port: port, configuration: reading, preamble: preamble, timeout: timeout)
+                _ = try await attempt(host: host, port: port, configuration: reading, preamble: preamble, timeouts: timeouts)
             } catch let failure as Failure {
                 if case .notNamed = failure { throw failure }
             } catch {}
@@ -63,16 +67,16 @@ public enum IdentityProbe {
         port: Int,
         configuration: TLSConfiguration,
         preamble: (bytes: [UInt8], accept: UInt8)?,
-        timeout: TimeAmount
+        timeouts: (connect: TimeAmount, handshake: TimeAmount)
     ) async throws -> String {
         let context = try NIOSSLContext(configuration: configuration)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(timeout)
+            .connectTimeout(timeouts.connect)
             .connect(host: ServerName.bare(host), port: port)
             .get()
         defer { channel.close(promise: nil) }
         let expired = NIOLockedValueBox(false)
-        let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+        let deadline = channel.eventLoop.scheduleTask(in: timeouts.handshake) {
             expired.withLockedValue { $0 = true }
             channel.close(promise: nil)
         }

@@ -193,7 +193,9 @@ extension PostgresRepository {
                 port: port,
                 configuration: tlsConfig,
                 preamble: sslRequest,
-                timeout: TimeAmount(config.options.connectTimeout)
+                connectTimeout: TimeAmount(config.options.connectTimeout),
+                // The handshake as the driver allows it: bounded, not as tight as the connection itself.
+                handshakeTimeout: .seconds(30)
             )
         } catch {
             throw RepositoryError.unavailable(PostgresTLS.describe(error, host: host, port: port, mode: tls.mode))

@@ -114,12 +114,8 @@ final class DoctorCache: Sendable {
     func holdsAccepted(owner: UUID, tresor: UUID) async throws -> Bool {
         try await queue.read { db in
             let (set, seen) = try Self.shareState(db, owner: owner.uuidString, tresor: tresor.uuidString)
-            let held = try Int.fetchOne(
-                db,
-                sql: "SELECT COUNT(*) FROM quarantine WHERE owner_id = ? AND tresor_id = ?",
-                arguments: [owner.uuidString, tresor.uuidString]
-            )
-            return held == 0 && seen?.describes(set) == true
+            let held = try QuarantineRows(db: db, feed: (owner.uuidString, tresor.uuidString)).holdsAny()
+            return !held && seen?.describes(set) == true
         }
     }
 

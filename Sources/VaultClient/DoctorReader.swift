@@ -284,15 +284,11 @@ public actor DoctorReader {
         view.awaitingKeys = reading.filter(\.awaitingKeys).map(\.share.category).sorted()
         var unconfirmed = Set<String>()
         for share in reading {
-            var mismatched: Bool
             let refreshed = try await refresh(cert, share, progress: progress)
-            if let standing = refreshed.standing { view.serverBehind.append(standing.standingMessage) }
+            var mismatched = refreshed.problem != nil
             if let problem = refreshed.problem {
                 view.incomplete.append(problem)
                 unconfirmed.insert(share.share.category)
-                mismatched = true
-            } else {
-                mismatched = false
             }
             let held = try await cache.quarantined(owner: cert.userID, tresor: share.tresor.id)
             view.quarantined += held
@@ -329,11 +325,14 @@ public actor DoctorReader {
             }
             // A view that stands on the accepted state must have been read from exactly that state: another
             // process of this doctor (`watch`) may have stored records since the refresh (Docs/design.md §5.2).
-            if refreshed.standing != nil, !(try await cache.holdsAccepted(owner: cert.userID, tresor: share.tresor.id)) {
-                view.serverBehind.removeLast()
-                view.incomplete.append("the cached records of \(share.share.category) changed while they were read; view again")
-                unconfirmed.insert(share.share.category)
-                mismatched = true
+            if let standing = refreshed.standing {
+                if try await cache.holdsAccepted(owner: cert.userID, tresor: share.tresor.id) {
+                    view.serverBehind.append(standing.standingMessage)
+                } else {
+                    view.incomplete.append("the cached records of \(share.share.category) changed while they were read; view again")
+                    unconfirmed.insert(share.share.category)
+                    mismatched = true
+                }
             }
             if mismatched {
                 view.unverifiedActivities += activities

@@ -8,8 +8,8 @@ import VaultTLS
 /// process first checks once that the server's certificate names that host as given (`IdentityProbe`,
 /// stricter than NIOSSL's own check, which also takes an IP address entry matching the address reached),
 /// and then sends every request of that server to the address that passed. A connection to it that is
-/// refused or never made forgets the address, so the next try looks the name up and checks again (a
-/// service moved to another address). http and address literals need no such step: NIOSSL compares an
+/// refused or never made, or whose TLS handshake fails, forgets the address, so the next try looks the name
+/// up and checks again (a service moved to another address). http and address literals need no such step: NIOSSL compares an
 /// address given with the certificate's address entries exactly.
 actor ServerIdentities {
     private var checked: [String: Task<String, any Error>] = [:]
@@ -18,9 +18,7 @@ actor ServerIdentities {
     func address(host: String, port: Int, trust: PrivateCA?, connect: Duration, handshake: Duration) async throws -> String {
         let key = Self.key(host, port, trust)
         if let task = checked[key] { return try await task.value }
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if let trust { tls.trustRoots = .certificates(trust.certificates) }
-        let configuration = tls
+        let configuration = ClientPool.tls(trust)
         let task = Task {
             try await IdentityProbe.check(
                 host: host,

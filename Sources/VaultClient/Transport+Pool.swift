@@ -24,11 +24,7 @@ final class ClientPool: @unchecked Sendable {
         if let client = clients[key] { return client }
         var config = HTTPClient.Configuration()
         config.timeout = .init(connect: .nanoseconds(c), read: .nanoseconds(r))
-        if let trust {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .certificates(trust.certificates)
-            config.tlsConfiguration = tls
-        }
+        if trust != nil { config.tlsConfiguration = Self.tls(trust) }
         if let pin { config.dnsOverride = [pin.host: pin.address] }
         config.redirectConfiguration = .disallow
         config.connectionPool.retryConnectionEstablishment = false
@@ -39,6 +35,16 @@ final class ClientPool: @unchecked Sendable {
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
         clients[key] = client
         return client
+    }
+}
+
+extension ClientPool {
+    /// The TLS settings of `trust` (the system's roots without one): the requests' and the identity check's
+    /// (`ServerIdentities`) alike, so the address checked is checked under the trust the requests use.
+    static func tls(_ trust: PrivateCA?) -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let trust { tls.trustRoots = .certificates(trust.certificates) }
+        return tls
     }
 }
 

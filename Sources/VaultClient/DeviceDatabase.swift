@@ -48,6 +48,19 @@ enum DeviceDatabase {
         DoctorCache.pendingTable,
     ]
 
+    /// The configuration of both device databases (the patient's store and the doctor's cache): WAL with
+    /// NORMAL sync, so a commit appends to the log without waiting for the disk (a crash loses at most the
+    /// last transactions, never consistency; the doctor's cache is rebuilt from the server in any case), and
+    /// a wait of 10 s for another process's transaction (`watch` beside `show`, say).
+    static func walConfiguration() -> Configuration {
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+        }
+        return config
+    }
+
     /// The one migrator of `migrations`.
     static func migrator(_ migrations: [Migration]) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()

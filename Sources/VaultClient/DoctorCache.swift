@@ -10,7 +10,7 @@ final class DoctorCache: Sendable {
     let queue: DatabaseQueue
 
     init(url: URL) throws {
-        queue = try DeviceDatabase.open(at: url, migrations: DeviceDatabase.doctor)
+        queue = try DeviceDatabase.open(at: url, configuration: DeviceDatabase.walConfiguration(), migrations: DeviceDatabase.doctor)
     }
 
     /// The first schema: the cached envelopes of each patient's shared records, and a cursor per share.
@@ -150,19 +150,35 @@ final class DoctorCache: Sendable {
 
     /// Remembers that the patient revoked `shareID`, whose request is `request`, and whatever grants of it
     /// the server showed (`also`: the delivered successor), so that none of them is trusted under another id.
+    /// Durable at once (a full sync of the log): a revocation must survive a power cut.
     func markRevoked(shareID: UUID, request: Grant, also: [Grant] = [], owner: UUID, at: UnixMillis) throws {
-        try queue.write { db in
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO revoked_shares (share_id, owner_id, revoked_at) VALUES (?, ?, ?)",
-                arguments: [shareID.uuidString, owner.uuidString, at]
-            )
-            for grant in [request] + also {
-                try db.execute(
-                    sql: "INSERT OR IGNORE INTO revoked_requests (request_hash, owner_id, revoked_at) VALUES (?, ?, ?)",
-                    arguments: [Data(grant.statementHash), owner.uuidString, at]
-                )
-            }
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            try db.inTransaction { try Self.insertRevoked(db, shareID: shareID, grants: [request] + also, owner: owner, at: at) }
         }
+    }
+
+    private static func insertRevoked(
+        _ db: Database,
+        shareID: UUID,
+        grants: [Grant],
+        owner: UUID,
+        at: UnixMillis
+    ) throws
+        -> Database.TransactionCompletion
+    {
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO revoked_shares (share_id, owner_id, revoked_at) VALUES (?, ?, ?)",
+            arguments: [shareID.uuidString, owner.uuidString, at]
+        )
+        for grant in grants {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO revoked_requests (request_hash, owner_id, revoked_at) VALUES (?, ?, ?)",
+                arguments: [Data(grant.statementHash), owner.uuidString, at]
+            )
+        }
+        return .commit
     }
 
     /// Whether the patient revoked `shareID`, or the request `request` under any share id.
@@ -264,6 +280,14 @@ final class DoctorCache: Sendable {
     enum Pulled: Sendable {
         case verified(Entry)
         case failed(QuarantinedRecord)
+
+        /// The change sequence it was pulled at.
+        var sequence: UInt64 {
+            switch self {
+            case let .verified(entry): entry.sequence
+            case let .failed(q): q.sequence
+            }
+        }
     }
 
     /// The last change sequence stored for the share of `tresor` by `owner` (0 before the first view).

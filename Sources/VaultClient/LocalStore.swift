@@ -39,13 +39,7 @@ final class LocalStore: Sendable {
     static let decoder = JSONDecoder()
 
     init(url: URL) throws {
-        var config = Configuration()
-        config.busyMode = .timeout(10)
-        config.prepareDatabase { db in
-            // WAL with NORMAL sync: a crash loses at most the last transaction, never consistency.
-            try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
-        }
-        queue = try DeviceDatabase.open(at: url, configuration: config, migrations: DeviceDatabase.patient)
+        queue = try DeviceDatabase.open(at: url, configuration: DeviceDatabase.walConfiguration(), migrations: DeviceDatabase.patient)
     }
 
     /// The first schema: records, outbox, refused versions and the device's own values (cursor, clock).

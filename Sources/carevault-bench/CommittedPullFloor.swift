@@ -14,7 +14,10 @@ enum CommittedPullFloor {
         let (read, scanSeconds) = try await Measure.timeAsync { try await floor.scan(pageSize: 1_000) { raw.openCommitted($0) } }
         guard read == count else { throw BenchError("the commitment floor read \(read) rows, expected \(count)") }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let cache = try DatabaseQueue(path: root.appendingPathComponent("floor-cache-\(UUID().uuidString).sqlite").path)
+        // The device databases' configuration (`DeviceDatabase.walConfiguration`): WAL, NORMAL sync.
+        var config = Configuration()
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL") }
+        let cache = try DatabaseQueue(path: root.appendingPathComponent("floor-cache-\(UUID().uuidString).sqlite").path, configuration: config)
         try await cache.write { db in
             try db.execute(sql: "CREATE TABLE cached (record_id TEXT PRIMARY KEY, envelope BLOB NOT NULL)")
         }

@@ -56,6 +56,9 @@ protocol ReplicaApplier: Sendable {
     /// when given. With `commitments` (the final page's, possibly none) it then checks them against the
     /// copy of the server's heads and accepts those that hold; what is wrong comes back, never thrown.
     func store(_ verified: Verified, release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored
+    /// Drops what the applier holds in memory for a pull under way (pages `verifyAhead` checked and `store`
+    /// kept back without moving the cursor): called when a pull begins, and when it ends without its final page.
+    func forgetHeld()
 }
 
 extension ReplicaApplier {
@@ -63,6 +66,8 @@ extension ReplicaApplier {
     func verify(_ changes: [PulledChange], commitments: [StateCommitment]?) async throws -> Verified { try await verify(changes) }
     /// Every record checked on its own.
     func verifyAhead(_ changes: [PulledChange]) async throws -> Verified { try await verify(changes) }
+    /// Nothing is held in memory.
+    func forgetHeld() {}
 }
 
 /// What a pull did.
@@ -167,6 +172,7 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
     private func pull(after start: UInt64, progress: (@Sendable (Int) -> Void)?) async throws -> ReplicaPull {
         var cursor = start
         var result = ReplicaPull()
+        applier.forgetHeld()
         var fetching = Task { [cursor] in try await page(after: cursor) }
         var storing: Task<ReplicaStored, any Error>?
         do {
@@ -203,6 +209,7 @@ struct ReplicaEngine<Applier: ReplicaApplier>: Sendable {
             // Nothing outlives the pull: the fetch ahead is dropped, the store already begun ends first.
             fetching.cancel()
             _ = try? await storing?.value
+            applier.forgetHeld()
             throw error
         }
     }

@@ -10,6 +10,8 @@ struct SharedReplica: ReplicaApplier {
     let share: VerifiedShare
     /// Told of the changes each store kept in the cache (verified, not held aside), for `watch`.
     var applied: (@Sendable ([DoctorCache.Entry]) async throws -> Void)? = nil
+    /// The pages of the pull under way before its final one, held in memory within a budget.
+    let held = HeldPages()
 
     var tresor: UUID { share.tresor.id }
     var category: String { share.share.category }
@@ -43,12 +45,17 @@ struct SharedReplica: ReplicaApplier {
         var stored: [DoctorCache.Entry] = []
         switch page.mode {
         case .staged:
-            try await cache.stage(page.items, owner: owner, tresor: tresor, cursor: cursor)
+            // Refused here as the cache would refuse it when written: a page held in memory stops the pull as
+            // early as one written pending (a sequence the cache cannot keep).
+            for sequence in page.items.map(\.sequence) + (cursor.map { [$0] } ?? []) { _ = try DoctorCache.storedCursor(sequence) }
+            // Written pending (with the page's cursor) only past the budget of what a pull holds in memory.
+            if let spilled = held.add(page.items) { try await cache.stage(spilled, owner: owner, tresor: tresor, cursor: cursor) }
         case let .candidate(shown):
             let entries = page.entries
+            let earlier = held.entries
             if release.isEmpty,
                 let promoted = try await cache.storeIfVouched(
-                    entries,
+                    earlier + entries,
                     shown: shown,
                     patient: patient,
                     tresor: tresor,
@@ -57,7 +64,8 @@ struct SharedReplica: ReplicaApplier {
                     collect: applied != nil
                 )
             {
-                stored = promoted + entries
+                held.clear()
+                stored = promoted + earlier + entries
             } else {
                 // Not authenticated by the commitment: every record on its own, those held pending first.
                 stored = try await checkPending()
@@ -79,19 +87,30 @@ struct SharedReplica: ReplicaApplier {
     }
 
     /// Checks the signature of each record held pending, a batch at a time, and stores each batch in
-    /// sequence order as any checked page (a record that fails is kept aside). Returns the entries
-    /// stored, for `watch`.
+    /// sequence order as any checked page (a record that fails is kept aside): those written pending,
+    /// then those held in memory. Returns the entries stored, for `watch`.
     func checkPending() async throws -> [DoctorCache.Entry] {
         let owner = patient.userID
-        guard try await cache.holdsPending(owner: owner, tresor: tresor) else { return [] }
         var stored: [DoctorCache.Entry] = []
-        while case let batch = try await cache.pending(owner: owner, tresor: tresor, limit: 1_024), !batch.isEmpty {
-            let checked = try await checkSignatures(batch)
-            try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil, consumed: batch.map(\.sequence))
+        if try await cache.holdsPending(owner: owner, tresor: tresor) {
+            while case let batch = try await cache.pending(owner: owner, tresor: tresor, limit: 1_024), !batch.isEmpty {
+                let checked = try await checkSignatures(batch)
+                try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil, consumed: batch.map(\.sequence))
+                if applied != nil { stored += SharedPage(items: checked, mode: .checked).entries }
+            }
+        }
+        let earlier = held.entries
+        if !earlier.isEmpty {
+            let checked = try await checkSignatures(earlier)
+            try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil)
+            held.clear()
             if applied != nil { stored += SharedPage(items: checked, mode: .checked).entries }
         }
         return stored
     }
+
+    /// A pull begins or ended without its final page: what it held in memory goes (Docs/commitment-pages.md §8).
+    func forgetHeld() { held.clear() }
 
     /// The signature check (§4.4 step 3) of entries whose other checks passed, on every core: each
     /// verified, or kept aside as badly signed.

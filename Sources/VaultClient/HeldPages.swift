@@ -1,0 +1,59 @@
+import Foundation
+import Synchronization
+
+/// The pages before a doctor's final page of a pull, held in memory instead of in `pending_records`
+/// (Docs/commitment-pages.md §8): every check but the signature passed, never shown, never written until
+/// the final page's commitment authenticates them (then they are written once, as heads) or sends them to
+/// the per-record check. What a pull holds here stays within `budget` bytes of envelopes; a page that
+/// would pass it, or that holds a change that failed a check, is written pending with everything held
+/// before it and the cursor of that page, as the path without this buffer does, and so is every later
+/// page of that pull (a large pull writes as it goes instead of in bursts of the budget). A pull that ends without
+/// its final page drops what is held here: the share's cursor never moved past it, so the next pull
+/// fetches those pages again.
+final class HeldPages: Sendable {
+    /// How many bytes of envelopes one pull holds in memory before it writes them pending: 8 MiB (the
+    /// pages of about 10,000 records of 500 B, or of 500 of 16 KiB). Tests set 0 to write every page.
+    @TaskLocal static var budget = 12 * 1024 * 1024
+
+    private struct Held {
+        var entries: [DoctorCache.Entry] = []
+        var bytes = 0
+        /// This pull passed the budget once: it holds nothing any more.
+        var spilled = false
+    }
+
+    private let held = Mutex(Held())
+
+    /// The entries held, in sequence order.
+    var entries: [DoctorCache.Entry] { held.withLock { $0.entries } }
+
+    /// Holds a page's changes: nil when they are kept in memory; otherwise everything held and the page's
+    /// changes, to be written pending now (nothing is held after that).
+    func add(_ items: [DoctorCache.Pulled]) -> [DoctorCache.Pulled]? {
+        let budget = Self.budget
+        var entries: [DoctorCache.Entry] = []
+        var bytes = 0
+        var failed = false
+        for item in items {
+            switch item {
+            case let .verified(entry):
+                entries.append(entry)
+                bytes += entry.bytes.count
+            case .failed: failed = true
+            }
+        }
+        return held.withLock { held in
+            if !failed, !held.spilled, held.bytes + bytes <= budget {
+                held.entries += entries
+                held.bytes += bytes
+                return nil
+            }
+            let out = held.entries.map(DoctorCache.Pulled.verified) + items
+            held = Held(spilled: true)
+            return out
+        }
+    }
+
+    /// Drops everything held: a pull begins, ends, or stored what it held.
+    func clear() { held.withLock { $0 = Held() } }
+}

@@ -30,7 +30,7 @@ public struct JSONScanner {
     static let zero = UInt8(ascii: "0"), nine = UInt8(ascii: "9")
 
     /// Sets `bit` in `seen`; false when it was set already (a key given twice): callers keep one bit per key.
-    public func mark(_ seen: inout UInt8, _ bit: UInt8) -> Bool {
+    public func mark<Bits: FixedWidthInteger>(_ seen: inout Bits, _ bit: Bits) -> Bool {
         guard seen & bit == 0 else { return false }
         seen |= bit
         return true

@@ -22,6 +22,32 @@ extension Activity {
         (createdAt, updatedAt) = try Self.decodeDates(c, created: .createdAt, updated: .updatedAt)
     }
 
+    /// An activity as decoding gives it, not validated: for the direct payload reader (`PayloadParser`),
+    /// which must give what `init(from:)` gives.
+    init(
+        decoded id: String,
+        title: String,
+        instructions: String?,
+        category: String,
+        schedule: Schedule,
+        targetValues: [OutcomeValue],
+        carePlanID: String?,
+        userInfo: [String: String],
+        createdAt: Date,
+        updatedAt: Date
+    ) {
+        self.id = id
+        self.title = title
+        self.instructions = instructions
+        self.category = category
+        self.schedule = schedule
+        self.targetValues = targetValues
+        self.carePlanID = carePlanID
+        self.userInfo = userInfo
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
     /// The creation and change dates, each defaulting to the other and both to 1970-01-01.
     static func decodeDates<K: CodingKey>(_ c: KeyedDecodingContainer<K>, created: K, updated: K) throws -> (Date, Date) {
         let createdAt = try c.decodeIfPresent(Date.self, forKey: created)

@@ -127,16 +127,18 @@ public struct Activity: Codable, Sendable, Hashable {
         createdAt: Date,
         updatedAt: Date? = nil
     ) throws(CareModelError) {
-        self.id = id
-        self.title = title
-        self.instructions = instructions
-        self.category = category
-        self.schedule = schedule
-        self.targetValues = targetValues
-        self.carePlanID = carePlanID
-        self.userInfo = userInfo
-        self.createdAt = createdAt
-        self.updatedAt = updatedAt ?? createdAt
+        self.init(
+            decoded: id,
+            title: title,
+            instructions: instructions,
+            category: category,
+            schedule: schedule,
+            targetValues: targetValues,
+            carePlanID: carePlanID,
+            userInfo: userInfo,
+            createdAt: createdAt,
+            updatedAt: updatedAt ?? createdAt
+        )
         try validate()
     }
 

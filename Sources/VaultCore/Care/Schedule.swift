@@ -87,14 +87,16 @@ public struct ScheduleElement: Codable, Sendable, Hashable {
         targetValues: [OutcomeValue] = [],
         timeZoneIdentifier: String
     ) throws(CareModelError) {
-        self.start = start
-        self.end = end
-        self.interval = interval
-        self.allDay = allDay
-        self.duration = duration
-        self.text = text
-        self.targetValues = targetValues
-        self.timeZoneIdentifier = timeZoneIdentifier
+        self.init(
+            decoded: start,
+            end: end,
+            interval: interval,
+            allDay: allDay,
+            duration: duration,
+            text: text,
+            targetValues: targetValues,
+            timeZoneIdentifier: timeZoneIdentifier
+        )
         try validate()
     }
 

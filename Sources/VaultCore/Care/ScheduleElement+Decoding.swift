@@ -8,6 +8,28 @@ extension ScheduleElement {
         case start, end, interval, allDay, duration, text, targetValues, timeZoneIdentifier
     }
 
+    /// An element as decoding gives it, not validated: for the direct payload reader (`PayloadParser`),
+    /// which must give what `init(from:)` gives.
+    init(
+        decoded start: Date,
+        end: Date?,
+        interval: ScheduleInterval,
+        allDay: Bool,
+        duration: TimeInterval,
+        text: String?,
+        targetValues: [OutcomeValue],
+        timeZoneIdentifier: String
+    ) {
+        self.start = start
+        self.end = end
+        self.interval = interval
+        self.allDay = allDay
+        self.duration = duration
+        self.text = text
+        self.targetValues = targetValues
+        self.timeZoneIdentifier = timeZoneIdentifier
+    }
+
     /// Decodes an element, giving absent fields the defaults of Docs/payload-v1.md §3: not all-day, a
     /// duration of 0, no target values, time zone UTC. `start` and `interval` stay required. Validation
     /// is separate (`validate()`), as for every decoded care value.

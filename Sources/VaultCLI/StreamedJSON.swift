@@ -41,20 +41,57 @@ public final class StreamedJSON {
                 continue
             }
             let margin = Array(indent.utf8)
-            for i in 0..<array.count {
-                let element = Output.jsonText(try array.encode(i, encoder)).utf8
-                // Each line indented to the placeholder's depth, but for the blank line of an empty array.
-                try out.append(margin)
-                var previous: UInt8 = 0
-                for byte in element {
-                    if previous == UInt8(ascii: "\n"), byte != UInt8(ascii: "\n") { try out.append(margin) }
-                    try out.append(byte)
-                    previous = byte
+            // Elements are encoded a block at a time on every core, and written in order.
+            for block in stride(from: 0, to: array.count, by: Self.block) {
+                let range = block..<min(block + Self.block, array.count)
+                for (offset, element) in try Self.encoded(range, array.encode, encoder: encoder, margin: margin).enumerated() {
+                    try out.append(element)
+                    try out.append(range.lowerBound + offset < array.count - 1 ? ",\n" : "\n")
                 }
-                try out.append(i < array.count - 1 ? ",\n" : "\n")
             }
         }
         try out.flush()
+    }
+
+    /// How many elements are encoded at once.
+    public static let block = 512
+
+    /// The elements at `range`, each encoded, escaped as `Output.jsonText` and indented by `margin` (each
+    /// line, but for the blank line of an empty array), on every core; the first error thrown, if any.
+    private static func encoded(
+        _ range: Range<Int>,
+        _ encode: (Int, JSONEncoder) throws -> Data,
+        encoder: JSONEncoder,
+        margin: [UInt8]
+    ) throws -> [[UInt8]] {
+        var out = [[UInt8]](repeating: [], count: range.count)
+        var failures = [(any Error)?](repeating: nil, count: range.count)
+        out.withUnsafeMutableBufferPointer { slots in
+            failures.withUnsafeMutableBufferPointer { errors in
+                // Each iteration writes its own slot only; `encode` reads the caller's elements, which nothing changes meanwhile.
+                nonisolated(unsafe) let slots = slots
+                nonisolated(unsafe) let errors = errors
+                nonisolated(unsafe) let encode = encode
+                DispatchQueue.concurrentPerform(iterations: range.count) { k in
+                    do {
+                        let element = Output.jsonText(try encode(range.lowerBound + k, encoder)).utf8
+                        var bytes = margin
+                        bytes.reserveCapacity(element.count + margin.count * 8)
+                        var previous: UInt8 = 0
+                        for byte in element {
+                            if previous == UInt8(ascii: "\n"), byte != UInt8(ascii: "\n") { bytes += margin }
+                            bytes.append(byte)
+                            previous = byte
+                        }
+                        slots[k] = bytes
+                    } catch {
+                        errors[k] = error
+                    }
+                }
+            }
+        }
+        if let failure = failures.lazy.compactMap({ $0 }).first { throw failure }
+        return out
     }
 }
 

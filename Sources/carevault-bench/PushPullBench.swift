@@ -86,12 +86,14 @@ struct PushPullBench {
                 throw BenchError("push stored \(summary.pushed) of \(count) (\(summary.rejected.count) rejected: \(summary.rejected.first ?? "-"))")
             }
 
+            Progress.say("\(tag): pushed in \(fmt(pushSeconds, 3)) s; the doctor pulls")
             // 2. Pull: the doctor's first view of the category (fetch, verify, cache, decrypt), cold cache.
             let (view, pullSeconds) = try await Measure.timeAsync { try await doctor.view(patient: patientName, category: BenchRecords.category) }
             guard view.outcomes.count == count, view.activities.count == 1, view.unreadable == 0 else {
                 throw BenchError("the doctor read \(view.outcomes.count) outcomes and \(view.activities.count) activities, expected \(count) and 1")
             }
             let pulled = view.outcomes.count + view.activities.count
+            Progress.say("\(tag): pulled in \(fmt(pullSeconds, 3)) s; the floors follow")
 
             // 3. Floors on the same database: rows as large as the stored envelopes, inserted in batches of
             //    500, then selected in pages of 1,000 and verified and decrypted with raw libsodium.

@@ -11,8 +11,9 @@ import Synchronization
 /// its final page drops what is held here: the share's cursor never moved past it, so the next pull
 /// fetches those pages again.
 final class HeldPages: Sendable {
-    /// How many bytes of envelopes one pull holds in memory before it writes them pending: 8 MiB (the
-    /// pages of about 10,000 records of 500 B, or of 500 of 16 KiB). Tests set 0 to write every page.
+    /// How many bytes of envelopes one pull holds in memory before it writes them pending: 12 MiB (the
+    /// pages of about 16,000 records of 500 B, or of 750 of 16 KiB; Docs/benchmarks.md §3 has the
+    /// measurements behind the choice). Tests set 0 to write every page.
     @TaskLocal static var budget = 12 * 1024 * 1024
 
     private struct Held {

@@ -75,6 +75,10 @@ enum DeviceDatabase {
         let queue = try DatabaseQueue(path: url.path, configuration: configuration)
         try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
         try migrator(migrations).migrate(queue)
+        // The database and, in WAL mode, its log and index, owner-only whatever the umask (the folder is too).
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: url.path + suffix) {
+            try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path + suffix)
+        }
         return queue
     }
 }

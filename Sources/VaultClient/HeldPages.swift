@@ -11,10 +11,14 @@ import Synchronization
 /// its final page drops what is held here: the share's cursor never moved past it, so the next pull
 /// fetches those pages again.
 final class HeldPages: Sendable {
-    /// How many bytes of envelopes one pull holds in memory before it writes them pending: 12 MiB (the
-    /// pages of about 16,000 records of 500 B, or of 750 of 16 KiB; Docs/benchmarks.md §3 has the
-    /// measurements behind the choice). Tests set 0 to write every page.
-    @TaskLocal static var budget = 12 * 1024 * 1024
+    /// How many bytes one pull holds in memory before it writes its pages pending: 16 MiB, each entry
+    /// counted as its envelope and `entryOverhead` (the pages of about 16,000 records of 500 B, whose
+    /// envelopes take 750 bytes, or of 1,000 of 16 KiB; Docs/benchmarks.md §3 has the measurements behind
+    /// the choice). Tests set 0 to write every page.
+    @TaskLocal static var budget = 16 * 1024 * 1024
+
+    /// What an entry holds besides its envelope (its header, version id and the containers), counted with it.
+    static let entryOverhead = 256
 
     private struct Held {
         var entries: [DoctorCache.Entry] = []
@@ -25,8 +29,15 @@ final class HeldPages: Sendable {
 
     private let held = Mutex(Held())
 
-    /// The entries held, in sequence order.
-    var entries: [DoctorCache.Entry] { held.withLock { $0.entries } }
+    /// The entries held, in sequence order, taken out in one step: nothing is held after it (a page added
+    /// meanwhile could otherwise be dropped). An applier serves one pull at a time; the engine runs one
+    /// store at a time.
+    func drain() -> [DoctorCache.Entry] {
+        held.withLock { held in
+            defer { held = Held(spilled: held.spilled) }
+            return held.entries
+        }
+    }
 
     /// Holds a page's changes: nil when they are kept in memory; otherwise everything held and the page's
     /// changes, to be written pending now (nothing is held after that).
@@ -39,7 +50,7 @@ final class HeldPages: Sendable {
             switch item {
             case let .verified(entry):
                 entries.append(entry)
-                bytes += entry.bytes.count
+                bytes += entry.bytes.count + Self.entryOverhead
             case .failed: failed = true
             }
         }

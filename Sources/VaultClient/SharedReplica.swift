@@ -52,7 +52,7 @@ struct SharedReplica: ReplicaApplier {
             if let spilled = held.add(page.items) { try await cache.stage(spilled, owner: owner, tresor: tresor, cursor: cursor) }
         case let .candidate(shown):
             let entries = page.entries
-            let earlier = held.entries
+            let earlier = held.drain()
             if release.isEmpty,
                 let promoted = try await cache.storeIfVouched(
                     earlier + entries,
@@ -64,17 +64,16 @@ struct SharedReplica: ReplicaApplier {
                     collect: applied != nil
                 )
             {
-                held.clear()
                 stored = promoted + earlier + entries
             } else {
                 // Not authenticated by the commitment: every record on its own, those held pending first.
-                stored = try await checkPending()
+                stored = try await checkPending(earlier)
                 let checked = try await checkSignatures(entries)
                 try await cache.store(checked, release: release, owner: owner, tresor: tresor, cursor: cursor)
                 stored += SharedPage(items: checked, mode: .checked).entries
             }
         case .checked:
-            stored = try await checkPending()
+            stored = try await checkPending(held.drain())
             try await cache.store(page.items, release: release, owner: owner, tresor: tresor, cursor: cursor)
             stored += page.entries
         }
@@ -87,23 +86,18 @@ struct SharedReplica: ReplicaApplier {
     }
 
     /// Checks the signature of each record held pending, a batch at a time, and stores each batch in
-    /// sequence order as any checked page (a record that fails is kept aside): those written pending,
-    /// then those held in memory. Returns the entries stored, for `watch`.
-    func checkPending() async throws -> [DoctorCache.Entry] {
+    /// sequence order as any checked page (a record that fails is kept aside). The records this pull held
+    /// in memory (`earlier`, drained from `held`) are written pending first, without moving the cursor, so
+    /// that they are taken in sequence order with rows another process of this doctor wrote pending.
+    /// Returns the entries stored, for `watch`.
+    func checkPending(_ earlier: [DoctorCache.Entry]) async throws -> [DoctorCache.Entry] {
         let owner = patient.userID
+        if !earlier.isEmpty { try await cache.stage(earlier.map(DoctorCache.Pulled.verified), owner: owner, tresor: tresor, cursor: nil) }
+        guard try await cache.holdsPending(owner: owner, tresor: tresor) else { return [] }
         var stored: [DoctorCache.Entry] = []
-        if try await cache.holdsPending(owner: owner, tresor: tresor) {
-            while case let batch = try await cache.pending(owner: owner, tresor: tresor, limit: 1_024), !batch.isEmpty {
-                let checked = try await checkSignatures(batch)
-                try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil, consumed: batch.map(\.sequence))
-                if applied != nil { stored += SharedPage(items: checked, mode: .checked).entries }
-            }
-        }
-        let earlier = held.entries
-        if !earlier.isEmpty {
-            let checked = try await checkSignatures(earlier)
-            try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil)
-            held.clear()
+        while case let batch = try await cache.pending(owner: owner, tresor: tresor, limit: 1_024), !batch.isEmpty {
+            let checked = try await checkSignatures(batch)
+            try await cache.store(checked, release: [], owner: owner, tresor: tresor, cursor: nil, consumed: batch.map(\.sequence))
             if applied != nil { stored += SharedPage(items: checked, mode: .checked).entries }
         }
         return stored

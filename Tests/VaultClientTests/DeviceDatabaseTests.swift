@@ -108,6 +108,35 @@ struct DeviceDatabaseTests {
         }
     }
 
+    /// A doctor's cache, like a patient's store, is a WAL database with NORMAL sync, and the database, its
+    /// log and its index are owner-only whatever the umask; a cache written in the rollback journal before
+    /// opens in WAL and keeps what it held.
+    @Test func aDoctorsCacheIsOwnerOnlyInWALMode() async throws {
+        try await SealedRecords.withTemporaryFile("store.sqlite") { url in
+            let owner = UUID()
+            let tresor = UUID()
+            let previous = try DeviceDatabase.open(at: url, migrations: DeviceDatabase.doctor)
+            let before = try await previous.write { db in
+                try DoctorCache.saveCursor(db, owner: owner.uuidString, tresor: tresor.uuidString, 5)
+                return try String.fetchOne(db, sql: "PRAGMA journal_mode")
+            }
+            #expect(before == "delete")
+            try previous.close()
+            let old = umask(0o022)
+            defer { umask(old) }
+            let cache = try DoctorCache(url: url)
+            let (mode, sync) = try await cache.queue.read { db in
+                (try String.fetchOne(db, sql: "PRAGMA journal_mode"), try Int.fetchOne(db, sql: "PRAGMA synchronous"))
+            }
+            #expect(mode == "wal" && sync == 1, "WAL with NORMAL (1) sync")
+            #expect(try await cache.cursor(owner: owner, tresor: tresor) == 5)
+            for suffix in ["", "-wal", "-shm"] {
+                let mode = try FileManager.default.attributesOfItem(atPath: url.path + suffix)[.posixPermissions] as? Int
+                #expect(mode == 0o600, "store.sqlite\(suffix): \(String(mode ?? 0, radix: 8))")
+            }
+        }
+    }
+
     /// The quarantine of a cache written before it was keyed by tresor: every row carried over under the
     /// tresor it recorded, and from then on held and released by that share only.
     @Test func aDoctorsQuarantineFromBeforeTheTresorKeyKeepsEachRowWithItsShare() async throws {

@@ -113,10 +113,20 @@ extension DoctorCache {
         }
     }
 
-    /// Drops the records held pending of the share (those at `sequences` only, when given).
+    /// Drops the records held pending of the share (those at `sequences` only, when given). When no other
+    /// share holds any, the table is emptied whole: SQLite then frees its pages without visiting each row.
     static func dropPending(_ db: Database, owner: String, tresor: String, sequences: [UInt64]?) throws {
         guard let sequences else {
-            try db.execute(sql: "DELETE FROM pending_records WHERE owner_id = ? AND tresor_id = ?", arguments: [owner, tresor])
+            // The first and the last share in key order (two lookups in the primary key, not a scan).
+            let ends = try ["ASC", "DESC"].map { order in
+                try Row.fetchOne(db, sql: "SELECT owner_id, tresor_id FROM pending_records ORDER BY owner_id \(order), tresor_id \(order) LIMIT 1")
+                    .map { [$0[0] as String, $0[1] as String] }
+            }
+            if ends.allSatisfy({ $0 == nil || $0 == [owner, tresor] }) {
+                try db.execute(sql: "DELETE FROM pending_records")
+            } else {
+                try db.execute(sql: "DELETE FROM pending_records WHERE owner_id = ? AND tresor_id = ?", arguments: [owner, tresor])
+            }
             return
         }
         let delete = try db.cachedStatement(sql: "DELETE FROM pending_records WHERE owner_id = ? AND tresor_id = ? AND sequence = ?")

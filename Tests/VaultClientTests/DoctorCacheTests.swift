@@ -10,6 +10,36 @@ struct DoctorCacheTests {
         .verified(DoctorCache.Entry(sequence: sequence, header: env.header, versionID: env.versionID, bytes: StoredEnvelope.encode(env)))
     }
 
+    /// Dropping one share's records held pending leaves every other share's, whether the share sorts
+    /// before, between or after the others; the last share's drop empties the table.
+    @Test func droppingOneSharesPendingRecordsKeepsTheOthers() async throws {
+        try await SealedRecords.withTemporaryFile("store.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let cache = try DoctorCache(url: url)
+            let shares = ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002", "00000000-0000-0000-0000-000000000003"]
+            let env = try sealed.activity("walk", at: 1_000)
+            for tresor in shares {
+                try await cache.stage(
+                    [try Self.entry(env, sequence: 1), try Self.entry(env, sequence: 2)],
+                    owner: owner,
+                    tresor: UUID(uuidString: tresor)!,
+                    cursor: nil
+                )
+            }
+            func left() async throws -> [String] {
+                try await cache.queue.read { db in try String.fetchAll(db, sql: "SELECT tresor_id FROM pending_records ORDER BY tresor_id, sequence")
+                }
+            }
+            for (drop, expected) in [(1, [0, 0, 2, 2]), (0, [2, 2]), (2, [])] {
+                try await cache.queue.write { db in
+                    try DoctorCache.dropPending(db, owner: owner.uuidString, tresor: shares[drop].uppercased(), sequences: nil)
+                }
+                #expect(try await left() == expected.map { shares[$0].uppercased() }, "after dropping share \(drop)")
+            }
+        }
+    }
+
     @Test func aCursorPerShareSurvivesReopening() async throws {
         try await SealedRecords.withTemporaryFile("store.sqlite") { url in
             let interventions = SealedRecords()

@@ -1,5 +1,6 @@
 import Foundation
 import VaultClient
+import VaultCore
 
 /// A JSON document whose large arrays are encoded an element at a time as it is written, so that a view
 /// of 100,000 records never exists in memory as one encoded document (Docs/benchmarks.md §7). The output
@@ -17,7 +18,22 @@ public final class StreamedJSON {
     public func array<Element: Encodable>(_ elements: [Element]) -> StreamedArray {
         // A placeholder no value of the document can hold: a random id made now.
         let marker = "carevault-streamed-array-\(UUID().uuidString)"
-        arrays[marker] = (elements.count, { i, encoder in try encoder.encode(elements[i]) })
+        // Activities and outcomes under `Output.encoder` are written directly where `DirectJSON` can.
+        let direct: ((Int) -> [UInt8]?)? =
+            if let activities = elements as? [Activity] {
+                { DirectJSON.activity(activities[$0]) }
+            } else if let outcomes = elements as? [Outcome] {
+                { DirectJSON.outcome(outcomes[$0]) }
+            } else {
+                nil
+            }
+        arrays[marker] = (
+            elements.count,
+            { i, encoder in
+                if encoder === Output.encoder, let bytes = direct?(i) { return Data(bytes) }
+                return try encoder.encode(elements[i])
+            }
+        )
         return StreamedArray(marker: elements.isEmpty ? nil : marker)
     }
 

@@ -135,6 +135,13 @@ struct DirectJSON {
             failed = true
             return
         }
+        #if !os(Linux)
+        // Foundation's own encoder on Apple systems may sort keys another way (case-insensitive, numeric).
+        guard map.count < 2 else {
+            failed = true
+            return
+        }
+        #endif
         for k in map.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
             key(k)
             string(map[k]!)
@@ -224,14 +231,15 @@ struct DirectJSON {
         integer(Int(d))
     }
 
-    /// `yyyy-MM-ddTHH:mm:ssZ` in UTC, for a whole second from 1970 to 9999.
+    /// `yyyy-MM-ddTHH:mm:ssZ` in UTC, for a whole second from 1970 to 9999. Whole in the reference time
+    /// the encoder's formatter rounds down from (seconds since 2001), not only since 1970.
     private mutating func date(_ date: Date) {
-        let t = date.timeIntervalSince1970
-        guard t.rounded() == t, t >= 0, t < 253_402_300_800 else {
+        let t = date.timeIntervalSinceReferenceDate
+        guard t.rounded() == t, t >= -978_307_200, t < 253_402_300_800 - 978_307_200 else {
             failed = true
             return
         }
-        let seconds = Int(t)
+        let seconds = Int(t) + 978_307_200
         let days = seconds / 86_400
         let second = seconds % 86_400
         // Howard Hinnant's civil_from_days.

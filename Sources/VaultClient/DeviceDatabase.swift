@@ -61,6 +61,19 @@ enum DeviceDatabase {
         return config
     }
 
+    /// Runs `body` in one transaction committed with `synchronous = FULL`, so it survives a power cut (a
+    /// database in `walConfiguration` commits with NORMAL otherwise).
+    static func writeDurably(_ queue: DatabaseQueue, _ body: (Database) throws -> Void) throws {
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            try db.inTransaction {
+                try body(db)
+                return .commit
+            }
+        }
+    }
+
     /// The one migrator of `migrations`.
     static func migrator(_ migrations: [Migration]) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()

@@ -152,33 +152,18 @@ final class DoctorCache: Sendable {
     /// the server showed (`also`: the delivered successor), so that none of them is trusted under another id.
     /// Durable at once (a full sync of the log): a revocation must survive a power cut.
     func markRevoked(shareID: UUID, request: Grant, also: [Grant] = [], owner: UUID, at: UnixMillis) throws {
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
-            try db.inTransaction { try Self.insertRevoked(db, shareID: shareID, grants: [request] + also, owner: owner, at: at) }
-        }
-    }
-
-    private static func insertRevoked(
-        _ db: Database,
-        shareID: UUID,
-        grants: [Grant],
-        owner: UUID,
-        at: UnixMillis
-    ) throws
-        -> Database.TransactionCompletion
-    {
-        try db.execute(
-            sql: "INSERT OR IGNORE INTO revoked_shares (share_id, owner_id, revoked_at) VALUES (?, ?, ?)",
-            arguments: [shareID.uuidString, owner.uuidString, at]
-        )
-        for grant in grants {
+        try DeviceDatabase.writeDurably(queue) { db in
             try db.execute(
-                sql: "INSERT OR IGNORE INTO revoked_requests (request_hash, owner_id, revoked_at) VALUES (?, ?, ?)",
-                arguments: [Data(grant.statementHash), owner.uuidString, at]
+                sql: "INSERT OR IGNORE INTO revoked_shares (share_id, owner_id, revoked_at) VALUES (?, ?, ?)",
+                arguments: [shareID.uuidString, owner.uuidString, at]
             )
+            for grant in [request] + also {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO revoked_requests (request_hash, owner_id, revoked_at) VALUES (?, ?, ?)",
+                    arguments: [Data(grant.statementHash), owner.uuidString, at]
+                )
+            }
         }
-        return .commit
     }
 
     /// Whether the patient revoked `shareID`, or the request `request` under any share id.

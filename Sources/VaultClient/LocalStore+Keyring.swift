@@ -23,17 +23,12 @@ extension LocalStore {
     func openKeyring(_ seal: Keyring.Seal, movingIn file: URL) throws -> Keyring {
         if let data = try SecureFiles.read(file) {
             let fromFile = try Keyring.open(data, seal: seal, what: "the keyring at \(file.path)")
-            try queue.writeWithoutTransaction { db in
-                // Durable before the file goes: with NORMAL a commit can be lost to a power cut.
-                try db.execute(sql: "PRAGMA synchronous = FULL")
-                defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
-                try db.inTransaction {
-                    let tx = Transaction(db: db)
-                    var ring = try tx.keyring(seal)
-                    for t in fromFile.tresors.values { ring.merge(t) }
-                    try tx.save(ring, seal: seal)
-                    return .commit
-                }
+            // Durable before the file goes: with NORMAL a commit can be lost to a power cut.
+            try DeviceDatabase.writeDurably(queue) { db in
+                let tx = Transaction(db: db)
+                var ring = try tx.keyring(seal)
+                for t in fromFile.tresors.values { ring.merge(t) }
+                try tx.save(ring, seal: seal)
             }
             let moved = Self.movedKeyringURL(file)
             // Gone already: another process opening this home moved it in first.

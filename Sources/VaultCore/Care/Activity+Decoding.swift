@@ -50,9 +50,12 @@ extension Activity {
 
     /// The creation and change dates, each defaulting to the other and both to 1970-01-01.
     static func decodeDates<K: CodingKey>(_ c: KeyedDecodingContainer<K>, created: K, updated: K) throws -> (Date, Date) {
-        let createdAt = try c.decodeIfPresent(Date.self, forKey: created)
-        let updatedAt = try c.decodeIfPresent(Date.self, forKey: updated)
+        resolvedDates(created: try c.decodeIfPresent(Date.self, forKey: created), updated: try c.decodeIfPresent(Date.self, forKey: updated))
+    }
+
+    /// The creation and change dates given (each may be absent), each defaulting to the other and both to 1970-01-01.
+    static func resolvedDates(created: Date?, updated: Date?) -> (Date, Date) {
         let fallback = Date(timeIntervalSince1970: 0)
-        return (createdAt ?? updatedAt ?? fallback, updatedAt ?? createdAt ?? fallback)
+        return (created ?? updated ?? fallback, updated ?? created ?? fallback)
     }
 }

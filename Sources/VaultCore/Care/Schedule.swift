@@ -29,16 +29,25 @@ public enum ScheduleInterval: Codable, Sendable, Hashable {
 
     private enum CodingKeys: String, CodingKey { case unit, count }
 
+    /// `count` steps of the unit named `unit` ("hours", "days" or "weeks"), not validated; nil for another unit.
+    static func named(_ unit: String, count: Int) -> ScheduleInterval? {
+        switch unit {
+        case "hours": .hours(count)
+        case "days": .days(count)
+        case "weeks": .weeks(count)
+        default: nil
+        }
+    }
+
     /// Decodes `{"unit":…,"count":…}` and rejects a count out of range.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let n = try c.decode(Int.self, forKey: .count)
-        switch try c.decode(String.self, forKey: .unit) {
-        case "hours": self = .hours(n)
-        case "days": self = .days(n)
-        case "weeks": self = .weeks(n)
-        case let other: throw DecodingError.dataCorruptedError(forKey: .unit, in: c, debugDescription: "unknown interval unit \"\(other)\"")
+        let unit = try c.decode(String.self, forKey: .unit)
+        guard let interval = Self.named(unit, count: n) else {
+            throw DecodingError.dataCorruptedError(forKey: .unit, in: c, debugDescription: "unknown interval unit \"\(unit)\"")
         }
+        self = interval
         do { try validate() } catch {
             throw DecodingError.dataCorruptedError(forKey: .count, in: c, debugDescription: "interval count \(n) out of range 1...\(Self.maxCount)")
         }

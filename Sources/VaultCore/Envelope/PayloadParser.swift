@@ -104,7 +104,7 @@ enum PayloadParser {
             }
         }
         guard !s.failed, let id, let title, let category else { return nil }
-        let epoch = Date(timeIntervalSince1970: 0)
+        let (createdAt, updatedAt) = Activity.resolvedDates(created: created, updated: updated)
         return Activity(
             decoded: id,
             title: title,
@@ -114,8 +114,8 @@ enum PayloadParser {
             targetValues: targets,
             carePlanID: carePlanID,
             userInfo: userInfo,
-            createdAt: created ?? updated ?? epoch,
-            updatedAt: updated ?? created ?? epoch
+            createdAt: createdAt,
+            updatedAt: updatedAt
         )
     }
 
@@ -221,13 +221,10 @@ enum PayloadParser {
                 return nil
             }
         }
-        guard !s.failed, let unit, let count, count >= 1, count <= ScheduleInterval.maxCount else { return nil }
-        switch unit {
-        case "hours": return .hours(count)
-        case "days": return .days(count)
-        case "weeks": return .weeks(count)
-        default: return nil
+        guard !s.failed, let unit, let count, let interval = ScheduleInterval.named(unit, count: count), (try? interval.validate()) != nil else {
+            return nil
         }
+        return interval
     }
 
     private static func outcome(_ s: inout JSONScanner) -> Outcome? {
@@ -270,15 +267,15 @@ enum PayloadParser {
         }
         guard !s.failed, let activityID, let occurrence else { return nil }
         // The defaults of Outcome.init(from:): each date falls back to the other, both to 1970-01-01.
-        let epoch = Date(timeIntervalSince1970: 0)
+        let (createdAt, updatedAt) = Activity.resolvedDates(created: created, updated: updated)
         return Outcome(
             activityID: activityID,
             occurrence: occurrence,
             values: values,
             removedValueIDs: removed,
             note: note,
-            createdAt: created ?? updated ?? epoch,
-            updatedAt: updated ?? created ?? epoch
+            createdAt: createdAt,
+            updatedAt: updatedAt
         )
     }
 

@@ -65,7 +65,7 @@ extension SharedReplica {
             // A record of the page failed another check: each is checked on its own, as the old path does.
             return SharedPage(items: try await checks.run(changes), mode: .checked)
         }
-        return unsigned
+        return await unsigned.summed()
     }
 }
 

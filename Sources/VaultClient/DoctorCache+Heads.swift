@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import VaultCore
+import VaultSQLite
 
 extension DoctorCache {
     /// What storing a record as the head of its record needs: its change sequence, record id (hex), HLC,
@@ -25,7 +26,7 @@ extension DoctorCache {
         let owner: String
         let tresor: String
         let quarantine: QuarantineRows
-        let upsert: Statement
+        let upsert: SQLiteStep
         let before: HeadSet
         let seen: StateCommitment?
         var set: HeadSet
@@ -37,7 +38,8 @@ extension DoctorCache {
             self.owner = owner
             self.tresor = tresor
             quarantine = QuarantineRows(db: db, feed: (owner, tresor))
-            upsert = try db.cachedStatement(
+            upsert = try SQLiteStep(
+                db,
                 sql: """
                     INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -68,26 +70,37 @@ extension DoctorCache {
         /// Stores `entry` as the head of its record when it becomes one: the record is held under no other
         /// tresor and its head held is not newer. Returns false, writing nothing, otherwise. With `fresh`
         /// the caller knows that the cache holds no record of the owner but those this writer stored, and
-        /// that no record comes twice, so there is no head to read.
-        mutating func keepIfHead(_ entry: Head, fresh: Bool = false) throws -> Bool {
+        /// that no record comes twice, so there is no head to read. With `alreadyAdded`, the entry's head
+        /// element was added to the set beforehand (`HeadSet.replace`).
+        mutating func keepIfHead(_ entry: Head, fresh: Bool = false, alreadyAdded: Bool = false) throws -> Bool {
             let cached = fresh ? nil : try CachedHead.read(db, owner: owner, recordID: entry.recordID)
             if let held = cached?.timestamp, entry.timestamp < held { return false }
             guard cached?.tresorID ?? tresor == tresor else { return false }
-            try write(entry, over: cached)
+            try write(entry, over: cached, alreadyAdded: alreadyAdded)
             return true
         }
 
-        private mutating func write(_ entry: Head, over cached: CachedHead?) throws {
+        private mutating func write(_ entry: Head, over cached: CachedHead?, alreadyAdded: Bool = false) throws {
             do {
-                try set.replace(recordID: entry.recordID, old: cached?.head, with: entry.head)
+                try set.replace(recordID: entry.recordID, old: cached?.head, with: entry.head, alreadyAdded: alreadyAdded)
             } catch {
                 throw ClientError.integrity("the server sent a record with a malformed id")
             }
             let t = entry.timestamp
-            try upsert.execute(arguments: [
-                owner, entry.recordID, tresor, Int64(clamping: t.physicalMs), Int64(t.counter), t.deviceID, entry.deleted, entry.bytes,
-                entry.versionID,
-            ])
+            // Bound through SQLite's C API: GRDB's argument arrays cost more than the insert (Docs/benchmarks.md §3).
+            try upsert.bind(
+                .text(owner),
+                .text(entry.recordID),
+                .text(tresor),
+                .int(Int64(clamping: t.physicalMs)),
+                .int(Int64(t.counter)),
+                .text(t.deviceID),
+                .int(entry.deleted ? 1 : 0),
+                .data(entry.bytes),
+                .text(entry.versionID)
+            )
+            _ = try upsert.step()
+            upsert.finish()
             if anyHeld {
                 try quarantine.release(sequence: entry.sequence)
                 try quarantine.release(recordID: entry.recordID)

@@ -140,9 +140,16 @@ extension DoctorCache {
     /// it appears once among them, its record is held under no other tresor, and the head held is not
     /// newer; and the share must hold no quarantined record. Otherwise, or when `shown` does not
     /// authenticate the result, it writes nothing and returns nil. Returns the records held pending that
-    /// it stored when `collect`.
+    /// it stored when `collect`. `added`, when given, is the sum of the head elements of `entries`
+    /// (`LtHash.sum(ofHeads:)`, worked out on every core before the transaction): the transaction then
+    /// folds only the records held pending and the heads that `entries` replace.
+    /// How many heads held pending a first read folds at once (`storeIfVouched`): enough for every core,
+    /// few enough that their ids take little memory however large the read.
+    static let foldBatch = 4_096
+
     func storeIfVouched(
         _ entries: [Entry],
+        added: LtHash? = nil,
         shown: StateCommitment,
         patient: Certificate,
         tresor: UUID,
@@ -158,28 +165,42 @@ extension DoctorCache {
             return try await queue.write { db in
                 var heads = try HeadWriter(db: db, owner: ownerID, tresor: tresorID)
                 guard !heads.anyHeld else { throw NotVouched() }
+                if let added { heads.set.hash.add(added) }
                 var records = Set<String>()
                 var promoted: [Entry] = []
                 // A first read of the patient: no head to read, every record is new (each comes once).
                 let anyHeld = "SELECT EXISTS (SELECT 1 FROM shared_records WHERE owner_id = ?)"
                 let fresh = try !(Bool.fetchOne(db, sql: anyHeld, arguments: [ownerID]) ?? true)
-                let place = { (entry: Head) throws in
-                    guard records.insert(entry.recordID).inserted, try heads.keepIfHead(entry, fresh: fresh) else { throw NotVouched() }
+                let place = { (entry: Head, alreadyAdded: Bool) throws in
+                    guard records.insert(entry.recordID).inserted, try heads.keepIfHead(entry, fresh: fresh, alreadyAdded: alreadyAdded) else {
+                        throw NotVouched()
+                    }
                 }
                 // A first read of the patient: the records held pending are folded without their envelopes
                 // and copied in one statement once the commitment vouches for them, the bytes never leaving
                 // the database (each is new and comes once, so none replaces another).
+                // Their heads are folded a batch at a time, each batch's sum worked out on every core.
                 let copyAtOnce = fresh && !collect
+                var batch: [Head] = []
+                let foldBatch = {
+                    do {
+                        heads.set.hash.add(try LtHash.sumNow(ofHeads: batch.map { ($0.recordID, $0.versionID) }))
+                        for head in batch { try heads.set.replace(recordID: head.recordID, old: nil, with: head.head, alreadyAdded: true) }
+                    } catch { throw NotVouched() }
+                    batch.removeAll(keepingCapacity: true)
+                }
                 try Self.eachPending(db, owner: ownerID, tresor: tresorID, envelopes: !copyAtOnce) { head in
                     guard copyAtOnce else {
-                        try place(head)
+                        try place(head, false)
                         if collect { promoted.append(try head.entry()) }
                         return
                     }
                     guard records.insert(head.recordID).inserted else { throw NotVouched() }
-                    do { try heads.set.replace(recordID: head.recordID, old: nil, with: head.head) } catch { throw NotVouched() }
+                    batch.append(head)
+                    if batch.count == Self.foldBatch { try foldBatch() }
                 }
-                for entry in entries { try place(entry.stored) }
+                try foldBatch()
+                for entry in entries { try place(entry.stored, added != nil) }
                 let accepted = heads.seen
                 guard
                     CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: heads.set)

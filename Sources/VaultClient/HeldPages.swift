@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VaultCore
 
 /// The pages before a doctor's final page of a pull, held in memory instead of in `pending_records`
 /// (Docs/commitment-pages.md §8): every check but the signature passed, never shown, never written until
@@ -23,25 +24,29 @@ final class HeldPages: Sendable {
     private struct Held {
         var entries: [DoctorCache.Entry] = []
         var bytes = 0
+        /// The sum of the head elements of `entries` (nil once a page came without its own).
+        var added: LtHash? = LtHash()
         /// This pull passed the budget once: it holds nothing any more.
         var spilled = false
     }
 
     private let held = Mutex(Held())
 
-    /// The entries held, in sequence order, taken out in one step: nothing is held after it (a page added
+    /// The entries held, in sequence order, and the sum of their head elements (`SharedPage.added`; nil
+    /// when a page was held without it), taken out in one step: nothing is held after it (a page added
     /// meanwhile could otherwise be dropped). An applier serves one pull at a time; the engine runs one
     /// store at a time.
-    func drain() -> [DoctorCache.Entry] {
+    func drain() -> (entries: [DoctorCache.Entry], added: LtHash?) {
         held.withLock { held in
             defer { held = Held(spilled: held.spilled) }
-            return held.entries
+            return (held.entries, held.added)
         }
     }
 
-    /// Holds a page's changes: nil when they are kept in memory; otherwise everything held and the page's
-    /// changes, to be written pending now (nothing is held after that).
-    func add(_ items: [DoctorCache.Pulled]) -> [DoctorCache.Pulled]? {
+    /// Holds a page's changes, with `added` the sum of their head elements when worked out: nil when they
+    /// are kept in memory; otherwise everything held and the page's changes, to be written pending now
+    /// (nothing is held after that).
+    func add(_ items: [DoctorCache.Pulled], added: LtHash? = nil) -> [DoctorCache.Pulled]? {
         let budget = Self.budget
         var entries: [DoctorCache.Entry] = []
         var bytes = 0
@@ -58,6 +63,7 @@ final class HeldPages: Sendable {
             if !failed, !held.spilled, held.bytes + bytes <= budget {
                 held.entries += entries
                 held.bytes += bytes
+                held.added = held.added.flatMap { sum in added.map(sum.adding) }
                 return nil
             }
             let out = held.entries.map(DoctorCache.Pulled.verified) + items

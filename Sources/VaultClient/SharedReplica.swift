@@ -37,7 +37,7 @@ struct SharedReplica: ReplicaApplier {
     func verifyAhead(_ changes: [PulledChange]) async throws -> SharedPage {
         let signatures = SignatureCheck.current
         guard !signatures.perRecordOnly else { return SharedPage(items: try await checks(signatures).run(changes), mode: .checked) }
-        return SharedPage(items: try await checks(signatures).run(changes, deferringSignatures: true), mode: .staged)
+        return await SharedPage(items: try await checks(signatures).run(changes, deferringSignatures: true), mode: .staged).summed()
     }
 
     func store(_ page: SharedPage, release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
@@ -49,13 +49,14 @@ struct SharedReplica: ReplicaApplier {
             // early as one written pending (a sequence the cache cannot keep).
             for sequence in page.items.map(\.sequence) + (cursor.map { [$0] } ?? []) { _ = try DoctorCache.storedCursor(sequence) }
             // Written pending (with the page's cursor) only past the budget of what a pull holds in memory.
-            if let spilled = held.add(page.items) { try await cache.stage(spilled, owner: owner, tresor: tresor, cursor: cursor) }
+            if let spilled = held.add(page.items, added: page.added) { try await cache.stage(spilled, owner: owner, tresor: tresor, cursor: cursor) }
         case let .candidate(shown):
             let entries = page.entries
-            let earlier = held.drain()
+            let (earlier, earlierAdded) = held.drain()
             if release.isEmpty,
                 let promoted = try await cache.storeIfVouched(
                     earlier + entries,
+                    added: earlierAdded.flatMap { sum in page.added.map(sum.adding) },
                     shown: shown,
                     patient: patient,
                     tresor: tresor,
@@ -73,7 +74,7 @@ struct SharedReplica: ReplicaApplier {
                 stored += SharedPage(items: checked, mode: .checked).entries
             }
         case .checked:
-            stored = try await checkPending(held.drain())
+            stored = try await checkPending(held.drain().entries)
             try await cache.store(page.items, release: release, owner: owner, tresor: tresor, cursor: cursor)
             stored += page.entries
         }
@@ -137,6 +138,19 @@ struct SharedPage: Sendable {
 
     var items: [DoctorCache.Pulled]
     var mode: Mode
+    /// The sum of the head elements of `items` (`LtHash.sum(ofHeads:)`), each of which passed its checks:
+    /// what storing them folds into the share's set of heads, worked out on every core before the store's
+    /// transaction (nil when not worked out).
+    var added: LtHash? = nil
+
+    /// The page with `added` worked out, when each of its changes passed its checks.
+    func summed() async -> SharedPage {
+        let entries = entries
+        guard entries.count == items.count else { return self }
+        var page = self
+        page.added = try? await LtHash.sum(ofHeads: entries.map { ($0.header.recordID.hex, $0.versionID) })
+        return page
+    }
 
     /// The verified entries.
     var entries: [DoctorCache.Entry] {

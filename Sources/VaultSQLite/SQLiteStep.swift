@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GRDBSQLite
 
@@ -32,15 +33,16 @@ public struct SQLiteStep {
             case let .text(s): code = sqlite3_bind_text(handle, index, s, -1, Self.transient)
             case let .int(n): code = sqlite3_bind_int64(handle, index, n)
             case .null: code = sqlite3_bind_null(handle, index)
-            case let .blob(bytes):
-                code = bytes.withUnsafeBytes { raw in
-                    // An empty array may have no address; SQLite would store NULL for it.
-                    raw.baseAddress.map { sqlite3_bind_blob(handle, index, $0, Int32(raw.count), Self.transient) }
-                        ?? sqlite3_bind_zeroblob(handle, index, 0)
-                }
+            case let .blob(bytes): code = bytes.withUnsafeBytes { bindBlob($0, at: index) }
+            case let .data(bytes): code = bytes.withUnsafeBytes { bindBlob($0, at: index) }
             }
             guard code == SQLITE_OK else { throw failure(code) }
         }
+    }
+
+    private func bindBlob(_ raw: UnsafeRawBufferPointer, at index: Int32) -> Int32 {
+        // Empty bytes may have no address; SQLite would store NULL for them.
+        raw.baseAddress.map { sqlite3_bind_blob(handle, index, $0, Int32(raw.count), Self.transient) } ?? sqlite3_bind_zeroblob(handle, index, 0)
     }
 
     /// One step: true when it produced a row (read it with `int`/`text`), false when the statement is done.
@@ -84,6 +86,8 @@ public struct SQLiteStep {
         case text(String)
         case int(Int64)
         case blob([UInt8])
+        /// A blob from `Data`, bound without a copy into an array.
+        case data(Data)
         case null
     }
 

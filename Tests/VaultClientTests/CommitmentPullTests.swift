@@ -151,4 +151,39 @@ struct CommitmentPullTests {
             #expect(Set(try shown.envelopes.map { try StoredEnvelope.decode($0).versionID }) == Set(f.honest.map { $0.envelope!.versionID }))
         }
     }
+
+    /// The sum of the head elements worked out on every core before the store (`SharedPage.added`, summed
+    /// over the held pages too) stands in for folding each head in the store's transaction. One that does
+    /// not match the page's records never vouches for them: each is checked on its own instead.
+    @Test(arguments: Backend.allCases)
+    func aSumWorkedOutBeforehandThatDoesNotMatchItsRecordsVouchesForNothing(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            let f = try await CommitmentPageTests.fixture(world)
+            let owner = f.patient.userID
+            let tresor = f.share.tresor.id
+            let heads = f.honest.map { ($0.envelope!.header.recordID.hex, $0.envelope!.versionID) }
+            let all = try await LtHash.sum(ofHeads: heads)
+            let allButOne = try await LtHash.sum(ofHeads: Array(heads.dropLast()))
+            for (name, sum, checks) in [("the sum of its records", all, 0), ("one record left out", allButOne, 3), ("nothing", LtHash(), 3)] {
+                let cache = try DoctorCache(url: world.root.appendingPathComponent("cache-\(UUID().uuidString).sqlite"))
+                let applier = SharedReplica(cache: cache, patient: f.patient, share: f.share)
+                var page = try await applier.verify(f.honest, commitments: f.commitments)
+                guard case .candidate = page.mode else {
+                    Issue.record("the final page is not a candidate for its commitment")
+                    return
+                }
+                #expect(page.added == all, "verify works the sum out")
+                page.added = sum
+                let counter = PullSignatures.Counter()
+                let stored = try await PullSignatures.$counter.withValue(counter) {
+                    try await applier.store(page, release: [], cursor: f.last, commitments: f.commitments)
+                }
+                #expect(counter.value == checks, "\(name): \(counter.value) checks")
+                #expect(stored.problems.isEmpty, "\(name): \(stored.problems)")
+                let shown = try #require(try await cache.liveEnvelopes(owner: owner, tresor: tresor, after: "", limit: 10))
+                #expect(Set(try shown.envelopes.map { try StoredEnvelope.decode($0).versionID }) == Set(heads.map(\.1)), "\(name)")
+                #expect(try await cache.holdsAccepted(owner: owner, tresor: tresor), "\(name): the commitment holds for what was stored")
+            }
+        }
+    }
 }

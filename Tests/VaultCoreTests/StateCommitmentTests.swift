@@ -51,6 +51,63 @@ struct StateCommitmentTests {
         #expect(set.hash == expected, "the replaced head left the set")
     }
 
+    /// The sum worked out on every core before a store (`LtHash.sum(ofHeads:)`) is the fold one head at a
+    /// time, and a set told each head was added beforehand ends where the one-at-a-time set ends: new
+    /// records, replaced heads, and a head that replaces itself (an echo, which changes nothing).
+    @Test func headsAddedBeforehandGiveTheSameSet() async throws {
+        let t = { (ms: UInt64) in HLCTimestamp(physicalMs: ms, counter: 0, deviceID: "a") }
+        var start = HeadSet()
+        for i in UInt8(0)..<4 {
+            try start.replace(recordID: Self.ids(i), old: nil, with: .init(versionID: Self.ids(0x80 + i), deleted: false, timestamp: t(1)))
+        }
+        // Records 0 and 1 get new heads, 2 comes again as it is, 4…299 are new; record 1's new head is a tombstone.
+        var changes: [(recordID: String, old: HeadSet.Head?, head: HeadSet.Head)] = [
+            (
+                Self.ids(0), .init(versionID: Self.ids(0x80), deleted: false, timestamp: t(1)),
+                .init(versionID: Self.ids(0xA0), deleted: false, timestamp: t(5))
+            ),
+            (
+                Self.ids(1), .init(versionID: Self.ids(0x81), deleted: false, timestamp: t(1)),
+                .init(versionID: Self.ids(0xA1), deleted: true, timestamp: t(6))
+            ),
+            (
+                Self.ids(2), .init(versionID: Self.ids(0x82), deleted: false, timestamp: t(1)),
+                .init(versionID: Self.ids(0x82), deleted: false, timestamp: t(1))
+            ),
+        ]
+        for i in 4..<300 {
+            let record = Hex.encode(try BLAKE2b.hash(Array("record \(i)".utf8)))
+            let version = Hex.encode(try BLAKE2b.hash(Array("version \(i)".utf8)))
+            changes.append((record, nil, .init(versionID: version, deleted: i % 7 == 0, timestamp: t(UInt64(i)))))
+        }
+        var oneByOne = start
+        var sequential = LtHash()
+        for c in changes {
+            try oneByOne.replace(recordID: c.recordID, old: c.old, with: c.head)
+            try sequential.add(recordID: c.recordID, versionID: c.head.versionID)
+        }
+        let sum = try await LtHash.sum(ofHeads: changes.map { ($0.recordID, $0.head.versionID) })
+        #expect(sum == sequential)
+        #expect(try LtHash.sumNow(ofHeads: changes.map { ($0.recordID, $0.head.versionID) }) == sequential, "the same sum through Dispatch")
+        #expect(throws: EncodingError.self) { try LtHash.sumNow(ofHeads: changes.map { ($0.recordID, $0.head.versionID) } + [("zz", Self.ids(0))]) }
+        var beforehand = start
+        beforehand.hash.add(sum)
+        for c in changes { try beforehand.replace(recordID: c.recordID, old: c.old, with: c.head, alreadyAdded: true) }
+        #expect(beforehand == oneByOne)
+        #expect(
+            oneByOne.live == 3 + 296 - UInt64(changes.dropFirst(3).filter(\.head.deleted).count)
+                && oneByOne.deleted == 1 + UInt64(changes.dropFirst(3).filter(\.head.deleted).count)
+        )
+        // A sum that leaves one head out is another set.
+        let short = try await LtHash.sum(ofHeads: changes.dropLast().map { ($0.recordID, $0.head.versionID) })
+        var missing = start
+        missing.hash.add(short)
+        for c in changes { try missing.replace(recordID: c.recordID, old: c.old, with: c.head, alreadyAdded: true) }
+        #expect(missing.hash != oneByOne.hash)
+        #expect(try await LtHash.sum(ofHeads: []) == LtHash())
+        await #expect(throws: (any Error).self) { try await LtHash.sum(ofHeads: [("zz", Self.ids(0))]) }
+    }
+
     static let owner = UUID(uuidString: "0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f0")!
     static let tresor = UUID(uuidString: "5e33abd4-57b7-8418-a999-da77bd6df0c7")!
 

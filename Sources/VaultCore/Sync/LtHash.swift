@@ -74,6 +74,58 @@ public struct LtHash: Sendable, Hashable {
         remove(try Self.headElement(recordID: recordID, versionID: versionID))
     }
 
+    /// Adds every lane of `other`: with `other` the sum of some elements, the same state as adding each.
+    public mutating func add(_ other: LtHash) {
+        lanes.withUnsafeMutableBufferPointer { l in
+            other.lanes.withUnsafeBufferPointer { o in
+                for i in 0..<Self.laneCount { l[i] = l[i] &+ o[i] }
+            }
+        }
+    }
+
+    /// This state with every lane of `other` added.
+    public func adding(_ other: LtHash) -> LtHash {
+        var sum = self
+        sum.add(other)
+        return sum
+    }
+
+    /// The sum of the elements of the heads `(recordID, versionID)` (both hex), expanded on every core:
+    /// adding it to a state is adding each head, in any order (the lanes add modulo 2^16).
+    public static func sum(ofHeads heads: [(recordID: String, versionID: String)]) async throws -> LtHash {
+        let parts = try await Parallel.map(Parallel.chunks(heads.count), minChunk: 1) { range in
+            var part = LtHash()
+            for i in range { try part.add(recordID: heads[i].recordID, versionID: heads[i].versionID) }
+            return part
+        }
+        var total = LtHash()
+        for part in parts { total.add(part) }
+        return total
+    }
+
+    /// `sum(ofHeads:)` for a caller that cannot wait for tasks (inside a database transaction): the same
+    /// sum, its chunks expanded on every core through Dispatch while the caller's thread waits.
+    public static func sumNow(ofHeads heads: [(recordID: String, versionID: String)]) throws(EncodingError) -> LtHash {
+        let ranges = Parallel.chunks(heads.count)
+        // A chunk whose ids are not hex leaves its slot nil.
+        var parts = [LtHash?](repeating: nil, count: ranges.count)
+        parts.withUnsafeMutableBufferPointer { slots in
+            // Each iteration writes its own slot only.
+            nonisolated(unsafe) let slots = slots
+            DispatchQueue.concurrentPerform(iterations: ranges.count) { k in
+                var part = LtHash()
+                for i in ranges[k] { guard (try? part.add(recordID: heads[i].recordID, versionID: heads[i].versionID)) != nil else { return } }
+                slots[k] = part
+            }
+        }
+        var total = LtHash()
+        for part in parts {
+            guard let part else { throw .invalidValue("a head's record id or version id is not 64 hex digits") }
+            total.add(part)
+        }
+        return total
+    }
+
     private mutating func combine(_ stream: [UInt8], subtract: Bool) {
         guard stream.count == Self.byteCount else { return }
         lanes.withUnsafeMutableBufferPointer { l in
@@ -131,14 +183,20 @@ public struct HeadSet: Sendable, Hashable {
         self.newest = newest
     }
 
-    /// Makes `head` the head of `recordID` in place of `old` (nil when the set held none of it).
-    public mutating func replace(recordID: String, old: Head?, with head: Head) throws(EncodingError) {
+    /// Makes `head` the head of `recordID` in place of `old` (nil when the set held none of it). With
+    /// `alreadyAdded`, `head`'s element was added to `hash` beforehand (among a sum, `LtHash.sum(ofHeads:)`):
+    /// the state that results is the same.
+    public mutating func replace(recordID: String, old: Head?, with head: Head, alreadyAdded: Bool = false) throws(EncodingError) {
         if let old {
-            guard old.versionID != head.versionID else { return }
+            guard old.versionID != head.versionID else {
+                // No change, but for the element added beforehand.
+                if alreadyAdded { try hash.remove(recordID: recordID, versionID: head.versionID) }
+                return
+            }
             try hash.remove(recordID: recordID, versionID: old.versionID)
             if old.deleted { deleted &-= 1 } else { live &-= 1 }
         }
-        try hash.add(recordID: recordID, versionID: head.versionID)
+        if !alreadyAdded { try hash.add(recordID: recordID, versionID: head.versionID) }
         if head.deleted { deleted &+= 1 } else { live &+= 1 }
         if newest < head.timestamp { newest = head.timestamp }
     }

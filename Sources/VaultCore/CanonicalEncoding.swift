@@ -110,7 +110,7 @@ public struct CanonicalReader: Sendable {
     /// Reads a length-prefixed UTF-8 string; invalid UTF-8 is rejected.
     public mutating func readString() throws(EncodingError) -> String {
         let raw = try readBytes()
-        guard let s = String(validating: raw, as: UTF8.self) else { throw .invalidValue("UTF-8 string") }
+        guard let s = raw.withUnsafeBufferPointer(String.init(validUTF8:)) else { throw .invalidValue("UTF-8 string") }
         return s
     }
     /// Reads an optional string.

@@ -84,7 +84,7 @@ public struct JSONScanner {
             let byte = bytes[at]
             if byte == Self.quote {
                 at += 1
-                return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<at - 1]), as: UTF8.self)
+                return String(validUTF8: UnsafeBufferPointer(rebasing: bytes[start..<at - 1]))
             }
             if byte == Self.backslash || byte < 0x20 { return nil }
             at += 1

@@ -172,7 +172,7 @@ struct BinaryReader {
     /// A `string`: valid UTF-8, kept byte for byte (no normalisation), so re-encoding gives the same bytes.
     mutating func string(_ what: @autoclosure () -> String) throws(EnvelopeError) -> String {
         let range = try field(what())
-        let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+        let text = bytes.withUnsafeBufferPointer { String(validUTF8: UnsafeBufferPointer(rebasing: $0[range])) }
         guard let text else { throw .malformed("the \(what()) is not valid UTF-8") }
         return text
     }

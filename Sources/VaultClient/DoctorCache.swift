@@ -10,7 +10,11 @@ final class DoctorCache: Sendable {
     let queue: DatabaseQueue
 
     init(url: URL) throws {
-        queue = try DeviceDatabase.open(at: url, configuration: DeviceDatabase.walConfiguration(), migrations: DeviceDatabase.doctor)
+        queue = try DeviceDatabase.open(
+            at: url,
+            configuration: DeviceDatabase.walConfiguration(pageSize: DeviceDatabase.cachePageSize),
+            migrations: DeviceDatabase.doctor
+        )
     }
 
     /// The first schema: the cached envelopes of each patient's shared records, and a cursor per share.

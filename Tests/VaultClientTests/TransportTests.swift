@@ -296,7 +296,12 @@ struct TransportTests {
             _ = try await Self.transport(server, attempts: 4, timeout: .seconds(2)).send(Endpoint<NoBody, ListingPage>(.GET, Self.pullPage))
         }
         let elapsed = ContinuousClock.now - started
-        #expect(error == .temporary("the server did not answer within 2 s"))
+        // The second try's own read timeout (1 s, from about 1 s on) and the budget (2 s) end together: on a
+        // loaded machine either may come first. A temporary failure at the budget either way, never a later one.
+        #expect(
+            error == .temporary("the server did not answer within 2 s") || error == .temporary("the server stopped answering for 1 s"),
+            "\(String(describing: error))"
+        )
         #expect(elapsed >= .milliseconds(1_900) && elapsed < .seconds(3), "\(elapsed)")
         #expect(server.requests == 2, "one retry after the per-try read timeout (half the budget), then the budget ends")
     }

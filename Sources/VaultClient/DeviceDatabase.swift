@@ -53,12 +53,14 @@ enum DeviceDatabase {
     /// last transactions, never consistency; the doctor's cache is rebuilt from the server in any case), and
     /// a wait of 10 s for another process's transaction (`watch` beside `show`, say). `pageSize` applies to
     /// a database created with it only (SQLite keeps the size a database was created with in WAL mode).
-    static func walConfiguration(pageSize: Int? = nil) -> Configuration {
+    /// With `logLimit`, the log is cut back to that many bytes each time it starts over.
+    static func walConfiguration(pageSize: Int? = nil, logLimit: Int? = nil) -> Configuration {
         var config = Configuration()
         config.busyMode = .timeout(10)
         let pageSize = pageSize.map { "PRAGMA page_size = \($0); " } ?? ""
+        let logLimit = logLimit.map { "; PRAGMA journal_size_limit = \($0)" } ?? ""
         config.prepareDatabase { db in
-            try db.execute(sql: pageSize + "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+            try db.execute(sql: pageSize + "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL" + logLimit)
         }
         return config
     }
@@ -69,6 +71,11 @@ enum DeviceDatabase {
     /// chain of five. Measured in Docs/benchmarks.md §3; the patient's store, written a record at a time,
     /// keeps SQLite's default.
     static let cachePageSize = 65_536
+
+    /// What the doctor's cache keeps of its log on disk once the log starts over: 16 MiB. With pages of 64
+    /// KiB, SQLite's checkpoint every 1,000 pages lets the log grow to about 64 MiB, and a log is reused,
+    /// not cut back, unless told to.
+    static let cacheLogLimit = 16 * 1024 * 1024
 
     /// Runs `body` in one transaction committed with `synchronous = FULL`, so it survives a power cut (a
     /// database in `walConfiguration` commits with NORMAL otherwise).

@@ -143,10 +143,6 @@ extension DoctorCache {
     /// it stored when `collect`. `added`, when given, is the sum of the head elements of `entries`
     /// (`LtHash.sum(ofHeads:)`, worked out on every core before the transaction): the transaction then
     /// folds only the records held pending and the heads that `entries` replace.
-    /// How many heads held pending a first read folds at once (`storeIfVouched`): enough for every core,
-    /// few enough that their ids take little memory however large the read.
-    static let foldBatch = 4_096
-
     func storeIfVouched(
         _ entries: [Entry],
         added: LtHash? = nil,
@@ -179,16 +175,7 @@ extension DoctorCache {
                 // A first read of the patient: the records held pending are folded without their envelopes
                 // and copied in one statement once the commitment vouches for them, the bytes never leaving
                 // the database (each is new and comes once, so none replaces another).
-                // Their heads are folded a batch at a time, each batch's sum worked out on every core.
                 let copyAtOnce = fresh && !collect
-                var batch: [Head] = []
-                let foldBatch = {
-                    do {
-                        heads.set.hash.add(try LtHash.sumNow(ofHeads: batch.map { ($0.recordID, $0.versionID) }))
-                        for head in batch { try heads.set.replace(recordID: head.recordID, old: nil, with: head.head, alreadyAdded: true) }
-                    } catch { throw NotVouched() }
-                    batch.removeAll(keepingCapacity: true)
-                }
                 try Self.eachPending(db, owner: ownerID, tresor: tresorID, envelopes: !copyAtOnce) { head in
                     guard copyAtOnce else {
                         try place(head, false)
@@ -196,10 +183,8 @@ extension DoctorCache {
                         return
                     }
                     guard records.insert(head.recordID).inserted else { throw NotVouched() }
-                    batch.append(head)
-                    if batch.count == Self.foldBatch { try foldBatch() }
+                    do { try heads.set.replace(recordID: head.recordID, old: nil, with: head.head) } catch { throw NotVouched() }
                 }
-                try foldBatch()
                 for entry in entries { try place(entry.stored, added != nil) }
                 let accepted = heads.seen
                 guard

@@ -12,7 +12,7 @@ final class DoctorCache: Sendable {
     init(url: URL) throws {
         queue = try DeviceDatabase.open(
             at: url,
-            configuration: DeviceDatabase.walConfiguration(pageSize: DeviceDatabase.cachePageSize),
+            configuration: DeviceDatabase.walConfiguration(pageSize: DeviceDatabase.cachePageSize, logLimit: DeviceDatabase.cacheLogLimit),
             migrations: DeviceDatabase.doctor
         )
     }

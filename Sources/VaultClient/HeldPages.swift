@@ -72,6 +72,10 @@ final class HeldPages: Sendable {
         }
     }
 
+    /// Whether this pull passed the budget: its pages are written pending from then on, and the sums of
+    /// their heads are worked out in the store's transaction instead (`SharedPage.summed`).
+    var spilled: Bool { held.withLock(\.spilled) }
+
     /// Drops everything held: a pull begins, ends, or stored what it held.
     func clear() { held.withLock { $0 = Held() } }
 }

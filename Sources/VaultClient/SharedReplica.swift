@@ -37,7 +37,9 @@ struct SharedReplica: ReplicaApplier {
     func verifyAhead(_ changes: [PulledChange]) async throws -> SharedPage {
         let signatures = SignatureCheck.current
         guard !signatures.perRecordOnly else { return SharedPage(items: try await checks(signatures).run(changes), mode: .checked) }
-        return await SharedPage(items: try await checks(signatures).run(changes, deferringSignatures: true), mode: .staged).summed()
+        let page = SharedPage(items: try await checks(signatures).run(changes, deferringSignatures: true), mode: .staged)
+        // A page written pending is summed in the final store's transaction: worked out here, the sum would go unused.
+        return held.spilled ? page : await page.summed()
     }
 
     func store(_ page: SharedPage, release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
@@ -136,12 +138,19 @@ struct SharedPage: Sendable {
         case candidate(StateCommitment)
     }
 
-    var items: [DoctorCache.Pulled]
-    var mode: Mode
+    let items: [DoctorCache.Pulled]
+    let mode: Mode
     /// The sum of the head elements of `items` (`LtHash.sum(ofHeads:)`), each of which passed its checks:
     /// what storing them folds into the share's set of heads, worked out on every core before the store's
-    /// transaction (nil when not worked out).
-    var added: LtHash? = nil
+    /// transaction (nil when not worked out). Only `summed` sets it, from the page's own `items`, which
+    /// never change: the store adds it in place of each of their elements, so a sum of other records would
+    /// stand in for the ones stored (Docs/commitment-pages.md §8).
+    private(set) var added: LtHash? = nil
+
+    init(items: [DoctorCache.Pulled], mode: Mode) {
+        self.items = items
+        self.mode = mode
+    }
 
     /// The page with `added` worked out, when each of its changes passed its checks.
     func summed() async -> SharedPage {

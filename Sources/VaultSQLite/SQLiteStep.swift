@@ -3,8 +3,9 @@ import GRDB
 import GRDBSQLite
 
 /// A cached statement bound, stepped and read through SQLite's C API, for the statements run once per
-/// record of a push, on the server and on the patient's device. There, GRDB's argument arrays of
-/// existentials and its row objects cost more than SQLite's own work (the profile in Docs/benchmarks.md §2).
+/// record of a push (on the server and on the patient's device) or of a pull (the doctor's cache). There,
+/// GRDB's argument arrays of existentials and its row objects cost more than SQLite's own work (the
+/// profiles in Docs/benchmarks.md §2 and §3).
 /// Failures are GRDB's `DatabaseError`, as everywhere else. Use only inside a transaction GRDB opened; the
 /// statement is reset before each use and after the last.
 public struct SQLiteStep {

@@ -152,38 +152,39 @@ struct CommitmentPullTests {
         }
     }
 
-    /// The sum of the head elements worked out on every core before the store (`SharedPage.added`, summed
-    /// over the held pages too) stands in for folding each head in the store's transaction. One that does
-    /// not match the page's records never vouches for them: each is checked on its own instead.
+    /// The sum of the head elements worked out on every core as each page is checked (`SharedPage.added`,
+    /// kept for the pages held in memory) stands in for folding each head in the store's transaction, where
+    /// each record's old head is still read and removed. Over a cache that already holds the share, a second
+    /// pull replaces one head and sends the other two again as they are (each replaces itself): it is
+    /// authenticated without a signature check, and ends exactly where the one-by-one path ends, in pages
+    /// of one change (held in memory, then final) and as one final page.
     @Test(arguments: Backend.allCases)
-    func aSumWorkedOutBeforehandThatDoesNotMatchItsRecordsVouchesForNothing(backend: Backend) async throws {
+    func headsSummedBeforehandOverACacheThatHoldsTheShare(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
             let f = try await CommitmentPageTests.fixture(world)
-            let owner = f.patient.userID
-            let tresor = f.share.tresor.id
-            let heads = f.honest.map { ($0.envelope!.header.recordID.hex, $0.envelope!.versionID) }
-            let all = try await LtHash.sum(ofHeads: heads)
-            let allButOne = try await LtHash.sum(ofHeads: Array(heads.dropLast()))
-            for (name, sum, checks) in [("the sum of its records", all, 0), ("one record left out", allButOne, 3), ("nothing", LtHash(), 3)] {
-                let cache = try DoctorCache(url: world.root.appendingPathComponent("cache-\(UUID().uuidString).sqlite"))
-                let applier = SharedReplica(cache: cache, patient: f.patient, share: f.share)
-                var page = try await applier.verify(f.honest, commitments: f.commitments)
-                guard case .candidate = page.mode else {
-                    Issue.record("the final page is not a candidate for its commitment")
-                    return
-                }
-                #expect(page.added == all, "verify works the sum out")
-                page.added = sum
+            let rid = f.oldRun.header.recordID
+            let before = CommitmentPageTests.swap(f.honest, rid, by: f.oldRun)
+            for split in [true, false] {
+                let pulls =
+                    split
+                    ? [Self.split(before, f.staleCommitments), Self.split(f.honest, f.commitments)]
+                    : [[Page(changes: before, commitments: f.staleCommitments)], [Page(changes: f.honest, commitments: f.commitments)]]
                 let counter = PullSignatures.Counter()
-                let stored = try await PullSignatures.$counter.withValue(counter) {
-                    try await applier.store(page, release: [], cursor: f.last, commitments: f.commitments)
-                }
-                #expect(counter.value == checks, "\(name): \(counter.value) checks")
-                #expect(stored.problems.isEmpty, "\(name): \(stored.problems)")
-                let shown = try #require(try await cache.liveEnvelopes(owner: owner, tresor: tresor, after: "", limit: 10))
-                #expect(Set(try shown.envelopes.map { try StoredEnvelope.decode($0).versionID }) == Set(heads.map(\.1)), "\(name)")
-                #expect(try await cache.holdsAccepted(owner: owner, tresor: tresor), "\(name): the commitment holds for what was stored")
+                let fast = try await CommitmentPageTests.doctorReads(f, pulls, perRecordOnly: false, counter: counter)
+                let slow = try await CommitmentPageTests.doctorReads(f, pulls, perRecordOnly: true)
+                #expect(counter.value == 0, "pages of one change: \(split); \(counter.value) checks")
+                #expect(fast == slow && fast.problems == [[], []] && fast.quarantined.isEmpty, "\(fast) against \(slow)")
+                #expect(fast.kept == Dictionary(uniqueKeysWithValues: f.honest.map { ($0.recordID!, $0.envelope!.versionID) }))
             }
+            // The sum a page carries is that of its own records.
+            let applier = SharedReplica(
+                cache: try DoctorCache(url: world.root.appendingPathComponent("cache-\(UUID().uuidString).sqlite")),
+                patient: f.patient,
+                share: f.share
+            )
+            let heads = f.honest.map { ($0.envelope!.header.recordID.hex, $0.envelope!.versionID) }
+            #expect(try await applier.verify(f.honest, commitments: f.commitments).added == (try await LtHash.sum(ofHeads: heads)))
+            #expect(try await applier.verifyAhead(Array(f.honest.prefix(2))).added == (try await LtHash.sum(ofHeads: Array(heads.prefix(2)))))
         }
     }
 }

@@ -130,6 +130,12 @@ struct DeviceDatabaseTests {
             }
             #expect(mode == "wal" && sync == 1, "WAL with NORMAL (1) sync")
             #expect(try await cache.cursor(owner: owner, tresor: tresor) == 5)
+            // A cache created before keeps its pages of 4 KiB; one created now has pages of 64 KiB.
+            #expect(try await cache.queue.read { try Int.fetchOne($0, sql: "PRAGMA page_size") } == 4_096)
+            let fresh = try DoctorCache(url: url.deletingLastPathComponent().appendingPathComponent("fresh-\(UUID().uuidString).sqlite"))
+            #expect(try await fresh.queue.read { try Int.fetchOne($0, sql: "PRAGMA page_size") } == DeviceDatabase.cachePageSize)
+            #expect(try await fresh.queue.read { try Int.fetchOne($0, sql: "PRAGMA journal_size_limit") } == DeviceDatabase.cacheLogLimit)
+            #expect(try await fresh.cursor(owner: owner, tresor: tresor) == 0)
             for suffix in ["", "-wal", "-shm"] {
                 let mode = try FileManager.default.attributesOfItem(atPath: url.path + suffix)[.posixPermissions] as? Int
                 #expect(mode == 0o600, "store.sqlite\(suffix): \(String(mode ?? 0, radix: 8))")

@@ -86,10 +86,15 @@ extension BenchReport {
             "   server alone: the doctor's pages of 1,000 fetched as raw bytes (no decoding, verification or decryption)",
         ]
         var out = push
-        out += throughput("push", target: Self.pushTarget, figure: { ($0.pushRps, $0.pushFloorRps, $0.pushRatio) }, alone: Self.serverPush)
+        out += throughput("push", target: Self.pushTarget, figure: { ($0.pushRps, $0.pushFloorRps, $0.pushRatio) }, beside: { [Self.serverPush($0)] })
         out.append(postgresShareRow(postgresShare(\.pushRps)))
         out += pull
-        out += throughput("pull", target: Self.pullTarget, figure: { ($0.pullRps, $0.pullFloorRps, $0.pullRatio) }, alone: Self.serverPull)
+        out += throughput(
+            "pull",
+            target: Self.pullTarget,
+            figure: { ($0.pullRps, $0.pullFloorRps, $0.pullRatio) },
+            beside: { [Self.committedFloor($0), Self.serverPull($0)] }
+        )
         out.append(postgresShareRow(postgresShare(\.pullRps)))
         if let p = postgresUnavailable { out.append("   PostgreSQL unavailable (\(p)): its figures are null") }
         return out
@@ -111,15 +116,21 @@ extension BenchReport {
         ["  server alone", fmt(r.serverPushRps, 0), fmt(r.pushFloorRps, 0), fmt(r.serverPushRps / r.pushFloorRps, 2), "", ""]
     }
 
+    /// The pull beside the floor of what must remain once the commitment authenticates the pages
+    /// (`CommittedPullFloor`: select, hash, LtHash, decrypt, cache write).
+    static func committedFloor(_ r: PushPullResult) -> [String] {
+        ["  against the commitment floor", "", fmt(r.pullCommittedFloorRps, 0), fmt(r.pullCommittedRatio, 2), "", ""]
+    }
+
     static func serverPull(_ r: PushPullResult) -> [String] {
         ["  server alone (raw pages)", fmt(r.serverPullRps, 0), "", "", "", ""]
     }
 
     func throughput(
         _ name: String,
-        target rpsTarget: Double,
+        target targets: [RecordSize: Double],
         figure: (PushPullResult) -> (rps: Double, floor: Double, ratio: Double),
-        alone: (PushPullResult) -> [String]
+        beside: (PushPullResult) -> [[String]]
     ) -> [String] {
         let w = Self.widths
         var out = [Self.row(["", name, "floor", "ratio", "target", ""], w)]
@@ -130,18 +141,18 @@ extension BenchReport {
                     out.append(Self.row([label, "null", "", "", "", ""], w))
                     continue
                 }
-                let target = b == .sqlite && s == .small
+                let target = b == .sqlite ? targets[s] : nil
                 let f = figure(r)
                 out.append(
                     Self.row(
                         [
-                            label, fmt(f.rps, 0), fmt(f.floor, 0), fmt(f.ratio, 2), target ? ">= \(Int(rpsTarget))" : "",
-                            target ? Self.status(f.rps >= rpsTarget) : "",
+                            label, fmt(f.rps, 0), fmt(f.floor, 0), fmt(f.ratio, 2), target.map { ">= \(Int($0))" } ?? "",
+                            target.map { Self.status(f.rps >= $0) } ?? "",
                         ],
                         w
                     )
                 )
-                out.append(Self.row(alone(r), w))
+                for row in beside(r) { out.append(Self.row(row, w)) }
             }
         }
         return out

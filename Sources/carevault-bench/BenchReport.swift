@@ -39,8 +39,11 @@ struct BenchReport {
         return l / s
     }
 
-    /// The targets of Docs/benchmarks.md: seal/open ratios, 500-byte push and pull on SQLite, incremental sync.
-    static let ratioTarget = 0.9, pushTarget = 12_000.0, pullTarget = 15_000.0, incrementalTarget = 1.2
+    /// The targets of Docs/benchmarks.md: seal/open ratios, push and pull on SQLite (500 bytes and 16 KiB,
+    /// those of the commitment pages, §2 and §3), incremental sync.
+    static let ratioTarget = 0.9, incrementalTarget = 1.2
+    static let pushTarget: [RecordSize: Double] = [.small: 20_000, .large: 6_000]
+    static let pullTarget: [RecordSize: Double] = [.small: 40_000, .large: 10_000]
     /// PostgreSQL's push and pull within 20 % of SQLite's: its 500-byte figure over SQLite's, same run.
     static let postgresShareTarget = 0.8
 

@@ -40,6 +40,9 @@ let package = Package(
             providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
         ),
         .target(name: "VaultCrypto", dependencies: ["CSodium"]),
+        // glibc's cap on its allocator's arenas, set by each tool and the server when they start
+        // (Docs/benchmarks.md §5 and §7: one arena per thread kept memory no thread used any more).
+        .target(name: "CAllocator"),
         .target(name: "VaultCore", dependencies: ["VaultCrypto"]),
         .target(name: "VaultAPI", dependencies: ["VaultCore", "VaultCrypto"]),
         .target(
@@ -88,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "carevault-server",
             dependencies: [
-                "VaultServer", "VaultAPI", "VaultCrypto",
+                "VaultServer", "VaultAPI", "VaultCrypto", "CAllocator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -97,7 +100,7 @@ let package = Package(
         .target(
             name: "VaultCLI",
             dependencies: [
-                "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto",
+                "VaultClient", "VaultAPI", "VaultCore", "VaultCrypto", "CAllocator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -173,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "VaultCLITests",
             dependencies: [
-                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI", "VaultTestSupport",
+                "VaultCLI", "VaultClient", "VaultCore", "VaultCrypto", "VaultAPI", "VaultTestSupport", "CAllocator",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

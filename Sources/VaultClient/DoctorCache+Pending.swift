@@ -133,6 +133,10 @@ extension DoctorCache {
         for s in sequences { try delete.execute(arguments: [owner, tresor, try storedCursor(s)]) }
     }
 
+    /// How many heads held pending a first read folds at once (`storeIfVouched`): enough for every core,
+    /// few enough that their ids take little memory however large the read.
+    static let foldBatch = 4_096
+
     /// Stores the records held pending of the share and then `entries` (a final page's, every check but
     /// the signature passed) as the heads of their records, in one transaction, in sequence order, when
     /// `shown` authenticates the heads that result (`CommitmentPages.vouches`; Docs/commitment-pages.md §8),
@@ -175,7 +179,16 @@ extension DoctorCache {
                 // A first read of the patient: the records held pending are folded without their envelopes
                 // and copied in one statement once the commitment vouches for them, the bytes never leaving
                 // the database (each is new and comes once, so none replaces another).
+                // Their heads are folded a batch at a time, each batch's sum worked out on every core.
                 let copyAtOnce = fresh && !collect
+                var batch: [Head] = []
+                let fold = {
+                    do {
+                        heads.set.hash.add(try LtHash.sumNow(ofHeads: batch.map { ($0.recordID, $0.versionID) }))
+                        for head in batch { try heads.set.replace(recordID: head.recordID, old: nil, with: head.head, alreadyAdded: true) }
+                    } catch { throw NotVouched() }
+                    batch.removeAll(keepingCapacity: true)
+                }
                 try Self.eachPending(db, owner: ownerID, tresor: tresorID, envelopes: !copyAtOnce) { head in
                     guard copyAtOnce else {
                         try place(head, false)
@@ -183,8 +196,10 @@ extension DoctorCache {
                         return
                     }
                     guard records.insert(head.recordID).inserted else { throw NotVouched() }
-                    do { try heads.set.replace(recordID: head.recordID, old: nil, with: head.head) } catch { throw NotVouched() }
+                    batch.append(head)
+                    if batch.count == Self.foldBatch { try fold() }
                 }
+                try fold()
                 for entry in entries { try place(entry.stored, added != nil) }
                 let accepted = heads.seen
                 guard

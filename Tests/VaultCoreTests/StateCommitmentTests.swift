@@ -88,6 +88,9 @@ struct StateCommitmentTests {
         }
         let sum = try await LtHash.sum(ofHeads: changes.map { ($0.recordID, $0.head.versionID) })
         #expect(sum == sequential)
+        let heads = changes.map { ($0.recordID, $0.head.versionID) }
+        #expect(try LtHash.sumNow(ofHeads: heads) == sequential, "the same sum through Dispatch")
+        #expect(throws: EncodingError.self) { try LtHash.sumNow(ofHeads: heads + [("zz", Self.ids(0))]) }
         var beforehand = start
         beforehand.hash.add(sum)
         for c in changes { try beforehand.replace(recordID: c.recordID, old: c.old, with: c.head, alreadyAdded: true) }

@@ -103,6 +103,29 @@ public struct LtHash: Sendable, Hashable {
         return total
     }
 
+    /// `sum(ofHeads:)` for a caller that cannot wait for tasks (inside a database transaction): the same
+    /// sum, its chunks expanded on every core through Dispatch while the caller's thread waits.
+    public static func sumNow(ofHeads heads: [(recordID: String, versionID: String)]) throws(EncodingError) -> LtHash {
+        let ranges = Parallel.chunks(heads.count)
+        // A chunk whose ids are not hex leaves its slot nil.
+        var parts = [LtHash?](repeating: nil, count: ranges.count)
+        parts.withUnsafeMutableBufferPointer { slots in
+            // Each iteration writes its own slot only.
+            nonisolated(unsafe) let slots = slots
+            DispatchQueue.concurrentPerform(iterations: ranges.count) { k in
+                var part = LtHash()
+                for i in ranges[k] { guard (try? part.add(recordID: heads[i].recordID, versionID: heads[i].versionID)) != nil else { return } }
+                slots[k] = part
+            }
+        }
+        var total = LtHash()
+        for part in parts {
+            guard let part else { throw .invalidValue("a head's record id or version id is not 64 hex digits") }
+            total.add(part)
+        }
+        return total
+    }
+
     private mutating func combine(_ stream: [UInt8], subtract: Bool) {
         guard stream.count == Self.byteCount else { return }
         lanes.withUnsafeMutableBufferPointer { l in

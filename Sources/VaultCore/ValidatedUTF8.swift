@@ -4,13 +4,8 @@
 extension String {
     /// `bytes` as a string, or nil when they are not valid UTF-8.
     init?(validUTF8 bytes: UnsafeBufferPointer<UInt8>) {
-        var ascii = true
-        for byte in bytes where byte >= 0x80 {
-            ascii = false
-            break
-        }
         // ASCII is valid UTF-8, and decoding it repairs nothing: the same string.
-        if ascii {
+        if bytes.allSatisfy({ $0 < 0x80 }) {
             self = String(decoding: bytes, as: UTF8.self)
             return
         }

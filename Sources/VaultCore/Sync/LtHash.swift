@@ -93,14 +93,15 @@ public struct LtHash: Sendable, Hashable {
     /// The sum of the elements of the heads `(recordID, versionID)` (both hex), expanded on every core:
     /// adding it to a state is adding each head, in any order (the lanes add modulo 2^16).
     public static func sum(ofHeads heads: [(recordID: String, versionID: String)]) async throws -> LtHash {
-        let parts = try await Parallel.map(Parallel.chunks(heads.count), minChunk: 1) { range in
-            var part = LtHash()
-            for i in range { try part.add(recordID: heads[i].recordID, versionID: heads[i].versionID) }
-            return part
-        }
-        var total = LtHash()
-        for part in parts { total.add(part) }
-        return total
+        let parts = try await Parallel.map(Parallel.chunks(heads.count), minChunk: 1) { try sum(ofHeads: heads, $0) }
+        return parts.reduce(LtHash()) { $0.adding($1) }
+    }
+
+    /// The sum of the elements of `heads[range]`: one chunk of `sum(ofHeads:)` and `sumNow(ofHeads:)`.
+    private static func sum(ofHeads heads: [(recordID: String, versionID: String)], _ range: Range<Int>) throws(EncodingError) -> LtHash {
+        var part = LtHash()
+        for i in range { try part.add(recordID: heads[i].recordID, versionID: heads[i].versionID) }
+        return part
     }
 
     /// `sum(ofHeads:)` for a caller that cannot wait for tasks (inside a database transaction): the same
@@ -112,11 +113,7 @@ public struct LtHash: Sendable, Hashable {
         parts.withUnsafeMutableBufferPointer { slots in
             // Each iteration writes its own slot only.
             nonisolated(unsafe) let slots = slots
-            DispatchQueue.concurrentPerform(iterations: ranges.count) { k in
-                var part = LtHash()
-                for i in ranges[k] { guard (try? part.add(recordID: heads[i].recordID, versionID: heads[i].versionID)) != nil else { return } }
-                slots[k] = part
-            }
+            DispatchQueue.concurrentPerform(iterations: ranges.count) { k in slots[k] = try? sum(ofHeads: heads, ranges[k]) }
         }
         var total = LtHash()
         for part in parts {

@@ -80,16 +80,46 @@ public struct JSONScanner {
     public mutating func string() -> String? {
         guard open(Self.quote) else { return nil }
         let start = at
+        // Eight bytes at a time while none of them ends the string or stops this reader (a quote, a
+        // backslash, a control character); the OR of every byte read says whether the text is ASCII.
+        var bits = skipPlain()
         while at < bytes.count {
             let byte = bytes[at]
             if byte == Self.quote {
                 at += 1
-                return String(validUTF8: UnsafeBufferPointer(rebasing: bytes[start..<at - 1]))
+                let text = UnsafeBufferPointer(rebasing: bytes[start..<at - 1])
+                // ASCII is valid UTF-8, read as it is; anything else is validated.
+                return bits & 0x80 == 0 ? String(decoding: text, as: UTF8.self) : String(validUTF8: text)
             }
             if byte == Self.backslash || byte < 0x20 { return nil }
+            bits |= UInt64(byte)
             at += 1
         }
         return nil
+    }
+
+    /// Moves past whole words of eight bytes holding no quote, backslash or byte below 0x20 (a word test
+    /// that is exact: it finds such a byte whenever there is one); returns the OR of the bytes passed, its
+    /// bytes folded onto the low one.
+    private mutating func skipPlain() -> UInt64 {
+        guard let base = bytes.baseAddress else { return 0 }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs = ones &* 0x80
+        let quotes = ones &* UInt64(Self.quote)
+        let backslashes = ones &* UInt64(Self.backslash)
+        var seen: UInt64 = 0
+        while bytes.count - at >= 8 {
+            let word = UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self)
+            let q = word ^ quotes
+            let b = word ^ backslashes
+            // A byte is zero in q (b) where the word holds a quote (backslash); below 0x20 where it holds
+            // a control character: x - 0x01.. (x - 0x20..) borrows into a byte's high bit exactly then.
+            let stops = ((q &- ones) & ~q) | ((b &- ones) & ~b) | ((word &- ones &* 0x20) & ~word)
+            if stops & highs != 0 { break }
+            seen |= word
+            at += 8
+        }
+        return (seen & highs) == 0 ? 0 : 0x80
     }
 
     private mutating func digits() -> Int {

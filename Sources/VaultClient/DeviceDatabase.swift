@@ -46,6 +46,7 @@ enum DeviceDatabase {
         DoctorCache.binaryCommitments,
         DoctorCache.quarantineByTresor,
         DoctorCache.pendingTable,
+        DoctorCache.parkedTable,
     ]
 
     /// The configuration of both device databases (the patient's store and the doctor's cache): WAL with

@@ -33,7 +33,11 @@ extension DoctorCache {
         /// Most of the time nothing is held, and a verified change has nothing to heal.
         var anyHeld: Bool
 
-        init(db: Database, owner: String, tresor: String) throws {
+        /// A parked first read of the owner (DoctorCache+Parked.swift) goes back to `pending_records` first,
+        /// so that no parked envelope is read as a head; with `keepParked`, one of this share stays parked
+        /// (the transaction that would authenticate it).
+        init(db: Database, owner: String, tresor: String, keepParked: Bool = false) throws {
+            if try !keepParked || DoctorCache.parkedTresor(db, owner: owner) != tresor { try DoctorCache.unpark(db, owner: owner) }
             self.db = db
             self.owner = owner
             self.tresor = tresor

@@ -28,12 +28,25 @@ extension DoctorCache {
     )
 
     /// Holds the verified entries of a page pending, keeps its failed changes aside, and moves the
-    /// share's cursor to `cursor`, in one transaction.
-    func stage(_ pulled: [Pulled], owner: UUID, tresor: UUID, cursor: UInt64?) async throws {
+    /// share's cursor to `cursor`, in one transaction. With `parking`, a first read of the patient parks
+    /// the envelopes among the heads instead (`park`, DoctorCache+Parked.swift) when it can; otherwise a
+    /// parked first read of the patient goes back to `pending_records` before anything is written.
+    func stage(_ pulled: [Pulled], owner: UUID, tresor: UUID, cursor: UInt64?, parking: Bool = false) async throws {
         let next = try cursor.map(Self.storedCursor)
         let ownerID = owner.uuidString
         let tresorID = tresor.uuidString
         try await queue.write { db in
+            let entries = pulled.compactMap { if case let .verified(entry) = $0 { entry } else { nil } }
+            let quarantine = QuarantineRows(db: db, feed: (ownerID, tresorID))
+            for case let .failed(q) in pulled { try quarantine.hold(q) }
+            if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
+            guard !entries.isEmpty else { return }
+            if parking, try Self.mayPark(db, owner: ownerID, tresor: tresorID), try Self.canPark(db, owner: ownerID, entries) {
+                try Self.park(db, owner: ownerID, tresor: tresorID, entries)
+                return
+            }
+            // Written pending with their envelopes: a parked first read of the patient goes back with them.
+            try Self.unpark(db, owner: ownerID)
             let insert = try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO pending_records
@@ -41,19 +54,13 @@ extension DoctorCache {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             )
-            let quarantine = QuarantineRows(db: db, feed: (ownerID, tresorID))
-            for item in pulled {
-                switch item {
-                case let .verified(entry):
-                    let t = entry.header.timestamp
-                    try insert.execute(arguments: [
-                        ownerID, tresorID, try Self.storedCursor(entry.sequence), entry.header.recordID.hex, entry.versionID,
-                        Int64(clamping: t.physicalMs), Int64(t.counter), t.deviceID, entry.header.deleted, entry.bytes,
-                    ])
-                case let .failed(q): try quarantine.hold(q)
-                }
+            for entry in entries {
+                let t = entry.header.timestamp
+                try insert.execute(arguments: [
+                    ownerID, tresorID, try Self.storedCursor(entry.sequence), entry.header.recordID.hex, entry.versionID,
+                    Int64(clamping: t.physicalMs), Int64(t.counter), t.deviceID, entry.header.deleted, entry.bytes,
+                ])
             }
-            if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
         }
     }
 
@@ -87,12 +94,18 @@ extension DoctorCache {
         envelopes: Bool = true,
         _ body: (Head) throws -> Void
     ) throws {
-        let envelope = envelopes ? "envelope" : "X''"
+        // A parked record's envelope (an empty one pending) is read where it is parked, among the heads.
+        let envelope =
+            envelopes
+            ? """
+            CASE WHEN length(p.envelope) > 0 THEN p.envelope
+                ELSE (SELECT s.envelope FROM shared_records s WHERE s.owner_id = p.owner_id AND s.record_id = p.record_id) END
+            """ : "X''"
         let rows = try Row.fetchCursor(
             db,
             sql: """
-                SELECT sequence, record_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, \(envelope) FROM pending_records
-                WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence LIMIT ?
+                SELECT p.sequence, p.record_id, p.version_id, p.hlc_physical, p.hlc_counter, p.hlc_device, p.deleted, \(envelope)
+                FROM pending_records p WHERE p.owner_id = ? AND p.tresor_id = ? ORDER BY p.sequence LIMIT ?
                 """,
             arguments: [owner, tresor, Int64(clamping: limit)]
         )
@@ -163,14 +176,17 @@ extension DoctorCache {
         struct NotVouched: Error {}
         do {
             return try await queue.write { db in
-                var heads = try HeadWriter(db: db, owner: ownerID, tresor: tresorID)
+                // A parked first read of this share stays where it is unless its records are to be collected.
+                var heads = try HeadWriter(db: db, owner: ownerID, tresor: tresorID, keepParked: !collect)
                 guard !heads.anyHeld else { throw NotVouched() }
                 if let added { heads.set.hash.add(added) }
                 var records = Set<String>()
                 var promoted: [Entry] = []
-                // A first read of the patient: no head to read, every record is new (each comes once).
+                // A first read of the patient: no head to read, every record is new (each comes once). Every
+                // head a parked read leaves among the heads is one of its records held pending.
+                let parked = try Self.parkedTresor(db, owner: ownerID) == tresorID
                 let anyHeld = "SELECT EXISTS (SELECT 1 FROM shared_records WHERE owner_id = ?)"
-                let fresh = try !(Bool.fetchOne(db, sql: anyHeld, arguments: [ownerID]) ?? true)
+                let fresh = try parked || !(Bool.fetchOne(db, sql: anyHeld, arguments: [ownerID]) ?? true)
                 let place = { (entry: Head, alreadyAdded: Bool) throws in
                     guard records.insert(entry.recordID).inserted, try heads.keepIfHead(entry, fresh: fresh, alreadyAdded: alreadyAdded) else {
                         throw NotVouched()
@@ -206,7 +222,10 @@ extension DoctorCache {
                     CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: heads.set)
                 else { throw NotVouched() }
                 try heads.finish()
-                if copyAtOnce {
+                if parked {
+                    // Parked, the envelopes already lie where the heads go: only the pending rows and the mark go.
+                    try db.execute(sql: "DELETE FROM parked_reads WHERE owner_id = ?", arguments: [ownerID])
+                } else if copyAtOnce {
                     try db.execute(
                         sql: """
                             INSERT INTO shared_records (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id)

@@ -344,6 +344,9 @@ final class DoctorCache: Sendable {
     /// share are never all in memory at once.
     func liveEnvelopes(owner: UUID, tresor: UUID, after: String, limit: Int) async throws -> (envelopes: [Data], last: String)? {
         try await queue.read { db in
+            // While a first read of the patient is parked, every head held of the patient is one of its
+            // records, not yet authenticated (DoctorCache+Parked.swift): none is shown.
+            guard try Self.parkedTresor(db, owner: owner.uuidString) == nil else { return nil }
             let rows = try Row.fetchAll(
                 db,
                 sql: """

@@ -51,7 +51,10 @@ struct SharedReplica: ReplicaApplier {
             // early as one written pending (a sequence the cache cannot keep).
             for sequence in page.items.map(\.sequence) + (cursor.map { [$0] } ?? []) { _ = try DoctorCache.storedCursor(sequence) }
             // Written pending (with the page's cursor) only past the budget of what a pull holds in memory.
-            if let spilled = held.add(page.items, added: page.added) { try await cache.stage(spilled, owner: owner, tresor: tresor, cursor: cursor) }
+            // A first read parks them among the heads, unless `watch` is to be told of them when they are stored.
+            if let spilled = held.add(page.items, added: page.added) {
+                try await cache.stage(spilled, owner: owner, tresor: tresor, cursor: cursor, parking: applied == nil)
+            }
         case let .candidate(shown):
             let entries = page.entries
             let (earlier, earlierAdded) = held.drain()
@@ -95,6 +98,8 @@ struct SharedReplica: ReplicaApplier {
     /// Returns the entries stored, for `watch`.
     func checkPending(_ earlier: [DoctorCache.Entry]) async throws -> [DoctorCache.Entry] {
         let owner = patient.userID
+        // A parked first read goes back to `pending_records` (and with it the records held in memory).
+        if earlier.isEmpty { try await cache.unpark(owner: owner) }
         if !earlier.isEmpty { try await cache.stage(earlier.map(DoctorCache.Pulled.verified), owner: owner, tresor: tresor, cursor: nil) }
         guard try await cache.holdsPending(owner: owner, tresor: tresor) else { return [] }
         var stored: [DoctorCache.Entry] = []

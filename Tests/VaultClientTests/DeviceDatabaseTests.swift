@@ -24,7 +24,7 @@ struct DeviceDatabaseTests {
             DeviceDatabase.doctor.map(\.identifier) == [
                 "v1-doctor-cache", "v2-doctor-quarantine", "v3-doctor-revoked-shares", "v4-doctor-commitments",
                 "v5-doctor-binary-envelopes", "v6-doctor-revoked-requests", "v7-doctor-binary-commitments",
-                "v8-doctor-quarantine-by-tresor", "v9-doctor-pending-records",
+                "v8-doctor-quarantine-by-tresor", "v9-doctor-pending-records", "v10-doctor-parked-reads",
             ]
         )
     }

@@ -104,7 +104,16 @@ enum DeviceDatabase {
         try SecureFiles.ensureDirectory(url.deletingLastPathComponent())
         let queue = try DatabaseQueue(path: url.path, configuration: configuration)
         try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
-        try migrator(migrations).migrate(queue)
+        let migrator = migrator(migrations)
+        // A database a newer version migrated may mean what this version cannot read (a doctor's first read
+        // parked among the heads, Docs/commitment-pages.md §8, reads as authenticated heads to a version
+        // before it): refused, not misread.
+        guard try !queue.read({ db in try migrator.hasBeenSuperseded(db) }) else {
+            throw ClientError.localState(
+                "\(url.lastPathComponent) was written by a newer version of CareVault; update this tool, or remove it and sign in again"
+            )
+        }
+        try migrator.migrate(queue)
         // The database and, in WAL mode, its log and index, owner-only whatever the umask (the folder is too).
         for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: url.path + suffix) {
             try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path + suffix)

@@ -29,8 +29,8 @@ extension DoctorCache {
 
     /// Holds the verified entries of a page pending, keeps its failed changes aside, and moves the
     /// share's cursor to `cursor`, in one transaction. With `parking`, a first read of the patient parks
-    /// the envelopes among the heads instead (`park`, DoctorCache+Parked.swift) when it can; otherwise a
-    /// parked first read of the patient goes back to `pending_records` before anything is written.
+    /// them among the heads instead (`park`, DoctorCache+Parked.swift) when it can; otherwise a parked
+    /// first read of the patient goes to `pending_records` before anything is written there.
     func stage(_ pulled: [Pulled], owner: UUID, tresor: UUID, cursor: UInt64?, parking: Bool = false) async throws {
         let next = try cursor.map(Self.storedCursor)
         let ownerID = owner.uuidString
@@ -41,11 +41,11 @@ extension DoctorCache {
             for case let .failed(q) in pulled { try quarantine.hold(q) }
             if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
             guard !entries.isEmpty else { return }
-            if parking, try Self.mayPark(db, owner: ownerID, tresor: tresorID), try Self.canPark(db, owner: ownerID, entries) {
-                try Self.park(db, owner: ownerID, tresor: tresorID, entries)
+            if parking, try Self.mayPark(db, owner: ownerID, tresor: tresorID, entries), try Self.park(db, owner: ownerID, tresor: tresorID, entries)
+            {
                 return
             }
-            // Written pending with their envelopes: a parked first read of the patient goes back with them.
+            // Written pending: a parked first read of the patient goes there first.
             try Self.unpark(db, owner: ownerID)
             let insert = try db.cachedStatement(
                 sql: """
@@ -94,32 +94,33 @@ extension DoctorCache {
         envelopes: Bool = true,
         _ body: (Head) throws -> Void
     ) throws {
-        // A parked record's envelope (an empty one pending) is read where it is parked, among the heads.
-        let envelope =
-            envelopes
+        let envelope = envelopes ? "envelope" : "X''"
+        // A parked first read of the share is held among the heads, and nothing of the owner is pending
+        // (DoctorCache+Parked.swift); the fold needs no order, anything else reads in sequence order.
+        let parked = try parkedTresor(db, owner: owner) == tresor
+        let sql =
+            parked
             ? """
-            CASE WHEN length(p.envelope) > 0 THEN p.envelope
-                ELSE (SELECT s.envelope FROM shared_records s WHERE s.owner_id = p.owner_id AND s.record_id = p.record_id) END
-            """ : "X''"
-        let rows = try Row.fetchCursor(
-            db,
-            sql: """
-                SELECT p.sequence, p.record_id, p.version_id, p.hlc_physical, p.hlc_counter, p.hlc_device, p.deleted, \(envelope)
-                FROM pending_records p WHERE p.owner_id = ? AND p.tresor_id = ? ORDER BY p.sequence LIMIT ?
-                """,
-            arguments: [owner, tresor, Int64(clamping: limit)]
-        )
+            SELECT sequence, record_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, \(envelope) FROM shared_records
+            WHERE owner_id = ? AND tresor_id = ? \(envelopes ? "ORDER BY sequence " : "")LIMIT ?
+            """
+            : """
+            SELECT sequence, record_id, version_id, hlc_physical, hlc_counter, hlc_device, deleted, \(envelope) FROM pending_records
+            WHERE owner_id = ? AND tresor_id = ? ORDER BY sequence LIMIT ?
+            """
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: [owner, tresor, Int64(clamping: limit)])
         while let row = try rows.next() {
-            guard let timestamp = LocalStore.timestamp(row[3], row[4], row[5]) else {
+            guard let timestamp = LocalStore.timestamp(row[3], row[4], row[5]), let sequence = row[0] as Int64?, let versionID = row[2] as String?
+            else {
                 throw ClientError.localState("the local cache is damaged; remove it and view again")
             }
             try body(
                 Head(
-                    sequence: UInt64(max(0, row[0] as Int64)),
+                    sequence: UInt64(max(0, sequence)),
                     recordID: row[1],
                     timestamp: timestamp,
                     deleted: row[6],
-                    versionID: row[2],
+                    versionID: versionID,
                     bytes: row[7]
                 )
             )
@@ -217,13 +218,19 @@ extension DoctorCache {
                 }
                 try fold()
                 for entry in entries { try place(entry.stored, added != nil) }
+                // Parked, the owner's heads must be exactly the records folded: one more would stay a head
+                // that no commitment covered.
+                if parked {
+                    let held = try Int.fetchOne(db, sql: "SELECT count(*) FROM shared_records WHERE owner_id = ?", arguments: [ownerID])
+                    guard held == records.count else { throw NotVouched() }
+                }
                 let accepted = heads.seen
                 guard
                     CommitmentPages.vouches(shown, tresor: tresor, category: category, patient: patient, accepted: accepted, prospective: heads.set)
                 else { throw NotVouched() }
                 try heads.finish()
                 if parked {
-                    // Parked, the envelopes already lie where the heads go: only the pending rows and the mark go.
+                    // Parked, the records already lie where the heads go: only the mark goes.
                     try db.execute(sql: "DELETE FROM parked_reads WHERE owner_id = ?", arguments: [ownerID])
                 } else if copyAtOnce {
                     try db.execute(

@@ -338,27 +338,6 @@ final class DoctorCache: Sendable {
     func quarantined(owner: UUID, tresor: UUID) async throws -> [QuarantinedRecord] {
         try await queue.read { db in try QuarantineRows(db: db, feed: (owner.uuidString, tresor.uuidString)).all() }
     }
-
-    /// Up to `limit` stored envelopes (binary) of live records of one share, in record id order after the record id `after` ("" for the first page), with the record id of
-    /// the last; nil when none is left. A view decrypts a page at a time, so the cached bytes of a large
-    /// share are never all in memory at once.
-    func liveEnvelopes(owner: UUID, tresor: UUID, after: String, limit: Int) async throws -> (envelopes: [Data], last: String)? {
-        try await queue.read { db in
-            // While a first read of the patient is parked, every head held of the patient is one of its
-            // records, not yet authenticated (DoctorCache+Parked.swift): none is shown.
-            guard try Self.parkedTresor(db, owner: owner.uuidString) == nil else { return nil }
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT record_id, envelope FROM shared_records
-                    WHERE owner_id = ? AND record_id > ? AND tresor_id = ? AND deleted = 0 ORDER BY record_id LIMIT ?
-                    """,
-                arguments: [owner.uuidString, after, tresor.uuidString, limit]
-            )
-            guard let last = rows.last?["record_id"] as String? else { return nil }
-            return (rows.map { $0["envelope"] as Data }, last)
-        }
-    }
 }
 
 extension DoctorReader {

@@ -256,13 +256,15 @@ public actor DoctorReader {
     /// the share's state, if anything.
     /// When the server is behind what the cache accepted and the cache still holds exactly that state,
     /// `standing` says so, and `problem` is nil: the last accepted view stands (Docs/design.md §5.2).
+    /// With `opened`, the records the checks open are kept there for the view that follows.
     func refresh(
         _ patient: Certificate,
         _ share: VerifiedShare,
-        progress: (@Sendable (Int) -> Void)?
+        progress: (@Sendable (Int) -> Void)?,
+        opened: OpenedRecords? = nil
     ) async throws -> (pulled: Int, problem: String?, standing: ServerBehind?) {
         let feed = ReplicaFeed(owner: patient.userID, tresor: share.tresor.id)
-        let applier = SharedReplica(cache: cache, patient: patient, share: share)
+        let applier = SharedReplica(cache: cache, patient: patient, share: share, opened: opened)
         let replica = ReplicaEngine(feed: feed, applier: applier, transport: transport, auth: try auth)
         _ = try await replica.retryQuarantined()
         let pulled = try await replica.pull(progress: progress)
@@ -284,7 +286,9 @@ public actor DoctorReader {
         view.awaitingKeys = reading.filter(\.awaitingKeys).map(\.share.category).sorted()
         var unconfirmed = Set<String>()
         for share in reading {
-            let refreshed = try await refresh(cert, share, progress: progress)
+            // What the refresh opens as it checks is handed to the reading below (by version id), not opened twice.
+            let opened = OpenedRecords()
+            let refreshed = try await refresh(cert, share, progress: progress, opened: opened)
             var mismatched = refreshed.problem != nil
             if let problem = refreshed.problem {
                 view.incomplete.append(problem)
@@ -299,12 +303,19 @@ public actor DoctorReader {
             // A page of the cache at a time, decrypted on every core: a large share's envelopes are never all
             // in memory at once. Signatures (or the commitment covering them) were checked before the envelopes
             // entered the cache (refresh); here the AEAD authenticates each header and ciphertext under the epoch key.
+            // A head whose version the refresh opened as it checked it comes as that record (`OpenedRecords`).
             var after = ""
             var activities: [Activity] = []
             var outcomes: [Outcome] = []
-            while let page = try await cache.liveEnvelopes(owner: cert.userID, tresor: share.tresor.id, after: after, limit: viewPage) {
+            while let page = try await cache.liveHeads(owner: cert.userID, tresor: share.tresor.id, after: after, limit: viewPage, take: opened.take)
+            {
                 after = page.last
-                let opened: [CareRecord??] = try await Parallel.map(page.envelopes) { bytes in
+                let records: [CareRecord??] = try await Parallel.map(page.heads) { head in
+                    let bytes: Data
+                    switch head {
+                    case let .taken(record): return .some(record)
+                    case let .sealed(sealed): bytes = sealed
+                    }
                     let env: Envelope
                     do { env = try StoredEnvelope.decode(bytes) } catch {
                         throw ClientError.integrity("the local cache holds an unreadable envelope")
@@ -314,7 +325,7 @@ public actor DoctorReader {
                         throw ClientError.from(error)
                     }
                 }
-                for record in opened {
+                for record in records {
                     switch record {
                     case nil: view.unreadable += 1
                     case let .activity(a)??: activities.append(a)

@@ -12,6 +12,8 @@ struct SharedReplica: ReplicaApplier {
     var applied: (@Sendable ([DoctorCache.Entry]) async throws -> Void)? = nil
     /// The pages of the pull under way before its final one, held in memory within a budget.
     let held = HeldPages()
+    /// Where the records opened by the checks are kept for the view that follows (none when not viewing).
+    var opened: OpenedRecords? = nil
 
     var tresor: UUID { share.tresor.id }
     var category: String { share.share.category }
@@ -24,7 +26,8 @@ struct SharedReplica: ReplicaApplier {
             context: EnvelopeContext(ownerID: patient.userID, tresorID: tresor, category: category),
             signingKey: patient.signingKey,
             keys: share.tresor.keys,
-            signatures: signatures
+            signatures: signatures,
+            opened: opened
         )
     }
 
@@ -183,16 +186,19 @@ struct SharedRecordCheck: Sendable {
     let signingKey: SigningPublicKey
     let keys: [UInt32: SymmetricKey]
     let signatures: SignatureCheck
+    /// Keeps each record opened, by version id, for the view that follows the refresh.
+    var opened: OpenedRecords? = nil
 
     /// Why `env` fails, or nil when it passes every check the doctor's keys allow; all but the signature
     /// with `deferringSignature` (a commitment is to authenticate the record, Docs/commitment-pages.md).
-    func failure(of env: Envelope, deferringSignature: Bool = false) -> QuarantineReason? {
+    /// `versionID` is the envelope's (worked out once by the caller).
+    func failure(of env: Envelope, versionID: String, deferringSignature: Bool = false) -> QuarantineReason? {
         do {
-            if deferringSignature {
-                _ = try env.openRecordVerifiedEarlier(keys: keys, expecting: context)
-            } else {
-                _ = try signatures.openRecord(env, keys: keys, authorKey: signingKey, context: context)
-            }
+            let record =
+                deferringSignature
+                ? try env.openRecordVerifiedEarlier(keys: keys, expecting: context)
+                : try signatures.openRecord(env, keys: keys, authorKey: signingKey, context: context)
+            if let opened, let r = record.record { opened.keep(versionID, r) }
         } catch .missingEpochKey {
             // Verified up to the key lookup: a record the doctor may read once granted that epoch.
         } catch {
@@ -205,13 +211,16 @@ struct SharedRecordCheck: Sendable {
     func run(_ changes: [PulledChange], deferringSignatures: Bool = false) async throws -> [DoctorCache.Pulled] {
         try await Parallel.map(changes) { change in
             guard let env = change.envelope else { return .failed(change.quarantined(.malformed)) }
-            if let reason = failure(of: env, deferringSignature: deferringSignatures) { return .failed(change.quarantined(reason)) }
+            let versionID = env.versionID
+            if let reason = failure(of: env, versionID: versionID, deferringSignature: deferringSignatures) {
+                return .failed(change.quarantined(reason))
+            }
             guard env.header.timestamp.physicalMs <= UInt64(Int64.max) else { return .failed(change.quarantined(.clockOutOfRange)) }
             return .verified(
                 DoctorCache.Entry(
                     sequence: change.sequence,
                     header: env.header,
-                    versionID: env.versionID,
+                    versionID: versionID,
                     bytes: StoredEnvelope.encode(env)
                 )
             )

@@ -111,6 +111,23 @@ struct DeviceDatabaseTests {
     /// A doctor's cache, like a patient's store, is a WAL database with NORMAL sync, and the database, its
     /// log and its index are owner-only whatever the umask; a cache written in the rollback journal before
     /// opens in WAL and keeps what it held.
+    /// A database a newer version migrated further is refused with a plain message, not read: what its
+    /// rows mean may have changed (a first read parked among a doctor's heads).
+    @Test func aDatabaseANewerVersionMigratedIsRefused() async throws {
+        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+            let future = DeviceDatabase.doctor + [DeviceDatabase.Migration("v99-doctor-from-the-future", sql: "CREATE TABLE later (x INTEGER)")]
+            try DeviceDatabase.open(at: url, migrations: future).close()
+            #expect {
+                _ = try DoctorCache(url: url)
+            } throws: { error in
+                guard case let .localState(message)? = error as? ClientError else { return false }
+                return message.contains("newer version")
+            }
+            // The same database opened by the version that wrote it is fine.
+            try DeviceDatabase.open(at: url, migrations: future).close()
+        }
+    }
+
     @Test func aDoctorsCacheIsOwnerOnlyInWALMode() async throws {
         try await SealedRecords.withTemporaryFile("store.sqlite") { url in
             let owner = UUID()

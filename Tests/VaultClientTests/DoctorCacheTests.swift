@@ -82,6 +82,52 @@ struct DoctorCacheTests {
         }
     }
 
+    /// A view takes from its refresh only the records whose version is a live head now (`OpenedRecords`,
+    /// `liveHeads`): a record opened at a version since replaced, or never stored, is not asked for, and
+    /// its head is read from the cache as stored.
+    @Test func aViewTakesOnlyTheRecordsOfTheVersionsTheCacheHolds() async throws {
+        try await SealedRecords.withTemporaryFile("store.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let cache = try DoctorCache(url: url)
+            let walk1 = try sealed.activity("walk", at: 1_000)
+            let walk2 = try sealed.activity("walk", at: 2_000)
+            let run = try sealed.activity("run", at: 1_000)
+            let stray = try sealed.activity("swim", at: 1_000)
+            try await cache.store(
+                [try Self.entry(walk1, sequence: 1), try Self.entry(run, sequence: 2)],
+                release: [],
+                owner: owner,
+                tresor: sealed.tresor.id,
+                cursor: 2
+            )
+            try await cache.store([try Self.entry(walk2, sequence: 3)], release: [], owner: owner, tresor: sealed.tresor.id, cursor: 3)
+            let opened = OpenedRecords()
+            let context = EnvelopeContext(ownerID: owner, tresorID: sealed.tresor.id, category: sealed.tresor.category)
+            let record = { (env: Envelope) in
+                try #require(try env.openRecordVerifiedEarlier(keys: sealed.tresor.keys, expecting: context).record)
+            }
+            for env in [walk1, run, stray] { opened.keep(env.versionID, try record(env)) }
+            let page = try #require(try await cache.liveHeads(owner: owner, tresor: sealed.tresor.id, after: "", limit: 10, take: opened.take))
+            var taken: [CareRecord] = []
+            var sealedVersions: [String] = []
+            for head in page.heads {
+                switch head {
+                case let .taken(r): taken.append(r)
+                case let .sealed(bytes): sealedVersions.append(try StoredEnvelope.decode(bytes).versionID)
+                }
+            }
+            #expect(taken == [try record(run)], "the record of the head's version is handed over")
+            #expect(sealedVersions == [walk2.versionID], "a head of another version is read as stored")
+            #expect(opened.take(walk1.versionID) != nil && opened.take(stray.versionID) != nil, "what is not a head is never taken")
+            #expect(opened.take(run.versionID) == nil, "a record is taken once")
+            // Kept up to the capacity, then no more.
+            for i in 0..<OpenedRecords.capacity { opened.keep("v\(i)", try record(run)) }
+            opened.keep("one more", try record(run))
+            #expect(opened.take("one more") == nil && opened.take("v0") != nil)
+        }
+    }
+
     @Test func anOlderVersionIsKeptAsideAndTheRestOfThePageIsStored() async throws {
         try await SealedRecords.withTemporaryFile("store.sqlite") { url in
             let sealed = SealedRecords()

@@ -9,17 +9,15 @@ import VaultTestSupport
 /// A doctor's first read of a patient written pending parks its envelopes among the heads, where they go
 /// once authenticated (Docs/commitment-pages.md §8, DoctorCache+Parked.swift): never shown, never read as
 /// heads, and moved back to `pending_records` by anything but the transaction that authenticates them.
-/// Every page here is written pending at once (a budget of 0).
+/// Every page here is written pending at once (a budget of 0), and parked however small its records.
 @Suite("Client: a first read parked among the heads")
 struct ParkedReadTests {
     typealias Page = CommitmentPageTests.Page
 
-    /// What the cache holds of a first read: the mark, the rows among the heads, the pending rows whose
-    /// envelope is parked (empty) and those that carry theirs.
+    /// What the cache holds of a first read: the mark, the rows among the heads, and the rows pending.
     struct Layout: Equatable, CustomStringConvertible {
         var mark: String?
         var heads: Int
-        var parkedPending: Int
         var pending: Int
 
         static func of(_ cache: DoctorCache, _ owner: UUID) async throws -> Layout {
@@ -27,13 +25,12 @@ struct ParkedReadTests {
                 Layout(
                     mark: try String.fetchOne(db, sql: "SELECT tresor_id FROM parked_reads WHERE owner_id = ?", arguments: [owner.uuidString]),
                     heads: try Int.fetchOne(db, sql: "SELECT count(*) FROM shared_records") ?? -1,
-                    parkedPending: try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_records WHERE length(envelope) = 0") ?? -1,
-                    pending: try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_records WHERE length(envelope) > 0") ?? -1
+                    pending: try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_records") ?? -1
                 )
             }
         }
 
-        var description: String { "mark \(mark ?? "-"), \(heads) heads, \(parkedPending) parked pending, \(pending) pending" }
+        var description: String { "mark \(mark ?? "-"), \(heads) heads, \(pending) pending" }
     }
 
     struct Reader {
@@ -74,8 +71,22 @@ struct ParkedReadTests {
             let counter = PullSignatures.Counter()
             let pulled = try await pull([Page(changes: [f.honest[2]], commitments: f.commitments)], counter: counter)
             #expect(pulled.problems.isEmpty && counter.value == 0, "\(pulled.problems); \(counter.value) checks")
-            #expect(try await Layout.of(cache, owner) == Layout(mark: nil, heads: 3, parkedPending: 0, pending: 0))
+            #expect(try await Layout.of(cache, owner) == Layout(mark: nil, heads: 3, pending: 0))
             #expect(try await shownVersions() == all)
+        }
+    }
+
+    /// Every page written pending, and parked whatever the size of its records.
+    static func parkingEverything<T>(_ body: () async throws -> T) async throws -> T {
+        try await HeldPages.$budget.withValue(0) { try await DoctorCache.$parkingEnvelopeBytes.withValue(0) { try await body() } }
+    }
+
+    /// The cases of a pull whose earlier pages do not match (a bad signature, an older version, no
+    /// commitment, a record twice), parked: each ends as the one-by-one path ends.
+    @Test(arguments: Backend.allCases)
+    func parkedPagesThatDoNotMatchAreCheckedRecordByRecord(backend: Backend) async throws {
+        try await Self.parkingEverything {
+            try await CommitmentPullTests().anEarlierPageThatDoesNotMatchIsCheckedRecordByRecord(backend: backend, budget: 0)
         }
     }
 
@@ -83,11 +94,11 @@ struct ParkedReadTests {
     @Test(arguments: Backend.allCases)
     func aParkedFirstReadIsShownOnlyOnceItsCommitmentVouchesForIt(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            try await HeldPages.$budget.withValue(0) {
+            try await Self.parkingEverything {
                 let r = try Reader(try await CommitmentPageTests.fixture(world))
                 try await r.cutPull()
                 let parked = try await Layout.of(r.cache, r.owner)
-                #expect(parked == Layout(mark: r.tresor.uuidString, heads: 2, parkedPending: 2, pending: 0), "\(parked)")
+                #expect(parked == Layout(mark: r.tresor.uuidString, heads: 2, pending: 0), "\(parked)")
                 #expect(try await r.shownVersions().isEmpty, "nothing parked is shown")
                 // What is held pending reads the same, parked or not.
                 let pending = try await r.cache.pending(owner: r.owner, tresor: r.tresor, limit: 10)
@@ -104,13 +115,13 @@ struct ParkedReadTests {
     @Test(arguments: Backend.allCases)
     func aParkedFirstReadWithoutItsCommitmentIsCheckedRecordByRecord(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            try await HeldPages.$budget.withValue(0) {
+            try await Self.parkingEverything {
                 let r = try Reader(try await CommitmentPageTests.fixture(world))
                 try await r.cutPull()
                 let counter = PullSignatures.Counter()
                 _ = try await r.pull([Page(changes: [r.f.honest[2]], done: true)], counter: counter)
                 #expect(counter.value == 3, "\(counter.value) checks")
-                #expect(try await Layout.of(r.cache, r.owner) == Layout(mark: nil, heads: 3, parkedPending: 0, pending: 0))
+                #expect(try await Layout.of(r.cache, r.owner) == Layout(mark: nil, heads: 3, pending: 0))
                 #expect(try await r.shownVersions() == r.all)
             }
         }
@@ -122,7 +133,7 @@ struct ParkedReadTests {
     @Test(arguments: Backend.allCases)
     func anotherWriterOfHeadsMovesAParkedReadBackPending(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            try await HeldPages.$budget.withValue(0) {
+            try await Self.parkingEverything {
                 let r = try Reader(try await CommitmentPageTests.fixture(world))
                 try await r.cutPull()
                 let env = try #require(r.f.honest[2].envelope)
@@ -133,7 +144,7 @@ struct ParkedReadTests {
                     bytes: StoredEnvelope.encode(env)
                 )
                 try await r.cache.store([.verified(entry)], release: [], owner: r.owner, tresor: r.tresor, cursor: nil)
-                #expect(try await Layout.of(r.cache, r.owner) == Layout(mark: nil, heads: 1, parkedPending: 0, pending: 2))
+                #expect(try await Layout.of(r.cache, r.owner) == Layout(mark: nil, heads: 1, pending: 2))
                 #expect(try await r.shownVersions() == [env.versionID])
                 let pending = try await r.cache.pending(owner: r.owner, tresor: r.tresor, limit: 10)
                 #expect(try pending.map { try StoredEnvelope.decode($0.bytes).versionID } == r.f.honest.prefix(2).map { $0.envelope!.versionID })
@@ -149,11 +160,108 @@ struct ParkedReadTests {
     @Test(arguments: Backend.allCases)
     func aWatchedFirstReadIsNotParked(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
-            try await HeldPages.$budget.withValue(0) {
+            try await Self.parkingEverything {
                 let r = try Reader(try await CommitmentPageTests.fixture(world), watching: true)
                 try await r.cutPull()
-                #expect(try await Layout.of(r.cache, r.owner) == Layout(mark: nil, heads: 0, parkedPending: 0, pending: 2))
+                #expect(try await Layout.of(r.cache, r.owner) == Layout(mark: nil, heads: 0, pending: 2))
             }
+        }
+    }
+
+    /// A head of the patient under another share while a read is parked (a damaged cache: nothing writes
+    /// one there): the final commitment, though it matches every record of the share folded, vouches for
+    /// nothing (the patient's heads are not exactly those folded), and moving the read back reports the
+    /// damage; nothing is shown.
+    @Test(arguments: Backend.allCases)
+    func aHeadTheFoldDidNotCoverIsNeverVouchedFor(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            try await Self.parkingEverything {
+                let r = try Reader(try await CommitmentPageTests.fixture(world))
+                try await r.cutPull()
+                let stray = StoredEnvelope.encode(try #require(r.f.honest[0].envelope))
+                try await r.cache.queue.write { db in
+                    try db.execute(
+                        sql: """
+                            INSERT INTO shared_records
+                                (owner_id, record_id, tresor_id, hlc_physical, hlc_counter, hlc_device, deleted, envelope, version_id, sequence)
+                            VALUES (?, ?, ?, 1, 0, 'device', 0, ?, ?, 99)
+                            """,
+                        arguments: [
+                            r.owner.uuidString, String(repeating: "f", count: 64), UUID().uuidString, stray, String(repeating: "0", count: 64),
+                        ]
+                    )
+                }
+                let counter = PullSignatures.Counter()
+                await #expect(throws: ClientError.self) {
+                    try await r.pull([Page(changes: [r.f.honest[2]], commitments: r.f.commitments)], counter: counter)
+                }
+                #expect(try await Layout.of(r.cache, r.owner).mark == r.tresor.uuidString, "still parked")
+                #expect(try await r.shownVersions().isEmpty)
+            }
+        }
+    }
+
+    /// Pages at sequences parked already (another process of the doctor pulling the same pages, filled
+    /// otherwise by the server) are not parked over: the parked read goes pending, and the new pages
+    /// replace its rows there, as they always did.
+    @Test func pagesAtSequencesHeldPendingAreNotParkedOver() async throws {
+        try await Self.parkingEverything { try await Self.pagesAtSequencesParked() }
+    }
+
+    static func pagesAtSequencesParked() async throws {
+        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let cache = try DoctorCache(url: url)
+            let first = [try sealed.activity("a1", at: 1_000), try sealed.activity("a2", at: 1_000)]
+            let second = [try sealed.activity("b1", at: 1_000), try sealed.activity("b2", at: 1_000)]
+            func stage(_ envs: [Envelope]) async throws {
+                let pulled = try envs.enumerated().map { try DoctorCacheTests.entry($1, sequence: UInt64($0 + 1)) }
+                try await cache.stage(pulled, owner: owner, tresor: sealed.tresor.id, cursor: 2, parking: true)
+            }
+            try await stage(first)
+            #expect(try await Layout.of(cache, owner) == Layout(mark: sealed.tresor.id.uuidString, heads: 2, pending: 0))
+            try await stage(second)
+            #expect(try await Layout.of(cache, owner) == Layout(mark: nil, heads: 0, pending: 2))
+            #expect(try await cache.pending(owner: owner, tresor: sealed.tresor.id, limit: 10).map(\.versionID) == second.map(\.versionID))
+        }
+    }
+
+    /// A cache that holds a head of the patient parks nothing: a page written pending keeps its envelopes.
+    @Test func aCacheThatHoldsThePatientParksNothing() async throws {
+        try await Self.parkingEverything { try await Self.aCacheHoldingThePatient() }
+    }
+
+    static func aCacheHoldingThePatient() async throws {
+        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let cache = try DoctorCache(url: url)
+            let held = try DoctorCacheTests.entry(try sealed.activity("a1", at: 1_000), sequence: 1)
+            try await cache.store([held], release: [], owner: owner, tresor: sealed.tresor.id, cursor: 1)
+            let next = try DoctorCacheTests.entry(try sealed.activity("a2", at: 1_000), sequence: 2)
+            try await cache.stage([next], owner: owner, tresor: sealed.tresor.id, cursor: 2, parking: true)
+            #expect(try await Layout.of(cache, owner) == Layout(mark: nil, heads: 1, pending: 1))
+        }
+    }
+
+    /// A parked record that lost its sequence (a damaged cache) is reported as damage, not read, and
+    /// reading what is pending does not crash.
+    @Test func aParkedRecordWithoutItsEnvelopeIsReportedAsDamage() async throws {
+        try await Self.parkingEverything { try await Self.aDamagedParkedRecord() }
+    }
+
+    static func aDamagedParkedRecord() async throws {
+        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+            let sealed = SealedRecords()
+            let owner = sealed.identity.userID
+            let cache = try DoctorCache(url: url)
+            let env = try sealed.activity("a1", at: 1_000)
+            try await cache.stage([try DoctorCacheTests.entry(env, sequence: 1)], owner: owner, tresor: sealed.tresor.id, cursor: 1, parking: true)
+            try await cache.queue.write { db in try db.execute(sql: "UPDATE shared_records SET sequence = NULL") }
+            await #expect(throws: ClientError.self) { try await cache.pending(owner: owner, tresor: sealed.tresor.id, limit: 10) }
+            await #expect(throws: ClientError.self) { try await cache.unpark(owner: owner) }
+            #expect(try await Layout.of(cache, owner).mark == sealed.tresor.id.uuidString, "nothing moved")
         }
     }
 }

@@ -203,13 +203,26 @@ struct SyncTests {
             try await world.approveAll()
             _ = try await vault.sync()
             let expected = ["a0", "a1", "a2", "a4", "a5", "a6", "a7"]
+            // The first view is handed the records its refresh opened; the later ones open the cached heads.
+            var first: PatientView?
             for page in [1, 3, 8, 4_096] {
                 await doctor.setViewPage(page)
                 let view = try await doctor.view(patient: "pat")
                 #expect(view.activities.map(\.id) == expected, "page of \(page)")
                 #expect(view.outcomes.map(\.activityID) == ["a5"], "page of \(page)")
                 #expect(view.completenessMessage == nil && view.unreadable == 0)
+                if let first { #expect(view.activities == first.activities && view.outcomes == first.outcomes, "page of \(page)") }
+                first = first ?? view
             }
+            // A record changed since: handed over at its new version, the rest read from the cache.
+            var changed = try Sample.activity("a1")
+            changed.title = "changed"
+            try await vault.updateActivity(changed)
+            _ = try await vault.sync()
+            let updated = try await doctor.view(patient: "pat")
+            #expect(updated.activities.first { $0.id == "a1" }?.title == "changed")
+            let again = try await doctor.view(patient: "pat")
+            #expect(again.activities == updated.activities && again.outcomes == updated.outcomes)
         }
     }
 }

@@ -42,19 +42,4 @@ extension DoctorCache {
             return last.map { (heads, $0) }
         }
     }
-
-    /// Up to `limit` stored envelopes (binary) of live records of one share, as `liveHeads` reads them.
-    func liveEnvelopes(owner: UUID, tresor: UUID, after: String, limit: Int) async throws -> (envelopes: [Data], last: String)? {
-        let page: (heads: [LiveHead<Data>], last: String)? = try await liveHeads(owner: owner, tresor: tresor, after: after, limit: limit)
-        return page.map { page in
-            (
-                page.heads.map { head in
-                    switch head {
-                    case let .sealed(bytes): bytes
-                    case let .taken(bytes): bytes
-                    }
-                }, page.last
-            )
-        }
-    }
 }

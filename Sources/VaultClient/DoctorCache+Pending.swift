@@ -218,11 +218,15 @@ extension DoctorCache {
                 }
                 try fold()
                 for entry in entries { try place(entry.stored, added != nil) }
-                // Parked, the owner's heads must be exactly the records folded: one more would stay a head
-                // that no commitment covered.
+                // Parked, the owner's heads must be exactly the records folded (one more would stay a head
+                // that no commitment covered), none held under another share (a record of the final page,
+                // placed as new, could have replaced one).
                 if parked {
                     let held = try Int.fetchOne(db, sql: "SELECT count(*) FROM shared_records WHERE owner_id = ?", arguments: [ownerID])
-                    guard held == records.count else { throw NotVouched() }
+                    let elsewhere = "SELECT EXISTS (SELECT 1 FROM shared_records WHERE owner_id = ? AND tresor_id != ?)"
+                    guard held == records.count, try !(Bool.fetchOne(db, sql: elsewhere, arguments: [ownerID, tresorID]) ?? true) else {
+                        throw NotVouched()
+                    }
                 }
                 let accepted = heads.seen
                 guard

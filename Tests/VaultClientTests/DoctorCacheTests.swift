@@ -200,6 +200,21 @@ struct DoctorCacheTests {
 }
 
 extension DoctorCache {
+    /// Up to `limit` stored envelopes (binary) of live records of one share, as `liveHeads` reads them.
+    func liveEnvelopes(owner: UUID, tresor: UUID, after: String, limit: Int) async throws -> (envelopes: [Data], last: String)? {
+        let page: (heads: [LiveHead<Data>], last: String)? = try await liveHeads(owner: owner, tresor: tresor, after: after, limit: limit)
+        return page.map { page in
+            (
+                page.heads.map { head in
+                    switch head {
+                    case let .sealed(bytes): bytes
+                    case let .taken(bytes): bytes
+                    }
+                }, page.last
+            )
+        }
+    }
+
     /// Every stored envelope of the live records of one share, read a page at a time as the view reads them.
     func liveEnvelopes(owner: UUID, tresor: UUID) async throws -> [Data] {
         var out: [Data] = []

@@ -9,11 +9,13 @@ import VaultTestSupport
 
 /// Sealed envelopes of one owner's records, for exercising the local stores without a server.
 struct SealedRecords {
-    let identity = Identity.generate()
+    let identity: Identity
     let tresor: Tresor
     let device = "device-1"
 
-    init(category: String = "interventions") {
+    /// A new owner's records of `category`, or another category of `identity`'s.
+    init(identity: Identity = Identity.generate(), category: String = "interventions") {
+        self.identity = identity
         tresor = Tresor.create(ownerID: identity.userID, category: category)
     }
 

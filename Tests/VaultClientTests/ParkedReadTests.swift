@@ -247,7 +247,7 @@ struct ParkedReadTests {
 
     /// A parked record that lost its sequence (a damaged cache) is reported as damage, not read, and
     /// reading what is pending does not crash.
-    @Test func aParkedRecordWithoutItsEnvelopeIsReportedAsDamage() async throws {
+    @Test func aParkedRecordWithoutItsSequenceIsReportedAsDamage() async throws {
         try await Self.parkingEverything { try await Self.aDamagedParkedRecord() }
     }
 
@@ -262,6 +262,61 @@ struct ParkedReadTests {
             await #expect(throws: ClientError.self) { try await cache.pending(owner: owner, tresor: sealed.tresor.id, limit: 10) }
             await #expect(throws: ClientError.self) { try await cache.unpark(owner: owner) }
             #expect(try await Layout.of(cache, owner).mark == sealed.tresor.id.uuidString, "nothing moved")
+        }
+    }
+
+    /// With the default threshold, a first read of small records is written pending as it was: parked,
+    /// each costs an index insert at every page's commit, more than the copy it saves.
+    @Test(arguments: Backend.allCases)
+    func aFirstReadOfSmallRecordsIsNotParked(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            try await HeldPages.$budget.withValue(0) {
+                let r = try Reader(try await CommitmentPageTests.fixture(world))
+                try await r.cutPull()
+                #expect(try await Layout.of(r.cache, r.owner) == Layout(mark: nil, heads: 0, pending: 2))
+                try await r.finishVouched()
+            }
+        }
+    }
+
+    /// A first read that began pending (a watch's page, or small records) is not parked later: parked
+    /// records and records pending of one read would be folded apart.
+    @Test func aReadThatBeganPendingIsNotParkedLater() async throws {
+        try await Self.parkingEverything {
+            try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+                let sealed = SealedRecords()
+                let owner = sealed.identity.userID
+                let cache = try DoctorCache(url: url)
+                let first = try DoctorCacheTests.entry(try sealed.activity("a1", at: 1_000), sequence: 1)
+                try await cache.stage([first], owner: owner, tresor: sealed.tresor.id, cursor: 1)
+                let next = try DoctorCacheTests.entry(try sealed.activity("a2", at: 1_000), sequence: 2)
+                try await cache.stage([next], owner: owner, tresor: sealed.tresor.id, cursor: 2, parking: true)
+                #expect(try await Layout.of(cache, owner) == Layout(mark: nil, heads: 0, pending: 2))
+            }
+        }
+    }
+
+    /// A head of another share of the patient stored while a read is parked moves the parked read pending
+    /// first: the other share's head is shown, the parked records are not, and none is lost.
+    @Test func anotherSharesHeadMovesAParkedReadPending() async throws {
+        try await Self.parkingEverything {
+            try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+                let sealed = SealedRecords()
+                let owner = sealed.identity.userID
+                let cache = try DoctorCache(url: url)
+                let parked = try [("a1", 1), ("a2", 2)].map {
+                    try DoctorCacheTests.entry(try sealed.activity($0.0, at: 1_000), sequence: UInt64($0.1))
+                }
+                try await cache.stage(parked, owner: owner, tresor: sealed.tresor.id, cursor: 2, parking: true)
+                #expect(try await Layout.of(cache, owner).mark == sealed.tresor.id.uuidString)
+                let other = SealedRecords(identity: sealed.identity, category: "assessments")
+                let head = try DoctorCacheTests.entry(try other.activity("b1", at: 1_000), sequence: 7)
+                try await cache.store([head], release: [], owner: owner, tresor: other.tresor.id, cursor: 7)
+                #expect(try await Layout.of(cache, owner) == Layout(mark: nil, heads: 1, pending: 2))
+                #expect(try await cache.liveEnvelopes(owner: owner, tresor: other.tresor.id).count == 1)
+                #expect(try await cache.liveEnvelopes(owner: owner, tresor: sealed.tresor.id).isEmpty)
+                #expect(try await cache.pending(owner: owner, tresor: sealed.tresor.id, limit: 10).count == 2)
+            }
         }
     }
 }

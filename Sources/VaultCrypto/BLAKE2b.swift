@@ -27,6 +27,20 @@ public enum BLAKE2b {
         }
     }
 
+    /// The unkeyed 32-byte hash of the bytes `body` hands to `update`, in order, as if they were one
+    /// string: a large message made of parts is hashed without first copying the parts into one buffer.
+    public static func hash(parts body: ((UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
+        Sodium.ensureInitialized()
+        return withUnsafeTemporaryAllocation(byteCount: crypto_generichash_blake2b_statebytes(), alignment: 64) { raw in
+            let state = OpaquePointer(raw.baseAddress!)
+            _ = crypto_generichash_blake2b_init(state, nil, 0, 32)
+            body { part in _ = crypto_generichash_blake2b_update(state, part.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(part.count)) }
+            var out = [UInt8](repeating: 0, count: 32)
+            _ = crypto_generichash_blake2b_final(state, &out, 32)
+            return out
+        }
+    }
+
     private static func hash(_ data: [UInt8], outputLength: Int, keyPointer: UnsafePointer<UInt8>?, keyLength: Int) throws(CryptoError) -> [UInt8] {
         Sodium.ensureInitialized()
         guard outputLengths.contains(outputLength) else {

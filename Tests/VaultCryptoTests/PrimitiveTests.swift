@@ -175,6 +175,26 @@ struct KeyDerivationTests {
         #expect(throws: CryptoError.self) { try KDFContext("ninechars") }
     }
 
+    /// Hashed in parts, a message gives the hash of the whole: every split of messages up to 300 bytes
+    /// (across BLAKE2b's 128-byte blocks) into three parts, empty parts included.
+    @Test func blake2bInPartsIsTheHashOfTheWhole() throws {
+        #expect(Hex.encode(BLAKE2b.hash { _ in }) == "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8")
+        for length in [0, 1, 127, 128, 129, 255, 256, 257, 300] {
+            let message = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+            let whole = try BLAKE2b.hash(message)
+            for a in stride(from: 0, through: length, by: max(1, length / 7)) {
+                for b in stride(from: a, through: length, by: max(1, length / 5)) {
+                    let parts = BLAKE2b.hash { update in
+                        message[..<a].withUnsafeBytes(update)
+                        message[a..<b].withUnsafeBytes(update)
+                        message[b...].withUnsafeBytes(update)
+                    }
+                    #expect(parts == whole, "\(length) split at \(a), \(b)")
+                }
+            }
+        }
+    }
+
     @Test func blake2bKnownAnswers() throws {
         // RFC 7693 Appendix A, and the BLAKE2 reference keyed KAT (key 00..3f, empty input).
         #expect(

@@ -99,13 +99,23 @@ public struct Envelope: Codable, Sendable, Hashable {
     public var versionID: String { versionID(associatedData: header.associatedData()) }
 
     /// The version id, for a caller that already holds the header's associated data.
+    /// The canonical statement (domain, associated data, nonce, ciphertext, signature) is hashed in three
+    /// parts, the ciphertext in place: the same bytes, without copying a large ciphertext first.
     public func versionID(associatedData ad: [UInt8]) -> String {
-        var w = CanonicalWriter(domain: "CareVault-envelope-id-v1", capacity: 128 + ad.count + AEADNonce.byteCount + ciphertext.count)
-        w.append(ad)
-        w.append(nonce)
-        w.append(ciphertext)
-        w.append(signature)
-        return Hex.encode(try! BLAKE2b.hash(w.bytes))
+        var head = CanonicalWriter(domain: "CareVault-envelope-id-v1", capacity: 64 + ad.count + AEADNonce.byteCount)
+        head.append(ad)
+        head.append(nonce)
+        head.append(UInt32(ciphertext.count))
+        // The signature as `CanonicalWriter.append` writes a fixed-size value: its length, then its bytes.
+        let signed = signature.bytes
+        let tail = withUnsafeBytes(of: UInt32(signed.count).bigEndian, Array.init) + signed
+        return Hex.encode(
+            BLAKE2b.hash { update in
+                head.bytes.withUnsafeBytes(update)
+                ciphertext.withUnsafeBytes(update)
+                tail.withUnsafeBytes(update)
+            }
+        )
     }
 
     /// §4.4 steps 1 and 2: the header's structure, and that it names what the reader expects.

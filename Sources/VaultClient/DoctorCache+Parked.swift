@@ -7,7 +7,8 @@ import VaultSQLite
 /// doctor's cache holds nothing of a patient, the pages of a pull written pending go into
 /// `shared_records`, where they would go once authenticated, each row with the change sequence it came at,
 /// instead of into `pending_records`. A row of `parked_reads` names the patient, the share and the highest
-/// sequence parked; while it is there, every head the cache holds of that patient is a parked record of
+/// sequence parked, with the set of the parked records' heads (LtHash, counts, newest HLC) worked out as
+/// they were parked, so that authenticating them reads none of them again; while it is there, every head the cache holds of that patient is a parked record of
 /// that share and nothing of the patient is pending. Such heads are never shown (`liveHeads`) and never
 /// read as heads: every writer of heads first moves them to `pending_records` (`unpark`), except the
 /// transaction that authenticates them, which folds them as it folds records held pending. When the final
@@ -17,10 +18,27 @@ extension DoctorCache {
     static let parkedTable = DeviceDatabase.Migration(
         "v10-doctor-parked-reads",
         sql: """
-            CREATE TABLE parked_reads (owner_id TEXT NOT NULL PRIMARY KEY, tresor_id TEXT NOT NULL, through INTEGER NOT NULL);
+            CREATE TABLE parked_reads (
+                owner_id TEXT NOT NULL PRIMARY KEY,
+                tresor_id TEXT NOT NULL,
+                through INTEGER NOT NULL,
+                state BLOB NOT NULL,
+                live INTEGER NOT NULL,
+                deleted INTEGER NOT NULL,
+                hlc_physical INTEGER NOT NULL,
+                hlc_counter INTEGER NOT NULL,
+                hlc_device TEXT NOT NULL,
+                commitment BLOB);
             ALTER TABLE shared_records ADD COLUMN sequence INTEGER;
             """
     )
+
+    /// The set of the heads of the owner's parked first read (nil when none is parked).
+    static func parkedSet(_ db: Database, owner: String) throws -> HeadSet? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM parked_reads WHERE owner_id = ?", arguments: [owner]) else { return nil }
+        guard let set = HeadSet(row: row) else { throw ClientError.localState("the local cache is damaged; remove it and view again") }
+        return set
+    }
 
     /// The share whose first read the cache holds parked for `owner`, if any.
     static func parkedTresor(_ db: Database, owner: String) throws -> String? {
@@ -52,7 +70,9 @@ extension DoctorCache {
     /// parked before it (another process of this doctor pulling the same pages, which the server may have
     /// filled differently: they go pending, where the later rows replace the earlier, as they always did),
     /// or a record with a row among the heads already (a record pulled twice, in this page or an earlier one).
-    static func park(_ db: Database, owner: String, tresor: String, _ entries: [Entry]) throws -> Bool {
+    /// `added`, when given, is the sum of the entries' head elements (`SharedPage.added`, worked out on every
+    /// core as the page was checked): the parked set adds it once instead of each element.
+    static func park(_ db: Database, owner: String, tresor: String, _ entries: [Entry], added: LtHash? = nil) throws -> Bool {
         // Bound through SQLite's C API: GRDB's argument arrays cost more than the inserts (Docs/benchmarks.md §3).
         let head = try SQLiteStep(
             db,
@@ -64,6 +84,8 @@ extension DoctorCache {
         )
         defer { head.finish() }
         var last = try Int64.fetchOne(db, sql: "SELECT through FROM parked_reads WHERE owner_id = ?", arguments: [owner]) ?? -1
+        var set = try parkedSet(db, owner: owner) ?? HeadSet()
+        if let added { set.hash.add(added) }
         var parked = false
         try db.inSavepoint {
             for entry in entries {
@@ -85,13 +107,17 @@ extension DoctorCache {
                 )
                 _ = try head.step()
                 guard db.changesCount == 1 else { return .rollback }
+                do { try set.replace(recordID: entry.header.recordID.hex, old: nil, with: entry.head, alreadyAdded: added != nil) } catch {
+                    throw ClientError.integrity("the server sent a record with a malformed id")
+                }
             }
-            try db.execute(
-                sql: """
-                    INSERT INTO parked_reads (owner_id, tresor_id, through) VALUES (?, ?, ?)
-                    ON CONFLICT (owner_id) DO UPDATE SET through = excluded.through
-                    """,
-                arguments: [owner, tresor, last]
+            try HeadCopyRow.save(
+                db,
+                table: "parked_reads",
+                key: [("owner_id", owner)],
+                set: set,
+                commitment: nil,
+                extra: [("tresor_id", tresor), ("through", last)]
             )
             parked = true
             return .commit
@@ -127,5 +153,16 @@ extension DoctorCache {
     /// Moves the owner's parked first read to `pending_records` (`unpark`), in a transaction of its own.
     func unpark(owner: UUID) async throws {
         try await queue.write { db in try Self.unpark(db, owner: owner.uuidString) }
+    }
+}
+
+extension HeadSet {
+    /// Adds the heads of `other`, records this set does not hold (the parked first read of a share whose
+    /// set holds nothing): the set the fold of both gives, as the lanes of the LtHash add in any order.
+    mutating func absorb(_ other: HeadSet) {
+        hash.add(other.hash)
+        live &+= other.live
+        deleted &+= other.deleted
+        if newest < other.newest { newest = other.newest }
     }
 }

@@ -31,7 +31,8 @@ extension DoctorCache {
     /// share's cursor to `cursor`, in one transaction. With `parking`, a first read of the patient parks
     /// them among the heads instead (`park`, DoctorCache+Parked.swift) when it can; otherwise a parked
     /// first read of the patient goes to `pending_records` before anything is written there.
-    func stage(_ pulled: [Pulled], owner: UUID, tresor: UUID, cursor: UInt64?, parking: Bool = false) async throws {
+    /// `added`, when given, is the sum of the head elements of `pulled`'s entries (for `park`).
+    func stage(_ pulled: [Pulled], added: LtHash? = nil, owner: UUID, tresor: UUID, cursor: UInt64?, parking: Bool = false) async throws {
         let next = try cursor.map(Self.storedCursor)
         let ownerID = owner.uuidString
         let tresorID = tresor.uuidString
@@ -41,7 +42,8 @@ extension DoctorCache {
             for case let .failed(q) in pulled { try quarantine.hold(q) }
             if let next { try Self.saveCursor(db, owner: ownerID, tresor: tresorID, next) }
             guard !entries.isEmpty else { return }
-            if parking, try Self.mayPark(db, owner: ownerID, tresor: tresorID, entries), try Self.park(db, owner: ownerID, tresor: tresorID, entries)
+            if parking, try Self.mayPark(db, owner: ownerID, tresor: tresorID, entries),
+                try Self.park(db, owner: ownerID, tresor: tresorID, entries, added: added)
             {
                 return
             }
@@ -206,25 +208,37 @@ extension DoctorCache {
                     } catch { throw NotVouched() }
                     batch.removeAll(keepingCapacity: true)
                 }
-                try Self.eachPending(db, owner: ownerID, tresor: tresorID, envelopes: !copyAtOnce) { head in
-                    guard copyAtOnce else {
-                        try place(head, false)
-                        if collect { promoted.append(try head.entry()) }
-                        return
+                // A parked first read over a share whose set holds nothing: its set was worked out as it was
+                // parked, and the records it holds are each there once (the heads' key); none is read again.
+                let parkedSet = parked && heads.set.live == 0 && heads.set.deleted == 0 ? try Self.parkedSet(db, owner: ownerID) : nil
+                if let parkedSet {
+                    heads.set.absorb(parkedSet)
+                    for entry in entries where try CachedHead.read(db, owner: ownerID, recordID: entry.header.recordID.hex) != nil {
+                        throw NotVouched()
                     }
-                    guard records.insert(head.recordID).inserted else { throw NotVouched() }
-                    batch.append(head)
-                    if batch.count == Self.foldBatch { try fold() }
                 }
-                try fold()
+                if parkedSet == nil {
+                    try Self.eachPending(db, owner: ownerID, tresor: tresorID, envelopes: !copyAtOnce) { head in
+                        guard copyAtOnce else {
+                            try place(head, false)
+                            if collect { promoted.append(try head.entry()) }
+                            return
+                        }
+                        guard records.insert(head.recordID).inserted else { throw NotVouched() }
+                        batch.append(head)
+                        if batch.count == Self.foldBatch { try fold() }
+                    }
+                    try fold()
+                }
                 for entry in entries { try place(entry.stored, added != nil) }
                 // Parked, the owner's heads must be exactly the records folded (one more would stay a head
                 // that no commitment covered), none held under another share (a record of the final page,
                 // placed as new, could have replaced one).
                 if parked {
+                    let folded = records.count + (parkedSet.map { Int(clamping: $0.live &+ $0.deleted) } ?? 0)
                     let held = try Int.fetchOne(db, sql: "SELECT count(*) FROM shared_records WHERE owner_id = ?", arguments: [ownerID])
                     let elsewhere = "SELECT EXISTS (SELECT 1 FROM shared_records WHERE owner_id = ? AND tresor_id != ?)"
-                    guard held == records.count, try !(Bool.fetchOne(db, sql: elsewhere, arguments: [ownerID, tresorID]) ?? true) else {
+                    guard held == folded, try !(Bool.fetchOne(db, sql: elsewhere, arguments: [ownerID, tresorID]) ?? true) else {
                         throw NotVouched()
                     }
                 }

@@ -45,8 +45,8 @@ final class HeldPages: Sendable {
 
     /// Holds a page's changes, with `added` the sum of their head elements when worked out: nil when they
     /// are kept in memory; otherwise everything held and the page's changes, to be written pending now
-    /// (nothing is held after that).
-    func add(_ items: [DoctorCache.Pulled], added: LtHash? = nil) -> [DoctorCache.Pulled]? {
+    /// (nothing is held after that), with the sum of all their head elements when every page had its own.
+    func add(_ items: [DoctorCache.Pulled], added: LtHash? = nil) -> (items: [DoctorCache.Pulled], added: LtHash?)? {
         let budget = Self.budget
         var entries: [DoctorCache.Entry] = []
         var bytes = 0
@@ -67,13 +67,15 @@ final class HeldPages: Sendable {
                 return nil
             }
             let out = held.entries.map(DoctorCache.Pulled.verified) + items
+            let sum = held.added.flatMap { sum in added.map(sum.adding) }
             held = Held(spilled: true)
-            return out
+            return (out, sum)
         }
     }
 
     /// Whether this pull passed the budget: its pages are written pending from then on, and the sums of
-    /// their heads are worked out in the store's transaction instead (`SharedPage.summed`).
+    /// their heads are worked out in the store's transaction instead (`SharedPage.summed`), unless they
+    /// are to be parked.
     var spilled: Bool { held.withLock(\.spilled) }
 
     /// Drops everything held: a pull begins, ends, or stored what it held.

@@ -41,8 +41,11 @@ struct SharedReplica: ReplicaApplier {
         let signatures = SignatureCheck.current
         guard !signatures.perRecordOnly else { return SharedPage(items: try await checks(signatures).run(changes), mode: .checked) }
         let page = SharedPage(items: try await checks(signatures).run(changes, deferringSignatures: true), mode: .staged)
-        // A page written pending is summed in the final store's transaction: worked out here, the sum would go unused.
-        return held.spilled ? page : await page.summed()
+        // A page written pending is summed in the final store's transaction, unless it is parked (records large
+        // enough, DoctorCache.parkingEnvelopeBytes): the parked set takes its sum.
+        let entries = page.entries
+        let large = entries.reduce(0) { $0 + $1.bytes.count } >= entries.count * DoctorCache.parkingEnvelopeBytes
+        return held.spilled && !(large && applied == nil) ? page : await page.summed()
     }
 
     func store(_ page: SharedPage, release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
@@ -56,7 +59,7 @@ struct SharedReplica: ReplicaApplier {
             // Written pending (with the page's cursor) only past the budget of what a pull holds in memory.
             // A first read parks them among the heads, unless `watch` is to be told of them when they are stored.
             if let spilled = held.add(page.items, added: page.added) {
-                try await cache.stage(spilled, owner: owner, tresor: tresor, cursor: cursor, parking: applied == nil)
+                try await cache.stage(spilled.items, added: spilled.added, owner: owner, tresor: tresor, cursor: cursor, parking: applied == nil)
             }
         case let .candidate(shown):
             let entries = page.entries

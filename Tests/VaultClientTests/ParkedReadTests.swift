@@ -319,4 +319,44 @@ struct ParkedReadTests {
             }
         }
     }
+
+    /// The set kept with a parked read (summed on every core as its pages were checked, or element by
+    /// element when a page came without its sum) is the set the parked records fold to one at a time: the
+    /// authenticating transaction takes it instead of reading them again.
+    @Test(arguments: Backend.allCases)
+    func theParkedSetIsTheFoldOfTheParkedRecords(backend: Backend) async throws {
+        try await ClientWorld.run(backend) { world in
+            try await Self.parkingEverything {
+                let r = try Reader(try await CommitmentPageTests.fixture(world))
+                try await r.cutPull()
+                try await r.cache.queue.read { db in
+                    let kept = try #require(try DoctorCache.parkedSet(db, owner: r.owner.uuidString))
+                    var folded = HeadSet()
+                    try DoctorCache.eachPending(db, owner: r.owner.uuidString, tresor: r.tresor.uuidString, envelopes: false) { head in
+                        try folded.replace(recordID: head.recordID, old: nil, with: head.head)
+                    }
+                    #expect(kept == folded && kept.live == 2)
+                }
+            }
+            // Without sums: each element added as it is parked.
+            try await Self.parkingEverything {
+                try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+                    let sealed = SealedRecords()
+                    let owner = sealed.identity.userID
+                    let cache = try DoctorCache(url: url)
+                    let envs = [try sealed.activity("a1", at: 1_000), try sealed.activity("a2", at: 2_000, deleted: true)]
+                    let pulled = try envs.enumerated().map { try DoctorCacheTests.entry($1, sequence: UInt64($0 + 1)) }
+                    try await cache.stage(Array(pulled.prefix(1)), owner: owner, tresor: sealed.tresor.id, cursor: 1, parking: true)
+                    try await cache.stage(Array(pulled.suffix(1)), owner: owner, tresor: sealed.tresor.id, cursor: 2, parking: true)
+                    var folded = HeadSet()
+                    for env in envs {
+                        let head = HeadSet.Head(versionID: env.versionID, deleted: env.header.deleted, timestamp: env.header.timestamp)
+                        try folded.replace(recordID: env.header.recordID.hex, old: nil, with: head)
+                    }
+                    let kept = try await cache.queue.read { db in try DoctorCache.parkedSet(db, owner: owner.uuidString) }
+                    #expect(kept == folded && folded.live == 1 && folded.deleted == 1)
+                }
+            }
+        }
+    }
 }

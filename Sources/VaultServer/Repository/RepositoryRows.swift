@@ -116,11 +116,14 @@ public struct StoredPage: Sendable {
     /// On a final page, the newest commitment of each tresor it covers.
     public var commitments: [CommitmentRow]
 
+    /// The bytes of a page's framing besides its changes: its head and, without commitments, its tail.
+    public static let pageFraming = 21
+
     /// How many of the changes whose envelopes take `sizes` bytes fit in a page of `maxBytes` (§7.3):
     /// each costs 13 bytes of framing besides its envelope, the page 21 more (its head and, without
     /// commitments, its tail), and the first change always fits.
     public static func fitting(_ sizes: [Int], maxBytes: Int) -> Int {
-        var total = 21
+        var total = pageFraming
         for (i, size) in sizes.enumerated() {
             total += PullPageFrame.changeCount(envelopeBytes: size)
             if total > maxBytes { return max(i, 1) }

@@ -35,9 +35,22 @@ extension DoctorCache {
 
     /// The set of the heads of the owner's parked first read (nil when none is parked).
     static func parkedSet(_ db: Database, owner: String) throws -> HeadSet? {
+        try parkedRead(db, owner: owner)?.set
+    }
+
+    /// The owner's parked first read, if any: the set of its heads and the highest sequence parked.
+    private static func parkedRead(_ db: Database, owner: String) throws -> (set: HeadSet, through: Int64)? {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM parked_reads WHERE owner_id = ?", arguments: [owner]) else { return nil }
-        guard let set = HeadSet(row: row) else { throw ClientError.localState("the local cache is damaged; remove it and view again") }
-        return set
+        guard let set = HeadSet(row: row), let through = row["through"] as Int64? else {
+            throw ClientError.localState("the local cache is damaged; remove it and view again")
+        }
+        return (set, through)
+    }
+
+    /// Whether `entries` are large enough to begin a parked read: their envelopes average at least
+    /// `parkingEnvelopeBytes` (the check, `SharedReplica.verifyAhead`, sums such a page for the parked set).
+    static func largeEnoughToPark(_ entries: [Entry]) -> Bool {
+        entries.reduce(0) { $0 + $1.bytes.count } >= entries.count * parkingEnvelopeBytes
     }
 
     /// The share whose first read the cache holds parked for `owner`, if any.
@@ -57,7 +70,7 @@ extension DoctorCache {
     /// envelopes are large enough (`parkingEnvelopeBytes`).
     static func mayPark(_ db: Database, owner: String, tresor: String, _ entries: [Entry]) throws -> Bool {
         if let parked = try parkedTresor(db, owner: owner) { return parked == tresor }
-        guard entries.reduce(0, { $0 + $1.bytes.count }) >= entries.count * parkingEnvelopeBytes else { return false }
+        guard largeEnoughToPark(entries) else { return false }
         let anything = """
             SELECT EXISTS (SELECT 1 FROM shared_records WHERE owner_id = ?) OR EXISTS (SELECT 1 FROM pending_records WHERE owner_id = ?)
             """
@@ -83,8 +96,9 @@ extension DoctorCache {
                 """
         )
         defer { head.finish() }
-        var last = try Int64.fetchOne(db, sql: "SELECT through FROM parked_reads WHERE owner_id = ?", arguments: [owner]) ?? -1
-        var set = try parkedSet(db, owner: owner) ?? HeadSet()
+        let before = try parkedRead(db, owner: owner)
+        var last = before?.through ?? -1
+        var set = before?.set ?? HeadSet()
         if let added { set.hash.add(added) }
         var parked = false
         try db.inSavepoint {

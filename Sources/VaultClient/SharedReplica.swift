@@ -43,9 +43,7 @@ struct SharedReplica: ReplicaApplier {
         let page = SharedPage(items: try await checks(signatures).run(changes, deferringSignatures: true), mode: .staged)
         // A page written pending is summed in the final store's transaction, unless it is parked (records large
         // enough, DoctorCache.parkingEnvelopeBytes): the parked set takes its sum.
-        let entries = page.entries
-        let large = entries.reduce(0) { $0 + $1.bytes.count } >= entries.count * DoctorCache.parkingEnvelopeBytes
-        return held.spilled && !(large && applied == nil) ? page : await page.summed()
+        return held.spilled && !(applied == nil && DoctorCache.largeEnoughToPark(page.entries)) ? page : await page.summed()
     }
 
     func store(_ page: SharedPage, release: [UInt64], cursor: UInt64?, commitments: [StateCommitment]?) async throws -> ReplicaStored {
@@ -104,9 +102,12 @@ struct SharedReplica: ReplicaApplier {
     /// Returns the entries stored, for `watch`.
     func checkPending(_ earlier: [DoctorCache.Entry]) async throws -> [DoctorCache.Entry] {
         let owner = patient.userID
-        // A parked first read goes back to `pending_records` (and with it the records held in memory).
-        if earlier.isEmpty { try await cache.unpark(owner: owner) }
-        if !earlier.isEmpty { try await cache.stage(earlier.map(DoctorCache.Pulled.verified), owner: owner, tresor: tresor, cursor: nil) }
+        // A parked first read goes to `pending_records` (staging the records held in memory moves it there first).
+        if earlier.isEmpty {
+            try await cache.unpark(owner: owner)
+        } else {
+            try await cache.stage(earlier.map(DoctorCache.Pulled.verified), owner: owner, tresor: tresor, cursor: nil)
+        }
         guard try await cache.holdsPending(owner: owner, tresor: tresor) else { return [] }
         var stored: [DoctorCache.Entry] = []
         while case let batch = try await cache.pending(owner: owner, tresor: tresor, limit: 1_024), !batch.isEmpty {

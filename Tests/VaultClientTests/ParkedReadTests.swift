@@ -76,6 +76,14 @@ struct ParkedReadTests {
         }
     }
 
+    /// A fresh cache and a new patient's sealed records (the patient's id with them), for `body`.
+    static func withSealedCache(_ body: (SealedRecords, UUID, DoctorCache) async throws -> Void) async throws {
+        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
+            let sealed = SealedRecords()
+            try await body(sealed, sealed.identity.userID, try DoctorCache(url: url))
+        }
+    }
+
     /// Every page written pending, and parked whatever the size of its records.
     static func parkingEverything<T>(_ body: () async throws -> T) async throws -> T {
         try await HeldPages.$budget.withValue(0) { try await DoctorCache.$parkingEnvelopeBytes.withValue(0) { try await body() } }
@@ -209,10 +217,7 @@ struct ParkedReadTests {
     }
 
     static func pagesAtSequencesParked() async throws {
-        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
-            let sealed = SealedRecords()
-            let owner = sealed.identity.userID
-            let cache = try DoctorCache(url: url)
+        try await Self.withSealedCache { sealed, owner, cache in
             let first = [try sealed.activity("a1", at: 1_000), try sealed.activity("a2", at: 1_000)]
             let second = [try sealed.activity("b1", at: 1_000), try sealed.activity("b2", at: 1_000)]
             func stage(_ envs: [Envelope]) async throws {
@@ -233,10 +238,7 @@ struct ParkedReadTests {
     }
 
     static func aCacheHoldingThePatient() async throws {
-        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
-            let sealed = SealedRecords()
-            let owner = sealed.identity.userID
-            let cache = try DoctorCache(url: url)
+        try await Self.withSealedCache { sealed, owner, cache in
             let held = try DoctorCacheTests.entry(try sealed.activity("a1", at: 1_000), sequence: 1)
             try await cache.store([held], release: [], owner: owner, tresor: sealed.tresor.id, cursor: 1)
             let next = try DoctorCacheTests.entry(try sealed.activity("a2", at: 1_000), sequence: 2)
@@ -252,10 +254,7 @@ struct ParkedReadTests {
     }
 
     static func aDamagedParkedRecord() async throws {
-        try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
-            let sealed = SealedRecords()
-            let owner = sealed.identity.userID
-            let cache = try DoctorCache(url: url)
+        try await Self.withSealedCache { sealed, owner, cache in
             let env = try sealed.activity("a1", at: 1_000)
             try await cache.stage([try DoctorCacheTests.entry(env, sequence: 1)], owner: owner, tresor: sealed.tresor.id, cursor: 1, parking: true)
             try await cache.queue.write { db in try db.execute(sql: "UPDATE shared_records SET sequence = NULL") }
@@ -283,10 +282,7 @@ struct ParkedReadTests {
     /// records and records pending of one read would be folded apart.
     @Test func aReadThatBeganPendingIsNotParkedLater() async throws {
         try await Self.parkingEverything {
-            try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
-                let sealed = SealedRecords()
-                let owner = sealed.identity.userID
-                let cache = try DoctorCache(url: url)
+            try await Self.withSealedCache { sealed, owner, cache in
                 let first = try DoctorCacheTests.entry(try sealed.activity("a1", at: 1_000), sequence: 1)
                 try await cache.stage([first], owner: owner, tresor: sealed.tresor.id, cursor: 1)
                 let next = try DoctorCacheTests.entry(try sealed.activity("a2", at: 1_000), sequence: 2)
@@ -300,10 +296,7 @@ struct ParkedReadTests {
     /// first: the other share's head is shown, the parked records are not, and none is lost.
     @Test func anotherSharesHeadMovesAParkedReadPending() async throws {
         try await Self.parkingEverything {
-            try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
-                let sealed = SealedRecords()
-                let owner = sealed.identity.userID
-                let cache = try DoctorCache(url: url)
+            try await Self.withSealedCache { sealed, owner, cache in
                 let parked = try [("a1", 1), ("a2", 2)].map {
                     try DoctorCacheTests.entry(try sealed.activity($0.0, at: 1_000), sequence: UInt64($0.1))
                 }
@@ -340,10 +333,7 @@ struct ParkedReadTests {
             }
             // Without sums: each element added as it is parked.
             try await Self.parkingEverything {
-                try await SealedRecords.withTemporaryFile("cache.sqlite") { url in
-                    let sealed = SealedRecords()
-                    let owner = sealed.identity.userID
-                    let cache = try DoctorCache(url: url)
+                try await Self.withSealedCache { sealed, owner, cache in
                     let envs = [try sealed.activity("a1", at: 1_000), try sealed.activity("a2", at: 2_000, deleted: true)]
                     let pulled = try envs.enumerated().map { try DoctorCacheTests.entry($1, sequence: UInt64($0 + 1)) }
                     try await cache.stage(Array(pulled.prefix(1)), owner: owner, tresor: sealed.tresor.id, cursor: 1, parking: true)

@@ -112,6 +112,15 @@ public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLogi
         }
     }
 
+    /// A hex digest of every migration's id and statements: names a migrated database that can be copied
+    /// (the tests' template database) and changes whenever the schema does.
+    public static var schemaDigest: String {
+        var text = ""
+        for migration in Schema.migrations(.postgres) { text += migration.id + "\n" + migration.statements.joined(separator: "\n") + "\n" }
+        // 16 bytes is within BLAKE2b's output lengths: the hash cannot fail.
+        return ((try? BLAKE2b.hash(Array(text.utf8), outputLength: 16)) ?? []).map { String(format: "%02x", $0) }.joined()
+    }
+
     public func appliedMigrations() async throws -> Set<String> {
         let exists = "SELECT to_regclass('schema_migrations') IS NOT NULL"
         for try await found in try await client.query(PostgresQuery(unsafeSQL: exists), logger: logger).decode(Bool.self) where !found {

@@ -109,7 +109,7 @@ public struct PasswordCommand: AsyncParsableCommand {
         public func run() async throws {
             let current = try options.password(prompt: "Current password: ")
             let manager = try options.accounts()
-            let account = try manager.unlockRemembered() ?? manager.unlock(password: current)
+            let account = try await manager.unlockRemembered(orPassword: current)
             let new = try options.newPassword(fromStdin: newPasswordStdin)
             try await manager.changePassword(account, current: current, new: new)
             if options.json {
@@ -165,7 +165,7 @@ public struct SessionsCommand: AsyncParsableCommand {
 
         public func run() async throws {
             let manager = try options.accounts()
-            let sessions = try await manager.sessions(try options.unlock())
+            let sessions = try await manager.sessions(try await options.unlock())
             try await Output.show(sessions, json: options.json, headers: ["ID", "DEVICE", "CREATED", "LAST USED", ""], empty: "no sessions") {
                 sessions.map {
                     [
@@ -195,7 +195,7 @@ public struct SessionsCommand: AsyncParsableCommand {
 
         public func run() async throws {
             let manager = try options.accounts()
-            let n = try await manager.revokeSessions(try options.unlock(), id: all ? nil : id)
+            let n = try await manager.revokeSessions(try await options.unlock(), id: all ? nil : id)
             if options.json { try Output.json(["revoked": n]) } else { Output.line("ended \(n) session\(n == 1 ? "" : "s")") }
         }
     }

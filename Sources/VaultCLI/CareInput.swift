@@ -30,6 +30,7 @@ public enum CareInput {
             guard !passwordStdin else {
                 throw CLIError.usage("--password-stdin and \(what) - both read standard input", hint: "give the text in a file")
             }
+            // blocking: a tool reads its input before any other work of its process starts
             data = FileHandle.standardInput.readDataToEndOfFile()
         } else {
             data = FileManager.default.contents(atPath: file)

@@ -139,10 +139,10 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     }
 
     /// Unlocks the current account: with the remembered device key if there is one, else the password.
-    public func unlock() throws -> UnlockedAccount {
+    public func unlock() async throws -> UnlockedAccount {
         let manager = try accounts()
         if let account = try manager.unlockRemembered() { return account }
-        return try manager.unlock(password: try password())
+        return try await manager.unlock(password: try password())
     }
 }
 

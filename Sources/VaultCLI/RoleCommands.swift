@@ -72,8 +72,8 @@ extension GlobalOptions {
     }
 
     /// Unlocks the current account, which must have `role`.
-    public func unlock(as role: Role) throws -> UnlockedAccount {
-        let account = try unlock()
+    public func unlock(as role: Role) async throws -> UnlockedAccount {
+        let account = try await unlock()
         try require(role, account) { "the account '\(Output.printable(account.profile.username))' is a \($0)" }
         return account
     }
@@ -190,11 +190,11 @@ public struct DeleteAccountCommand: AsyncParsableCommand {
         let account: UnlockedAccount
         if recoveryKey {
             proof = .recoveryKey(try options.recoveryKey())
-            account = try options.unlock()
+            account = try await options.unlock()
         } else {
             let password = try options.password(prompt: "Password (to confirm the deletion): ")
             proof = .password(password)
-            account = try manager.unlockRemembered() ?? manager.unlock(password: password)
+            account = try await manager.unlockRemembered(orPassword: password)
         }
         try options.require(.patient, account) { "the account '\(Output.printable(account.profile.username))' is a \($0)" }
         let name = account.profile.username
@@ -245,7 +245,7 @@ public struct RecoveryKeyCommand: AsyncParsableCommand {
         public func run() async throws {
             let manager = try options.accounts()
             let password = try options.password()
-            let account = try manager.unlockRemembered() ?? manager.unlock(password: password)
+            let account = try await manager.unlockRemembered(orPassword: password)
             let current = noCurrentKey ? nil : try options.recoveryKey()
             let key = try await manager.rotateRecoveryKey(account, password: password, currentRecoveryKey: current)
             // Shown once and stored nowhere, like the key `register` printed.

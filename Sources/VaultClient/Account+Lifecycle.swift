@@ -163,11 +163,11 @@ extension CredentialUpdate {
         return next
     }
 
-    static func make(identity: Identity, password: String, kdf: KDFParameters, after: UnixMillis? = nil) throws -> CredentialUpdate {
+    static func make(identity: Identity, password: String, kdf: KDFParameters, after: UnixMillis? = nil) async throws -> CredentialUpdate {
         guard password.count >= 8 else { throw ClientError.invalidRequest("the new password must have at least 8 characters") }
         let salt = Salt.random()
         let keys: PasswordKeys
-        do { keys = try PasswordKeys.derive(password: password, salt: salt, parameters: kdf) } catch { throw ClientError.from(error) }
+        do { keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: kdf) } catch { throw ClientError.from(error) }
         let bundle = KeyBundle.seal(identity, wrappingKey: keys.wrappingKey, kdf: kdf, salt: salt)
         var update = CredentialUpdate(
             userID: identity.userID,
@@ -212,8 +212,8 @@ extension AccountManager {
     /// change's signed parameters become the newest this device accepted.
     public func changePassword(_ account: UnlockedAccount, current: String, new: String) async throws {
         let auth = try account.sessionAuth
-        let proven = try Self.currentKeys(account, password: current)
-        let update = try CredentialUpdate.make(
+        let proven = try await Self.currentKeys(account, password: current)
+        let update = try await CredentialUpdate.make(
             identity: account.identity,
             password: new,
             kdf: configuration.kdf,
@@ -229,11 +229,11 @@ extension AccountManager {
 
     /// The password keys of `password` under the parameters and salt of the key bundle this device holds,
     /// once they open it: a wrong password is refused here, before anything is sent.
-    static func currentKeys(_ account: UnlockedAccount, password: String) throws -> PasswordKeys {
+    static func currentKeys(_ account: UnlockedAccount, password: String) async throws -> PasswordKeys {
         let bundle = account.profile.keyBundle
         for form in PasswordKeys.forms(of: password) {
             let keys: PasswordKeys
-            do { keys = try PasswordKeys.derive(password: password, salt: bundle.salt, parameters: bundle.kdf, form: form) } catch {
+            do { keys = try await PasswordKeys.derive(password: password, salt: bundle.salt, parameters: bundle.kdf, form: form) } catch {
                 throw ClientError.from(error)
             }
             if (try? bundle.open(wrappingKey: keys.wrappingKey)) != nil { return keys }
@@ -246,7 +246,7 @@ extension AccountManager {
     /// none yet); the old key stops working at once. Returns the new key, to be shown once: it is stored nowhere.
     public func rotateRecoveryKey(_ account: UnlockedAccount, password: String, currentRecoveryKey: RecoveryKey?) async throws -> RecoveryKey {
         let auth = try account.sessionAuth
-        let proven = try Self.currentKeys(account, password: password)
+        let proven = try await Self.currentKeys(account, password: password)
         let key = RecoveryKey.generate()
         let enrollment = RecoveryEnrollment(bundle: .seal(account.identity, recoveryKey: key), verifier: key.verifier)
         let request = RecoveryRotationRequest(
@@ -271,7 +271,7 @@ extension AccountManager {
         try Self.check(identity, matches: answer.certificate)
         let known = try? configuration.home.store(server: configuration.server, username: username).loadProfile()
         let after = known?.userID == answer.userID ? known?.credentialParameters?.changedAt : nil
-        let update = try CredentialUpdate.make(identity: identity, password: newPassword, kdf: configuration.kdf, after: after)
+        let update = try await CredentialUpdate.make(identity: identity, password: newPassword, kdf: configuration.kdf, after: after)
         _ = try await transport.send(AccountEndpoints.recover, RecoveryRequest(proof: proof, update: update))
         // The parameters and salt just chosen, not whatever the server offers next (a fresh device has no
         // profile to compare them with).
@@ -310,7 +310,7 @@ extension AccountManager {
         let body: DeleteAccountRequest
         switch proof {
         case .password(let password):
-            let keys = try Self.currentKeys(account, password: password)
+            let keys = try await Self.currentKeys(account, password: password)
             body = DeleteAccountRequest(confirmUsername: account.profile.username, currentLoginKey: Base64URL.encode(keys.loginKey.copyBytes()))
         case .recoveryKey(let key):
             body = DeleteAccountRequest(

@@ -83,7 +83,7 @@ public struct AccountManager: Sendable {
         guard password.count >= 8 else { throw ClientError.invalidRequest("the password must have at least 8 characters") }
         let identity = Identity.generate()
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: configuration.kdf)
+        let keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: configuration.kdf)
         let request = try RegistrationRequest.make(
             identity: identity,
             username: username,
@@ -198,7 +198,7 @@ public struct AccountManager: Sendable {
         let forms = PasswordKeys.forms(of: password)
         for (index, form) in forms.enumerated() {
             let keys: PasswordKeys
-            do { keys = try PasswordKeys.derive(password: password, salt: salt, parameters: kdf, form: form) } catch {
+            do { keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: kdf, form: form) } catch {
                 throw ClientError.from(error)
             }
             let request = LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()), deviceName: deviceName)
@@ -219,14 +219,20 @@ public struct AccountManager: Sendable {
         return store
     }
 
+    /// Unlocks the current account with the remembered device key, else with `password`.
+    public func unlockRemembered(orPassword password: String?) async throws -> UnlockedAccount {
+        if let account = try unlockRemembered() { return account }
+        return try await unlock(password: password)
+    }
+
     /// Unlocks the current account with the remembered device key, or with the password.
-    public func unlock(password: String?) throws -> UnlockedAccount {
+    public func unlock(password: String?) async throws -> UnlockedAccount {
         if let account = try unlockRemembered() { return account }
         let (store, profile, certificate) = try approvedProfile()
         guard let password else {
             throw ClientError.notPermitted(code: nil, "a password is needed to unlock the keys (or log in with --remember)")
         }
-        let (identity, wrappingKey) = try Self.openBundle(profile.keyBundle, password: password)
+        let (identity, wrappingKey) = try await Self.openBundle(profile.keyBundle, password: password)
         let account = try unlocked(store: store, profile: profile, certificate: certificate, identity: identity)
         try Keyring.migrate(at: store.keyringURL, from: wrappingKey, to: account.localStorageKey, ownerID: profile.userID)
         return account
@@ -293,11 +299,11 @@ public struct AccountManager: Sendable {
 
     /// Opens a key bundle with a password: NFC first, then the raw bytes when they differ (accounts
     /// registered before passwords were normalised). Returns the identity and the wrapping key.
-    static func openBundle(_ bundle: KeyBundle, password: String) throws -> (Identity, SymmetricKey) {
+    static func openBundle(_ bundle: KeyBundle, password: String) async throws -> (Identity, SymmetricKey) {
         let forms = PasswordKeys.forms(of: password)
         for (index, form) in forms.enumerated() {
             let keys: PasswordKeys
-            do { keys = try PasswordKeys.derive(password: password, salt: bundle.salt, parameters: bundle.kdf, form: form) } catch {
+            do { keys = try await PasswordKeys.derive(password: password, salt: bundle.salt, parameters: bundle.kdf, form: form) } catch {
                 throw ClientError.from(error)
             }
             do { return (try bundle.open(wrappingKey: keys.wrappingKey), keys.wrappingKey) } catch .wrongPassword where index + 1 < forms.count {

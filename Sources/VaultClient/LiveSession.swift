@@ -12,5 +12,5 @@ extension UnlockedAccount {
 extension PatientVault {
     /// How many local versions wait to be sent: a cheap read of the outbox that another command may
     /// have written to since (`sync --watch` pushes when it is not empty).
-    nonisolated public func unsentCount() throws -> Int { try store.outboxCount() }
+    nonisolated public func unsentCount() async throws -> Int { try await store.outboxCountWaiting() }
 }

@@ -157,6 +157,12 @@ final class LocalStore: Sendable {
         try queue.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM outbox")) ?? 0 }
     }
 
+    /// `outboxCount` read on the database's own queue: the task waits there, not a thread of the pool,
+    /// while a sync's write holds the database.
+    func outboxCountWaiting() async throws -> Int {
+        try await queue.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM outbox")) ?? 0 }
+    }
+
     /// The reasons the server gave for the versions it refused, oldest first.
     func rejections() throws -> [String] {
         try queue.read { db in try String.fetchAll(db, sql: "SELECT reason FROM rejected ORDER BY at, version_id") }

@@ -95,6 +95,7 @@ public enum PasswordHasher {
             let input = password.isEmpty ? [0] : password
             let rc = input.withUnsafeBufferPointer { pw in
                 pw.withMemoryRebound(to: CChar.self) { pwc in
+                    // blocking: the caller runs it off the pool (PasswordKeys.derive goes through OffPool)
                     crypto_pwhash(
                         out.baseAddress!.assumingMemoryBound(to: UInt8.self),
                         UInt64(out.count),

@@ -45,6 +45,7 @@ public struct DashboardOptions: ParsableArguments, Sendable {
                 Output.note("\(tool): could not write the file to open (\(error)); open the link above by hand")
                 return {}
             }
+            // blocking: the browser opener is started and never waited for
             let p = Process()
             p.executableURL = URL(fileURLWithPath: path)
             p.arguments = [file.path]

@@ -155,22 +155,27 @@ struct ToolRun: Sendable {
         let child = pid
         let peak = NIOLockedValueBox<Double>(0)
         let done = NIOLockedValueBox(false)
+        // blocking: ToolRun.run runs on a thread of its own (ToolRun.detached)
         let stopped = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             while !done.withLockedValue({ $0 }) {
                 if let hwm = ProcessMemory.field("VmHWM:", pid: child) { peak.withLockedValue { $0 = max($0, hwm) } }
+                // blocking: on the sampler thread
                 Thread.sleep(forTimeInterval: 0.01)
             }
             stopped.signal()
         }
         // The end is awaited without reaping, so the pid cannot be reused while it is still being read.
         var info = siginfo_t()
+        // blocking: ToolRun.run runs on a thread of its own (ToolRun.detached)
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 {
             guard errno == EINTR else { throw BenchError("waiting for \(path): \(String(cString: strerror(errno)))") }
         }
         done.withLockedValue { $0 = true }
+        // blocking: ToolRun.run runs on a thread of its own (ToolRun.detached)
         stopped.wait()
         var status: Int32 = 0
+        // blocking: ToolRun.run runs on a thread of its own (ToolRun.detached)
         while waitpid(pid, &status, 0) == -1 {
             guard errno == EINTR else { throw BenchError("waiting for \(path): \(String(cString: strerror(errno)))") }
         }

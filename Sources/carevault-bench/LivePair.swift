@@ -37,6 +37,7 @@ struct LivePair {
     func watching<T: Sendable>(folder: URL, _ body: (Watching) async throws -> T) async throws -> T {
         let keyFile = folder.appendingPathComponent("admin-\(shortID()).pub")
         try Data((admin.publicKey.base64URL + "\n").utf8).write(to: keyFile)
+        // blocking: the bench; waited for only after SIGTERM, below
         let tool = Process()
         tool.executableURL = URL(fileURLWithPath: try DoctorMemoryBench.doctorTool())
         tool.arguments = ["watch", patientName, "--json"]
@@ -54,6 +55,7 @@ struct LivePair {
         try tool.run()
         defer {
             if tool.isRunning { kill(tool.processIdentifier, SIGTERM) }
+            // blocking: after SIGTERM the watch ends within milliseconds (the bench, not a tool)
             tool.waitUntilExit()
         }
         let reader = pipe.fileHandleForReading

@@ -36,6 +36,7 @@ struct LoginBench {
                     result.loginMs.append(seconds * 1_000)
                     let salt = Salt.random()
                     let (_, kdfSeconds) = try Measure.time {
+                        // blocking: raw Argon2id timed on the calling thread, as the ratio beside the login needs
                         try PasswordHasher.deriveKey(password: BenchWorld.password, salt: salt, parameters: .moderate)
                     }
                     result.argon2Ms.append(kdfSeconds * 1_000)

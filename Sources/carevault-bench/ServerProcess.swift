@@ -45,6 +45,7 @@ final class ServerProcess: Sendable {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let keyFile = folder.appendingPathComponent("admin.pub")
         try Data((adminKey.base64URL + "\n").utf8).write(to: keyFile)
+        // blocking: the bench; every wait below follows a signal or an end seen by polling
         let process = Process()
         process.executableURL = try executable()
         process.arguments =
@@ -82,7 +83,7 @@ final class ServerProcess: Sendable {
         }
         guard let text = line.withLockedValue({ $0 }), let range = text.range(of: "http://") else {
             if process.isRunning { process.terminate() }
-            process.waitUntilExit()
+            process.waitUntilExit()  // blocking: after terminate(), or it had ended
             throw BenchError("carevault-server did not start (exit status \(process.isRunning ? -1 : process.terminationStatus))")
         }
         return ServerProcess(baseURL: String(text[range.lowerBound...]), process: process, folder: folder)
@@ -104,7 +105,7 @@ final class ServerProcess: Sendable {
     /// SIGKILL, as a crashed machine or the OOM killer ends it: no graceful shutdown. The folder is kept.
     func crash() {
         if process.isRunning { kill(pid, SIGKILL) }
-        process.waitUntilExit()
+        process.waitUntilExit()  // blocking: after SIGKILL
     }
 
     /// SIGTERM (graceful shutdown), then SIGKILL after 10 s; removes the database folder.
@@ -115,7 +116,7 @@ final class ServerProcess: Sendable {
             while process.isRunning, Measure.clock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
             if process.isRunning { kill(pid, SIGKILL) }
         }
-        process.waitUntilExit()
+        process.waitUntilExit()  // blocking: it ended, or was killed
         try? FileManager.default.removeItem(at: folder)
     }
 }

@@ -37,8 +37,8 @@ struct CareVaultDoctor: AsyncParsableCommand {
     static func main() async { await ToolRunner.main(Self.self, tool: "carevault-doctor") }
 }
 
-func openReader(_ options: GlobalOptions) throws -> DoctorReader {
-    let account = try options.unlock(as: .doctor)
+func openReader(_ options: GlobalOptions) async throws -> DoctorReader {
+    let account = try await options.unlock(as: .doctor)
     return try DoctorReader(account: account, transport: try options.transport(), adminKey: try options.adminPublicKey())
 }
 
@@ -105,7 +105,7 @@ struct Patients: AsyncParsableCommand {
     )
     @OptionGroup var options: GlobalOptions
     func run() async throws {
-        let reader = try openReader(options)
+        let reader = try await openReader(options)
         var list: [ListedPatient] = []
         let (patients, unverified) = try await reader.patients()
         for p in patients { list.append(ListedPatient(summary: p, asOf: try await reader.asOf(patientID: p.patientID))) }

@@ -22,7 +22,7 @@ struct Dashboard: AsyncParsableCommand {
     func run() async throws {
         let live = LiveRun(tool: "carevault-doctor")
         live.endOnSignals()
-        let reader = try openReader(options)
+        let reader = try await openReader(options)
         let source = DoctorDashboardSource(reader: reader, transport: try options.transport())
         try await DashboardServer.run(
             source: source,

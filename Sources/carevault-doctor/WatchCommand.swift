@@ -32,7 +32,7 @@ struct Watch: AsyncParsableCommand {
     func run() async throws {
         let live = LiveRun(tool: "carevault-doctor")
         live.endOnSignals()
-        let reader = try openReader(options)
+        let reader = try await openReader(options)
         let json = options.json
         let watch = DoctorWatch(reader: reader, patient: patient) { name in
             if json { live.json(UnwatchedLine(patient: name)) } else { live.line(UnwatchedLine.text(name)) }

@@ -53,7 +53,7 @@ struct ActivityCommand: AsyncParsableCommand {
         func run() async throws {
             guard let title = try text.title(change.options) else { throw CLIError.usage("give --title or --title-file") }
             let instructions = try text.instructions(change.options)
-            let vault = try change.vault()
+            let vault = try await change.vault()
             let now = Date(unixMillis: Date().unixMillis)
             let activity: Activity
             do {
@@ -107,7 +107,7 @@ struct ActivityCommand: AsyncParsableCommand {
         func run() async throws {
             let title = try text.title(change.options)
             let instructions = try text.instructions(change.options)
-            let vault = try change.vault()
+            let vault = try await change.vault()
             guard var a = try await vault.activity(id: id) else { throw noActivity(id) }
             if let title { a.title = title }
             if let instructions { a.instructions = instructions }
@@ -127,7 +127,7 @@ struct ActivityCommand: AsyncParsableCommand {
         @Option(help: "The activity's id.") var id: String
         @OptionGroup var change: ChangeOptions
         func run() async throws {
-            let vault = try change.vault()
+            let vault = try await change.vault()
             try await vault.removeActivity(id: id)
             try await change.sync(vault)
             if change.json { try Output.json(["removed": id]) } else { Output.line("removed \(id)") }
@@ -198,7 +198,7 @@ struct OutcomeCommand: AsyncParsableCommand {
 
         func run() async throws {
             let note = try CareInput.text(note, file: noteFile, option: "note", passwordStdin: change.options.passwordStdin)
-            let vault = try change.vault()
+            let vault = try await change.vault()
             guard let a = try await vault.activity(id: activity) else { throw noActivity(activity) }
             let index: Int
             if let occurrence {
@@ -236,7 +236,7 @@ struct OutcomeCommand: AsyncParsableCommand {
         @OptionGroup var options: GlobalOptions
         func run() async throws {
             let range = try CareInput.range(from: from, to: to)
-            let vault = try openVault(options)
+            let vault = try await openVault(options)
             let outcomes = try await vault.outcomes(activityID: activity, from: range.from, to: range.to)
             try await Output.show(outcomes, json: options.json, headers: Output.outcomeHeaders, empty: "no outcomes yet") {
                 Output.outcomeRows(outcomes, activities: try await vault.activities().byID)

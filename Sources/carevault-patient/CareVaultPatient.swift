@@ -36,8 +36,8 @@ struct CareVaultPatient: AsyncParsableCommand {
 }
 
 /// Opens the vault of the current patient.
-func openVault(_ options: GlobalOptions) throws -> PatientVault {
-    let account = try options.unlock(as: .patient)
+func openVault(_ options: GlobalOptions) async throws -> PatientVault {
+    let account = try await options.unlock(as: .patient)
     return try PatientVault(account: account, transport: try options.transport(), adminKey: try options.adminPublicKey())
 }
 
@@ -48,7 +48,7 @@ struct ChangeOptions: ParsableArguments {
 
     var json: Bool { options.json }
 
-    func vault() throws -> PatientVault { try openVault(options) }
+    func vault() async throws -> PatientVault { try await openVault(options) }
 
     /// Syncs unless `offline`, reporting what happened on stderr.
     func sync(_ vault: PatientVault) async throws {
@@ -114,7 +114,7 @@ struct Sync: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
     func run() async throws {
         if watch { return try await SyncWatch(options: options).run() }
-        let vault = try openVault(options)
+        let vault = try await openVault(options)
         let progress = ProgressLine()
         let summary = try await vault.syncKeepingQuarantine(progress: progress.syncCallback)
         progress.finish()
@@ -190,7 +190,7 @@ struct AccessLog: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Check the whole chain from entry 1, not only the links since the last check.") var full = false
     func run() async throws {
-        let vault = try openVault(options)
+        let vault = try await openVault(options)
         let log = try await vault.verifiedAccessLog(full: full)
         let names = try await vault.memberNames()
         let anchor =

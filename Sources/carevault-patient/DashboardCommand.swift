@@ -21,7 +21,7 @@ struct PatientDashboard: AsyncParsableCommand {
     func run() async throws {
         let live = LiveRun(tool: "carevault-patient")
         live.endOnSignals()
-        let source = PatientDashboardSource(vault: try openVault(options))
+        let source = PatientDashboardSource(vault: try await openVault(options))
         try await DashboardServer.run(
             source: source,
             port: dashboard.port,

@@ -17,7 +17,7 @@ struct PatientExport: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() async throws {
-        let vault = try openVault(options)
+        let vault = try await openVault(options)
         let activities = try await vault.activities()
         let outcomes = try await vault.outcomes()
         let username = vault.account.profile.username

@@ -23,7 +23,7 @@ struct Import: AsyncParsableCommand {
     func run() async throws {
         let text = try CareInput.read(file, what: "the import file", passwordStdin: change.options.passwordStdin)
         let items = try ImportFile(Data(text.utf8))
-        let vault = try change.vault()
+        let vault = try await change.vault()
         let now = Date(unixMillis: Date().unixMillis)
         var activities: [String: Activity] = [:]
         var plan: [Activity] = []

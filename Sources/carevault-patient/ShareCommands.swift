@@ -21,7 +21,7 @@ struct ShareCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("Last day of the share (YYYY-MM-DD).", valueName: "day")) var expires: Day?
         @OptionGroup var options: GlobalOptions
         func run() async throws {
-            let vault = try openVault(options)
+            let vault = try await openVault(options)
             let until = expires.map { $0.start().addingTimeInterval(86_400) }
             _ = try await vault.sync()
             let share = try await vault.grant(doctor: doctor, category: category, expiresAt: until)

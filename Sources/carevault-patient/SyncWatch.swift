@@ -38,7 +38,7 @@ struct SyncWatch {
     func run() async throws {
         let live = LiveRun(tool: "carevault-patient")
         live.endOnSignals()
-        let vault = try openVault(options)
+        let vault = try await openVault(options)
         let stream = try vault.account.events(try options.transport())
         let json = options.json
         let state = State()
@@ -69,7 +69,7 @@ struct SyncWatch {
                 // stream's next `ready` syncs then).
                 while !Task.isCancelled {
                     try await Task.sleep(for: Self.outboxPoll)
-                    if state.pushesPending, (try? vault.unsentCount()) ?? 0 > 0 { wake.yield() }
+                    if state.pushesPending, (try? await vault.unsentCount()) ?? 0 > 0 { wake.yield() }
                 }
             }
             group.addTask {

@@ -17,7 +17,7 @@ struct AccountLifecycleCLITests {
     static let newPassword = "a brand new long password"
 
     /// Runs one scalar count against the world's server database.
-    static func count(_ world: FaultWorld, _ sql: String) throws -> Int {
+    static func count(_ world: FaultWorld, _ sql: String) async throws -> Int {
         let db = world.server.database
         if let path = db.sqlitePath {
             var config = Configuration()
@@ -25,9 +25,9 @@ struct AccountLifecycleCLITests {
             config.busyMode = .timeout(5)
             let queue = try DatabaseQueue(path: path, configuration: config)
             defer { try? queue.close() }
-            return try queue.read { try Int.fetchOne($0, sql: sql) ?? -1 }
+            return try await queue.read { try Int.fetchOne($0, sql: sql) ?? -1 }
         }
-        return Int(try ServerDatabase.psql(db.url, sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        return Int(try await ServerDatabase.psql(db.url, sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
     static func json(_ text: String) throws -> Any { try JSONSerialization.jsonObject(with: Data(text.utf8)) }
@@ -195,7 +195,7 @@ struct AccountLifecycleCLITests {
             let login = try await world.patient(["login", "--username", "alice"], home: "other")
             #expect(login.status == 77 && login.stderr.contains("suspended"), "\(login.stderr)")
             let kept = "SELECT count(*) FROM versions WHERE owner_id = '\(id)'"
-            #expect(try Self.count(world, kept) > 0, "its data stays")
+            #expect(try await Self.count(world, kept) > 0, "its data stays")
             #expect(try await admin(["reinstate", "alice"]).status == 0)
             #expect(try await world.patient(["login", "--username", "alice", "--remember"]).status == 0)
             #expect(try await world.patient(["activity", "list", "--json"]).stdout.contains("walk"))
@@ -215,7 +215,7 @@ struct AccountLifecycleCLITests {
                 extra: world.common
             )
             #expect(guessed.status == 77, "\(guessed.stderr)")
-            #expect(try Self.count(world, kept) > 0, "nothing was deleted")
+            #expect(try await Self.count(world, kept) > 0, "nothing was deleted")
             #expect(try await world.patient(["account", "delete"]).status == 64)
             let delete = try await world.patient(["account", "delete", "--yes"])
             #expect(delete.status == 0, "\(delete.stderr)")
@@ -223,9 +223,9 @@ struct AccountLifecycleCLITests {
                 ("versions", "owner_id"), ("heads", "owner_id"), ("tresors", "owner_id"), ("shares", "patient_id"), ("sessions", "user_id"),
                 ("users", "id"), ("owner_sequences", "owner_id"), ("account_deletions", "owner_id"), ("tresor_commitments", "owner_id"),
             ] {
-                #expect(try Self.count(world, "SELECT count(*) FROM \(table) WHERE \(column) = '\(id)'") == 0, "\(table)")
+                #expect(try await Self.count(world, "SELECT count(*) FROM \(table) WHERE \(column) = '\(id)'") == 0, "\(table)")
             }
-            #expect(try Self.count(world, "SELECT count(*) FROM audit_log WHERE action = 'account.deleted'") == 1)
+            #expect(try await Self.count(world, "SELECT count(*) FROM audit_log WHERE action = 'account.deleted'") == 1)
             #expect(try await !doctor(["patients", "--json"]).stdout.contains("alice"), "the share is gone")
             let folder = Profile.folder(home: world.tools.root.appendingPathComponent("alice"), server: world.server.url, username: "alice")
             #expect(!FileManager.default.fileExists(atPath: folder.path), "no local copy is left")
@@ -279,7 +279,7 @@ struct AccountLifecycleCLITests {
                 #expect(recovered.status == 0, "\(tool): \(recovered.stderr)")
                 #expect(try await run(["login", "--username", user], password: Self.newPassword).status == 0)
             }
-            #expect(try Self.count(world, "SELECT count(*) FROM audit_log WHERE action = 'account.recovery-key-replaced'") == 2)
+            #expect(try await Self.count(world, "SELECT count(*) FROM audit_log WHERE action = 'account.recovery-key-replaced'") == 2)
         }
     }
 }

@@ -12,13 +12,19 @@ struct AccountMoveCLITests {
     static let doctorPassword = "bob's long password"
 
     /// One deployment's server process over a database of its own (a SQLite file under `root/name`), or nil
-    /// when `backend` is not configured.
+    /// when `backend` is not configured. When it does not start, its database is dropped.
     static func start(_ t: Tools, _ name: String, adminPub: URL, backend: FaultBackend = .sqlite) async throws -> ServerProcess? {
         let root = t.root.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        guard let database = try ServerDatabase.make(backend, in: root) else { return nil }
+        guard let database = try await ServerDatabase.make(backend, in: root) else { return nil }
         let server = ServerProcess(adminPub: adminPub, database: database, log: root.appendingPathComponent("server.out"))
-        try await server.start()
+        do {
+            try await server.start()
+        } catch {
+            await server.stop()
+            await database.drop()
+            throw error
+        }
         return server
     }
 
@@ -78,10 +84,17 @@ struct AccountMoveCLITests {
         guard let server = try await Self.start(t, "deployment", adminPub: adminDir.appendingPathComponent("admin.pub"), backend: backend) else {
             return
         }
-        defer {
-            server.stop()
-            server.database.drop()
+        // Stopped, then its database dropped, whether the test returns or throws (awaited, so not in a `defer`).
+        try await withCleanup {
+            try await Self.moveToAnotherName(t, server, adminDir: adminDir)
+        } cleanup: {
+            await server.stop()
+            await server.database.drop()
         }
+    }
+
+    /// The body of the test above, on its running `server`.
+    static func moveToAnotherName(_ t: Tools, _ server: ServerProcess, adminDir: URL) async throws {
         let (old, new) = (server.url, Self.otherName(server.url))
         let common = [
             "CAREVAULT_ADMIN_KEY": adminDir.appendingPathComponent("admin.pub").path,
@@ -199,10 +212,10 @@ struct AccountMoveCLITests {
         #expect(try await t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
         let pub = adminDir.appendingPathComponent("admin.pub")
         let a = try #require(try await Self.start(t, "a", adminPub: pub))
-        defer { a.stop() }
+        defer { a.stopIfRunning() }
         // Another deployment under the same admin key, with an account of the same name and password.
         let b = try #require(try await Self.start(t, "b", adminPub: pub))
-        defer { b.stop() }
+        defer { b.stopIfRunning() }
         let common = ["CAREVAULT_ADMIN_KEY": pub.path, "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path]
         func patient(_ args: [String], at url: String, home: String = "alice", password: String? = Self.patientPassword) async throws -> Tools.Result
         {

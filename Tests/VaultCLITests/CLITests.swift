@@ -102,7 +102,7 @@ struct Tools {
 struct CLITests {
     /// Validates a FHIR Bundle with the fhir.resources models (Scripts/test installs them and sets
     /// CAREVAULT_FHIR_PYTHON); without them it says so and checks only the structure above.
-    static func validateFHIR(_ json: String, in dir: URL) throws {
+    static func validateFHIR(_ json: String, in dir: URL) async throws {
         guard let python = ProcessInfo.processInfo.environment["CAREVAULT_FHIR_PYTHON"] else {
             print("note: FHIR validator unavailable (CAREVAULT_FHIR_PYTHON unset): the FHIR bundle was checked for structure only")
             return
@@ -121,7 +121,7 @@ struct CLITests {
         p.standardError = try ChildStdio.output(to: err)
         p.standardOutput = try ChildStdio.output(to: out)
         try p.run()
-        try p.waitForExit()
+        try await p.exited()
         let problems = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
         #expect(p.terminationStatus == 0, "the FHIR bundle does not validate: \(problems)")
         print(
@@ -258,7 +258,7 @@ struct CLITests {
         let types = (bundle?["entry"] as? [[String: Any]])?.compactMap { ($0["resource"] as? [String: Any])?["resourceType"] as? String } ?? []
         #expect(types.contains("CarePlan") && types.contains("Observation") && types.contains("Patient"))
         #expect(try await doctor(["export", "alice", "--format", "csv"]).stdout.contains("4200"))
-        try Self.validateFHIR(fhir.stdout, in: t.root)
+        try await Self.validateFHIR(fhir.stdout, in: t.root)
 
         #expect(try await patient(["share", "revoke", "--doctor", "drbob", "--category", "interventions"]).status == 0)
         let revoked = try await doctor(["show", "alice"])

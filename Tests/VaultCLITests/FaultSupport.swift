@@ -46,7 +46,7 @@ struct ServerDatabase {
     let name: String?
 
     /// A new database for one test, or nil when PostgreSQL is not configured (an error under CI).
-    static func make(_ backend: FaultBackend, in root: URL) throws -> ServerDatabase? {
+    static func make(_ backend: FaultBackend, in root: URL) async throws -> ServerDatabase? {
         switch backend {
         case .sqlite:
             let path = root.appendingPathComponent("server.sqlite").path
@@ -60,15 +60,15 @@ struct ServerDatabase {
                 return nil
             }
             let name = "cv_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            _ = try psql(admin, "CREATE DATABASE \(name)")
+            _ = try await psql(admin, "CREATE DATABASE \(name)")
             guard var parts = URLComponents(string: admin) else { throw Tools.ToolMissing(path: "a valid CAREVAULT_TEST_POSTGRES_URL") }
             parts.path = "/" + name
             return ServerDatabase(backend: backend, url: parts.string!, sqlitePath: nil, adminURL: admin, name: name)
         }
     }
 
-    func drop() {
-        if let adminURL, let name { _ = try? Self.psql(adminURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+    func drop() async {
+        if let adminURL, let name { _ = try? await Self.psql(adminURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
     }
 
     /// What the server stores: every version, every head (one per record), and distinct records among versions.
@@ -79,17 +79,17 @@ struct ServerDatabase {
         var description: String { "\(versions) versions, \(heads) heads, \(recordsWithVersions) records" }
     }
 
-    func counts() throws -> Counts {
+    func counts() async throws -> Counts {
         let sql = "SELECT (SELECT count(*) FROM versions), (SELECT count(*) FROM heads), (SELECT count(DISTINCT record_id) FROM versions)"
         if let sqlitePath {
             let queue = try Self.reader(sqlitePath)
             defer { try? queue.close() }
-            return try queue.read { db in
+            return try await queue.read { db in
                 let row = try Row.fetchOne(db, sql: sql)!
                 return Counts(versions: row[0], heads: row[1], recordsWithVersions: row[2])
             }
         }
-        let fields = try Self.psql(url, sql).split(separator: "|").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        let fields = try await Self.psql(url, sql).split(separator: "|").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         guard fields.count == 3 else { throw Tools.ToolMissing(path: "psql answered something unexpected") }
         return Counts(versions: fields[0], heads: fields[1], recordsWithVersions: fields[2])
     }
@@ -103,20 +103,45 @@ struct ServerDatabase {
         return try DatabaseQueue(path: path, configuration: config)
     }
 
-    /// Runs one statement with psql and returns its unaligned output.
-    static func psql(_ url: String, _ sql: String) throws -> String {
+    /// Runs one statement with psql and returns its unaligned output; waited for without holding a thread
+    /// (`ChildProcess.exited`).
+    static func psql(_ url: String, _ sql: String) async throws -> String {
+        let out = psqlOutput()
+        defer { try? FileManager.default.removeItem(at: out) }
+        let p = try startPsql(url, sql, output: out)
+        try await p.exited(limit: 120)
+        return try psqlResult(p, sql, output: out)
+    }
+
+    /// `psql`, blocking the calling thread: only for code that runs off the pool (`Tools.offPool`).
+    static func psqlBlocking(_ url: String, _ sql: String) throws -> String {
+        let out = psqlOutput()
+        defer { try? FileManager.default.removeItem(at: out) }
+        let p = try startPsql(url, sql, output: out)
+        // blocking: psqlBlocking runs only inside Tools.offPool
+        try p.waitForExit(limit: 120)
+        return try psqlResult(p, sql, output: out)
+    }
+
+    /// Where one psql run writes its output: a file, not a pipe (a pipe read to its end would wait without
+    /// the limit of `exited`).
+    private static func psqlOutput() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("carevault-psql-\(UUID().uuidString)")
+    }
+
+    private static func startPsql(_ url: String, _ sql: String, output: URL) throws -> ChildProcess {
         let p = ChildProcess()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["psql", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]
-        // Into a file, not a pipe: a pipe read to its end would wait without the limit of `waitForExit`.
-        let out = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-psql-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: out) }
-        p.standardOutput = try ChildStdio.output(to: out)
+        p.standardOutput = try ChildStdio.output(to: output)
         p.standardError = .null
         try p.run()
-        try p.waitForExit(limit: 120)
+        return p
+    }
+
+    private static func psqlResult(_ p: ChildProcess, _ sql: String, output: URL) throws -> String {
         guard p.terminationStatus == 0 else { throw Tools.ToolMissing(path: "psql could not run: \(sql)") }
-        return try String(contentsOf: out, encoding: .utf8)
+        return try String(contentsOf: output, encoding: .utf8)
     }
 }
 
@@ -164,18 +189,26 @@ final class ServerProcess {
         throw Tools.ToolMissing(path: "carevault-server did not start on \(database.backend) within 30 s")
     }
 
-    /// SIGKILL: no graceful shutdown, open transactions are cut off wherever they are.
-    func kill() {
+    /// SIGKILL: no graceful shutdown, open transactions are cut off wherever they are. Returns once the
+    /// server has ended.
+    func kill() async {
         guard let p = process else { return }
         p.signalIfRunning(SIGKILL)
-        try? p.waitForExit()
+        try? await p.exited()
         process = nil
     }
 
-    func stop() {
+    /// SIGTERM; returns once the server has ended (SIGKILL after `ChildProcess.exited`'s limit).
+    func stop() async {
         guard let p = process, p.isRunning else { return }
-        p.stopIfRunning()
+        await p.stop()
         process = nil
+    }
+
+    /// SIGTERM without waiting (`ChildProcess.stopIfRunning`): for `defer` blocks, where nothing follows that
+    /// needs the server gone. Code that does (a restart on the same port, a database dropped) awaits `stop()`.
+    func stopIfRunning() {
+        process?.stopIfRunning()
     }
 }
 
@@ -199,9 +232,9 @@ struct RunningTool {
 
     /// Kills the tool with SIGKILL unless it already ended; true when the kill cut it off.
     @discardableResult
-    func kill() -> Bool {
+    func kill() async -> Bool {
         process.signalIfRunning(SIGKILL)
-        guard (try? process.waitForExit()) != nil else { return false }
+        guard (try? await process.exited()) != nil else { return false }
         return process.endedBySignal && process.terminationStatus == SIGKILL
     }
 
@@ -209,6 +242,7 @@ struct RunningTool {
     func wait() async throws -> Int32 {
         let process = process
         return try await Tools.offPool {
+            // blocking: inside Tools.offPool
             try process.waitForExit()
             return process.terminationStatus
         }
@@ -225,28 +259,44 @@ struct FaultWorld {
     let common: [String: String]
 
     /// Runs `body` in a new world on `backend`; returns without running it when the backend is not configured.
+    /// Whatever happens, thrown errors included, the server is then stopped, its database dropped and the
+    /// world's folder removed, in that order and each awaited (not in a `defer`, which cannot await: a
+    /// synchronous wait there would hold one of the pool's threads).
     static func run(_ backend: FaultBackend, _ body: (FaultWorld) async throws -> Void) async throws {
         let tools = try Tools()
-        defer { try? FileManager.default.removeItem(at: tools.root) }
-        guard let database = try ServerDatabase.make(backend, in: tools.root) else { return }
-        defer { database.drop() }
-        let adminDir = tools.root.appendingPathComponent("admin")
-        #expect(try await tools.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
-        let pub = adminDir.appendingPathComponent("admin.pub")
-        let server = ServerProcess(adminPub: pub, database: database, log: tools.root.appendingPathComponent("server.out"))
-        try await server.start()
-        defer { server.stop() }
-        let key = try SigningPublicKey(base64URL: try String(contentsOf: pub, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
-        let common = [
-            "CAREVAULT_SERVER": server.url, "CAREVAULT_ADMIN_KEY": pub.path,
-            "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path,
-        ]
-        let world = FaultWorld(tools: tools, server: server, adminKey: key, common: common)
-        #expect(try await world.patient(["register", "--username", "alice"]).status == 0)
-        #expect(try await tools.run("carevault-admin", ["approve", "--all"], extra: common).status == 0)
-        let login = try await world.patient(["login", "--username", "alice", "--remember"])
-        #expect(login.status == 0, "\(login.stderr)")
-        try await body(world)
+        var database: ServerDatabase?
+        var server: ServerProcess?
+        var failure: (any Error)?
+        do {
+            database = try await ServerDatabase.make(backend, in: tools.root)
+            if let database {
+                let adminDir = tools.root.appendingPathComponent("admin")
+                #expect(try await tools.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
+                let pub = adminDir.appendingPathComponent("admin.pub")
+                let started = ServerProcess(adminPub: pub, database: database, log: tools.root.appendingPathComponent("server.out"))
+                server = started
+                try await started.start()
+                let key = try SigningPublicKey(
+                    base64URL: try String(contentsOf: pub, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                )
+                let common = [
+                    "CAREVAULT_SERVER": started.url, "CAREVAULT_ADMIN_KEY": pub.path,
+                    "CAREVAULT_ADMIN_SECRET": adminDir.appendingPathComponent("admin.key").path,
+                ]
+                let world = FaultWorld(tools: tools, server: started, adminKey: key, common: common)
+                #expect(try await world.patient(["register", "--username", "alice"]).status == 0)
+                #expect(try await tools.run("carevault-admin", ["approve", "--all"], extra: common).status == 0)
+                let login = try await world.patient(["login", "--username", "alice", "--remember"])
+                #expect(login.status == 0, "\(login.stderr)")
+                try await body(world)
+            }
+        } catch {
+            failure = error
+        }
+        await server?.stop()
+        await database?.drop()
+        try? FileManager.default.removeItem(at: tools.root)
+        if let failure { throw failure }
     }
 
     @discardableResult
@@ -265,10 +315,10 @@ struct FaultWorld {
     }
 
     /// The vault of the patient tool's home `home`, opened in this process as the tool opens it.
-    func vault(home: String = "alice") throws -> PatientVault {
+    func vault(home: String = "alice") async throws -> PatientVault {
         let config = ClientConfiguration(server: server.url, home: Home(url: tools.root.appendingPathComponent(home)), adminKey: adminKey)
         let transport = try Transport(baseURL: server.url)
-        let account = try AccountManager(configuration: config, transport: transport).unlock(password: Self.password)
+        let account = try await AccountManager(configuration: config, transport: transport).unlock(password: Self.password)
         return try PatientVault(account: account, transport: transport, adminKey: adminKey)
     }
 
@@ -335,9 +385,11 @@ extension ServerProcess {
                 let deadline = Date().addingTimeInterval(timeout)
                 while seen < threshold && Date() < deadline {
                     do { seen = try count() } catch { print("note: counting the server's versions failed: \(error)") }
+                    // blocking: inside Tools.offPool
                     if seen < threshold { usleep(2_000) }
                 }
             } catch { print("note: could not open the server's database: \(error)") }
+            // blocking: inside Tools.offPool
             usleep(useconds_t(delay * 1_000))
             process.signalIfRunning(SIGKILL)
             return seen
@@ -348,6 +400,7 @@ extension ServerProcess {
 extension ServerDatabase {
     /// A cheap reader of the number of stored versions, for polling while the server writes: one
     /// read-only connection kept open (SQLite), or psql per call (PostgreSQL).
+    /// Its reader blocks the calling thread: for code that runs off the pool (`Tools.offPool`).
     func versionCounter() throws -> () throws -> Int {
         let sql = "SELECT count(*) FROM versions"
         if let sqlitePath {
@@ -356,10 +409,29 @@ extension ServerDatabase {
         }
         let url = url
         return {
-            guard let n = Int(try Self.psql(url, sql).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            guard let n = Int(try Self.psqlBlocking(url, sql).trimmingCharacters(in: .whitespacesAndNewlines)) else {
                 throw Tools.ToolMissing(path: "psql answered something unexpected")
             }
             return n
         }
     }
+}
+
+/// `body`, then `cleanup`, whether `body` returned or threw (its error is rethrown after `cleanup`): what a
+/// `defer` does, for a cleanup that must be awaited (a `defer` cannot await, and a synchronous wait there
+/// would hold one of the pool's threads).
+func withCleanup<T>(
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: () async throws -> T,
+    cleanup: () async -> Void
+) async throws -> T {
+    let result: T
+    do {
+        result = try await body()
+    } catch {
+        await cleanup()
+        throw error
+    }
+    await cleanup()
+    return result
 }

@@ -22,11 +22,11 @@ struct FaultTests {
             ])
             #expect(add.status == 0, "\(add.stderr)")
             var n = 0
-            let vault = try world.vault()
+            let vault = try await world.vault()
             var interrupted = 0
             var missed = 0
             for round in 1...6 where interrupted < 2 {
-                let before = try world.server.database.counts().versions
+                let before = try await world.server.database.counts().versions
                 // Each kill needs a push long enough to land in: when the last one finished first, import
                 // more, twice as many for each round the kill came too late.
                 if n + 1 - before < 2_500 {
@@ -41,9 +41,9 @@ struct FaultTests {
                 let delay = Int.random(in: 0...30, using: &rng)
                 let sync = try world.startPatient(["sync"])
                 let seen = try await world.server.kill(whenVersionsReach: threshold, after: delay)
-                world.server.kill()
+                await world.server.kill()
                 let status = try await sync.wait()
-                let atKill = try world.server.database.counts()
+                let atKill = try await world.server.database.counts()
                 print("[\(backend)] round \(round): server killed \(delay) ms after \(seen) versions; stored: \(atKill); sync exit \(status)")
                 if atKill.versions < n + 1 {
                     interrupted += 1
@@ -60,7 +60,7 @@ struct FaultTests {
 
             let done = try await world.patient(["sync"])
             #expect(done.status == 0, "\(done.stderr)")
-            let counts = try world.server.database.counts()
+            let counts = try await world.server.database.counts()
             #expect(counts == .init(versions: expected, heads: expected, recordsWithVersions: expected), "each record is on the server once")
             #expect(try await world.vault().pendingCount() == 0)
             // Through the API: a new device pulls every record exactly once, with its value.
@@ -95,14 +95,14 @@ struct FaultTests {
             while kills < 5 && rounds < 16 {
                 rounds += 1
                 let category = rounds.isMultiple(of: 2) ? ("walk", "interventions") : ("mood", "assessments")
-                try await FaultWorld.importOutcomes(try world.vault(), activity: category.0, category: category.1, first: next, count: 1_000)
+                try await FaultWorld.importOutcomes(try await world.vault(), activity: category.0, category: category.1, first: next, count: 1_000)
                 try await FaultWorld.importOutcomes(other, activity: category.0, category: category.1, first: next + 1_000, count: 500)
                 next += 1_500
                 _ = try await other.sync()
                 let delay = Int.random(in: 50...maxDelay, using: &rng)
                 let sync = try world.startPatient(["sync"])
                 try await Task.sleep(for: .milliseconds(delay))
-                let killed = sync.kill()
+                let killed = await sync.kill()
                 print("[\(backend)] round \(rounds): patient tool \(killed ? "killed" : "had finished") after \(delay) ms")
                 // A sync that ends before the kill shortens the next delays, so the kills land mid-sync.
                 if killed { kills += 1 } else { maxDelay = max(100, maxDelay * 2 / 3) }
@@ -112,18 +112,18 @@ struct FaultTests {
             let done = try await world.patient(["sync"])
             #expect(done.status == 0, "\(done.stderr)")
             _ = try await other.sync()
-            let store = try world.vault().account.store.storeURL
+            let store = try await world.vault().account.store.storeURL
             let check = try await DatabaseQueue(path: store.path).read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
             #expect(check == "ok", "the local store survived every kill")
             #expect(try await world.patient(["activity", "list"]).status == 0, "the tool opens its store")
 
-            let vault = try world.vault()
+            let vault = try await world.vault()
             #expect(try await vault.pendingCount() == 0)
             let mine = try await vault.outcomes()
             #expect(mine.count == next && Set(mine.map(\.occurrence)).count == next, "every outcome of both devices, each once")
             #expect(mine.allSatisfy { $0.liveValues.map(\.value) == [.number(Double($0.occurrence))] })
             #expect(try await other.outcomes() == mine, "both devices hold the same records")
-            let counts = try world.server.database.counts()
+            let counts = try await world.server.database.counts()
             #expect(counts == .init(versions: next + 2, heads: next + 2, recordsWithVersions: next + 2), "each record is on the server once")
         }
     }

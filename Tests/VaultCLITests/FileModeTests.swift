@@ -54,7 +54,7 @@ struct FileModeTests {
             #expect(running.contains { $0.0.hasSuffix("-wal") } && running.contains { $0.0.hasSuffix("-shm") }, "\(running.map(\.0))")
             for (name, mode) in running { #expect(mode == 0o600, "\(name) is \(String(mode, radix: 8)) while the tool runs") }
             // Killed mid-way, it leaves them as they were.
-            #expect(sync.kill())
+            #expect(await sync.kill())
             kill(server.processIdentifier, SIGCONT)
             for (name, mode) in Self.files(under: home) { #expect(mode == 0o600, "\(name) is \(String(mode, radix: 8)) after a kill -9") }
         }

@@ -16,6 +16,7 @@ struct RestoreCLITests {
             p.standardOutput = .null
             p.standardError = .null
             try p.run()
+            // blocking: inside Tools.offPool
             try p.waitForExit()
             return p.terminationStatus
         }
@@ -40,14 +41,14 @@ struct RestoreCLITests {
             #expect(try await add("swim").status == 0)
 
             // The restore: the server stopped, the older copy put in place, the server started again.
-            world.server.stop()
+            await world.server.stop()
             if let path = database.sqlitePath {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
                 try FileManager.default.copyItem(atPath: copy.path, toPath: path)
             } else {
                 let (admin, name) = (try #require(database.adminURL), try #require(database.name))
-                _ = try ServerDatabase.psql(admin, "DROP DATABASE \(name) WITH (FORCE)")
-                _ = try ServerDatabase.psql(admin, "CREATE DATABASE \(name)")
+                _ = try await ServerDatabase.psql(admin, "DROP DATABASE \(name) WITH (FORCE)")
+                _ = try await ServerDatabase.psql(admin, "CREATE DATABASE \(name)")
                 #expect(try await Self.run("pg_restore", ["--no-owner", "-d", database.url, copy.path]) == 0)
             }
             try await world.server.start()

@@ -132,7 +132,7 @@ struct ServerAvailabilityTests {
     func aTLSConnectionThatNeverHandshakesIsClosed() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-pki-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let pki = try TestPKI(in: dir)
+        let pki = try await TestPKI(in: dir)
         let server = try await Server(flags: ["--tls-cert", pki.serverCert.path, "--tls-key", pki.serverKey.path, "--header-timeout", "2"])
         // Connected, and not a byte of TLS: the request deadlines start only after a handshake.
         let silent = try RawSocket(port: server.port)

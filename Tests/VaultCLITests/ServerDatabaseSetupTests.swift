@@ -18,26 +18,28 @@ struct ServerDatabaseSetupTests {
         let suffix = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12)
         let (role, name) = ("cv_role_\(suffix)", "cv_grant_\(suffix)")
         // What the obvious recipe does on PostgreSQL 15: every right on the database, none on schema public.
-        _ = try ServerDatabase.psql(admin, "CREATE ROLE \(role) LOGIN")
-        _ = try ServerDatabase.psql(admin, "CREATE DATABASE \(name)")
-        defer {
-            _ = try? ServerDatabase.psql(admin, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-            _ = try? ServerDatabase.psql(admin, "DROP ROLE IF EXISTS \(role)")
+        _ = try await ServerDatabase.psql(admin, "CREATE ROLE \(role) LOGIN")
+        // Dropped whether the test returns or throws (awaited, so not in a `defer`).
+        try await withCleanup {
+            _ = try await ServerDatabase.psql(admin, "CREATE DATABASE \(name)")
+            _ = try await ServerDatabase.psql(admin, "GRANT ALL ON DATABASE \(name) TO \(role)")
+            var parts = try #require(URLComponents(string: admin))
+            parts.user = role
+            parts.password = nil
+            parts.path = "/" + name
+            parts.query = "sslmode=disable"
+            let url = try #require(parts.string)
+            let pub = t.root.appendingPathComponent("admin/admin.pub").path
+            let r = try await t.run("carevault-server", ["--admin-key", pub, "--port", "0", "--database", url])
+            #expect(r.status == 77, "\(r.stderr)")
+            #expect(r.stderr.contains("PostgreSQL refused the migration: permission denied for schema public (SQLSTATE 42501)"), "\(r.stderr)")
+            #expect(r.stderr.contains("hint: ") && r.stderr.contains("createdb -O carevault carevault"), "\(r.stderr)")
+            #expect(!r.stderr.contains("Generic description"), "\(r.stderr)")
+            #expect(r.stderr.contains("carevault-server: storage: PostgreSQL at \(parts.host ?? ""):\(parts.port ?? 5432)/\(name)"), "\(r.stderr)")
+        } cleanup: {
+            _ = try? await ServerDatabase.psql(admin, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+            _ = try? await ServerDatabase.psql(admin, "DROP ROLE IF EXISTS \(role)")
         }
-        _ = try ServerDatabase.psql(admin, "GRANT ALL ON DATABASE \(name) TO \(role)")
-        var parts = try #require(URLComponents(string: admin))
-        parts.user = role
-        parts.password = nil
-        parts.path = "/" + name
-        parts.query = "sslmode=disable"
-        let url = try #require(parts.string)
-        let pub = t.root.appendingPathComponent("admin/admin.pub").path
-        let r = try await t.run("carevault-server", ["--admin-key", pub, "--port", "0", "--database", url])
-        #expect(r.status == 77, "\(r.stderr)")
-        #expect(r.stderr.contains("PostgreSQL refused the migration: permission denied for schema public (SQLSTATE 42501)"), "\(r.stderr)")
-        #expect(r.stderr.contains("hint: ") && r.stderr.contains("createdb -O carevault carevault"), "\(r.stderr)")
-        #expect(!r.stderr.contains("Generic description"), "\(r.stderr)")
-        #expect(r.stderr.contains("carevault-server: storage: PostgreSQL at \(parts.host ?? ""):\(parts.port ?? 5432)/\(name)"), "\(r.stderr)")
     }
 
     @Test func noSilentSQLiteWhereTheEnvironmentNamesPostgreSQL() async throws {
@@ -76,7 +78,7 @@ struct ServerDatabaseSetupTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         p.signalIfRunning(SIGTERM)
-        try await Tools.offPool { try p.waitForExit(limit: 30) }
+        try await p.exited(limit: 30)
         return (p.terminationStatus, try String(contentsOf: err, encoding: .utf8))
     }
 

@@ -17,6 +17,6 @@ extension ServerOperator {
     static func of(_ database: ServerDatabase) -> ServerOperator {
         if let path = database.sqlitePath { return sqliteFile(path) }
         let url = database.url
-        return ServerOperator(backend: .postgres) { sql in _ = try ServerDatabase.psql(url, sql) }
+        return ServerOperator(backend: .postgres) { sql in _ = try await ServerDatabase.psql(url, sql) }
     }
 }

@@ -102,6 +102,7 @@ enum Spawn {
     static func run(_ executable: String, _ arguments: [String], environment: [String: String], stdout: String, stderr: String) throws -> Int32 {
         let pid = try start(executable, arguments, environment: environment, stdout: .file(stdout), stderr: .file(stderr))
         var status: Int32 = 0
+        // blocking: Spawn.run is called only off the pool
         while waitpid(pid, &status, 0) == -1 {
             guard errno == EINTR else { throw Failure(description: "waitpid \(pid): \(String(cString: strerror(errno)))") }
         }

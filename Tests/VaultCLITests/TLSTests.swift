@@ -14,22 +14,23 @@ struct TestPKI {
     var serverKey: URL { dir.appendingPathComponent("server.key") }
 
     /// A CA in `dir`, and, when `server` is set, a certificate it signed for `names` (subjectAltName).
-    init(in dir: URL, server: Bool = true, names: String = "DNS:localhost,IP:127.0.0.1") throws {
+    init(in dir: URL, server: Bool = true, names: String = "DNS:localhost,IP:127.0.0.1") async throws {
         self.dir = dir
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try run(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=CareVault test CA", "-days", "2"])
+        try await run(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=CareVault test CA", "-days", "2"])
         guard server else { return }
         try Data("subjectAltName=\(names)\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".utf8)
             .write(to: dir.appendingPathComponent("ext.cnf"))
-        try run(["req"] + ec + ["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"])
-        try run([
+        try await run(["req"] + ec + ["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"])
+        try await run([
             "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem",
             "-days", "2", "-extfile", "ext.cnf",
         ])
     }
 
-    func run(_ args: [String]) throws {
+    /// Runs openssl in `dir` to its end, waited for without holding a thread (`ChildProcess.exited`).
+    func run(_ args: [String]) async throws {
         let p = ChildProcess()
         p.executableURL = URL(fileURLWithPath: try #require(Self.openssl))
         p.arguments = args
@@ -37,7 +38,7 @@ struct TestPKI {
         p.standardOutput = .null
         p.standardError = .null
         try p.run()
-        try p.waitForExit()
+        try await p.exited()
         try #require(p.terminationStatus == 0, "openssl \(args.joined(separator: " "))")
     }
 }
@@ -76,8 +77,8 @@ struct TLSTests {
     @Test func patientOverHTTPSWithPrivateCAAndRefusalWithout() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
-        let pki = try TestPKI(in: t.root.appendingPathComponent("pki"))
-        let rogue = try TestPKI(in: t.root.appendingPathComponent("rogue"), server: false)
+        let pki = try await TestPKI(in: t.root.appendingPathComponent("pki"))
+        let rogue = try await TestPKI(in: t.root.appendingPathComponent("rogue"), server: false)
         let adminDir = t.root.appendingPathComponent("admin")
         #expect(try await t.run("carevault-admin", ["keygen", "--out", adminDir.path]).status == 0)
         let pub = adminDir.appendingPathComponent("admin.pub")
@@ -161,7 +162,7 @@ struct TLSTests {
     @Test func theCertificateMustNameTheHostAsGiven() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
-        let ipOnly = try TestPKI(in: t.root.appendingPathComponent("ip-only"), names: "IP:127.0.0.1")
+        let ipOnly = try await TestPKI(in: t.root.appendingPathComponent("ip-only"), names: "IP:127.0.0.1")
         #expect(try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path]).status == 0)
         let pub = t.root.appendingPathComponent("admin/admin.pub")
         let (server, url, _) = try await Self.startServer(t, pki: ipOnly, adminPub: pub)
@@ -185,19 +186,19 @@ struct TLSTests {
             extra: env
         )
         #expect(register.status == 69 && register.stderr.contains("is not issued for localhost"), "\(register.stderr)")
-        server.stopIfRunning()
+        await server.stop()
 
         // A certificate that names localhost is taken under that name.
-        let named = try TestPKI(in: t.root.appendingPathComponent("named"), names: "DNS:localhost")
+        let named = try await TestPKI(in: t.root.appendingPathComponent("named"), names: "DNS:localhost")
         let (second, secondURL, _) = try await Self.startServer(t, pki: named, adminPub: pub)
         defer { second.stopIfRunning() }
         let good = try Transport(baseURL: secondURL.replacingOccurrences(of: "127.0.0.1", with: "localhost"), caCertificate: named.caCert.path)
         #expect(try await !good.send(AdminEndpoints.deployment).deploymentID.isEmpty)
         #expect(try await !good.send(AdminEndpoints.deployment).deploymentID.isEmpty, "a second request on the address checked")
-        second.stopIfRunning()
+        await second.stop()
 
         // One for another name: refused, and the message says which names it does carry.
-        let other = try TestPKI(in: t.root.appendingPathComponent("other"), names: "DNS:vault.internal")
+        let other = try await TestPKI(in: t.root.appendingPathComponent("other"), names: "DNS:vault.internal")
         let (third, thirdURL, _) = try await Self.startServer(t, pki: other, adminPub: pub)
         defer { third.stopIfRunning() }
         do {
@@ -214,7 +215,7 @@ struct TLSTests {
     @Test func serverRefusesBadTLSFilesWithUsageStatus() async throws {
         let t = try Tools()
         defer { try? FileManager.default.removeItem(at: t.root) }
-        let pki = try TestPKI(in: t.root.appendingPathComponent("pki"))
+        let pki = try await TestPKI(in: t.root.appendingPathComponent("pki"))
         #expect(try await t.run("carevault-admin", ["keygen", "--out", t.root.appendingPathComponent("admin").path]).status == 0)
         let pub = t.root.appendingPathComponent("admin/admin.pub").path
         let cases: [([String], String)] = [

@@ -48,7 +48,7 @@ struct WatchCLITests {
             #expect(seen["deleted"] as? Bool == false)
 
             // The server goes away and comes back on the same port: the watcher keeps going.
-            world.server.stop()
+            await world.server.stop()
             try await world.server.start()
             let later = try await world.patient([
                 "activity", "add", "--id", "stretch", "--title", "Stretch", "--category", "interventions", "--schedule", "daily@09:00",
@@ -88,7 +88,7 @@ struct WatchCLITests {
             #expect(alice.objects.contains { $0["event"] as? String == "share" && $0["state"] as? String == "active" })
 
             // The server restarts; then a change saved without syncing is sent by the watching device.
-            world.server.stop()
+            await world.server.stop()
             try await world.server.start()
             let offline = try await world.patient([
                 "activity", "add", "--offline", "--id", "stretch", "--title", "Stretch", "--category", "interventions", "--schedule", "daily@09:00",
@@ -226,7 +226,7 @@ struct WatchCLITests {
             // The server may already have stopped telling the doctor of this patient (its heartbeat re-reads the
             // shares), and then no change event comes. A restart makes the tool reconnect and resync, which pulls
             // every patient: either way the next pull is refused and the patient dropped.
-            world.server.stop()
+            await world.server.stop()
             try await world.server.start()
             let gone = try await bob.waitFor("the patient dropped", limit: 90) { $0["event"] as? String == "unwatched" }
             #expect(gone["patient"] as? String == "alice")

@@ -57,6 +57,7 @@ final class Watcher: @unchecked Sendable {
         process.signalIfRunning(SIGTERM)
         let process = process
         return try await Tools.offPool {
+            // blocking: inside Tools.offPool
             try process.waitForExit(limit: 60)
             return process.terminationStatus
         }
@@ -66,6 +67,7 @@ final class Watcher: @unchecked Sendable {
     func exitStatus(limit: TimeInterval = 60) async throws -> Int32 {
         let process = process
         return try await Tools.offPool {
+            // blocking: inside Tools.offPool
             try process.waitForExit(limit: limit)
             return process.terminationStatus
         }

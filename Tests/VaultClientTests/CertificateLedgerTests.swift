@@ -11,10 +11,10 @@ import VaultTestSupport
 @Suite("Client: the admin's certificate ledger")
 struct CertificateLedgerTests {
     /// A registration the server could invent: fresh keys under `username` (and `userID`, when given).
-    static func forged(_ username: String, role: Role = .doctor, userID: UUID? = nil) throws -> PendingRegistration {
+    static func forged(_ username: String, role: Role = .doctor, userID: UUID? = nil) async throws -> PendingRegistration {
         let identity = Identity.generate(userID: userID ?? UUID())
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: "hostile-server", salt: salt, parameters: .interactive)
+        let keys = try await PasswordKeys.derive(password: "hostile-server", salt: salt, parameters: .interactive)
         let request = try RegistrationRequest.make(
             identity: identity,
             username: username,
@@ -40,7 +40,7 @@ struct CertificateLedgerTests {
             #expect(await admin.ledger?.entry(username: "drbob")?.fingerprint == AdminClient.fingerprint(genuine.request))
 
             // The server presents another "drbob" (its own keys), then the real id with new keys.
-            for fake in [try Self.forged("drbob"), try Self.forged("drbob2", userID: genuine.request.userID)] {
+            for fake in [try await Self.forged("drbob"), try await Self.forged("drbob2", userID: genuine.request.userID)] {
                 await #expect(throws: ClientError.self) { try await admin.approve(fake, sequence: pending.nextSequence + 1) }
             }
             // Nothing more was certified: the server saw no second approval, the ledger holds one entry.
@@ -51,7 +51,7 @@ struct CertificateLedgerTests {
             #expect(await reopened.entry(username: "drbob")?.userID == genuine.request.userID)
             #expect(SecureFiles.permissions(ledgerURL) == 0o600)
             let again = try AdminClient(baseURL: world.baseURL, key: world.admin, ledger: reopened)
-            await #expect(throws: ClientError.self) { try await again.approve(try Self.forged("drbob"), sequence: 99) }
+            await #expect(throws: ClientError.self) { try await again.approve(try await Self.forged("drbob"), sequence: 99) }
         }
     }
 

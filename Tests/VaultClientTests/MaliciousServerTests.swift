@@ -217,7 +217,7 @@ struct KeyRedirectionTests {
                 identity: id,
                 username: "pat",
                 role: .patient,
-                passwordKeys: try PasswordKeys.derive(password: "pw", salt: .random(), parameters: .interactive),
+                passwordKeys: try await PasswordKeys.derive(password: "pw", salt: .random(), parameters: .interactive),
                 kdf: .interactive,
                 salt: .random(),
                 requestedAt: 1

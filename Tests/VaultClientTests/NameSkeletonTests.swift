@@ -29,7 +29,7 @@ struct NameSkeletonTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let ledger = try CertificateLedger(url: folder.appendingPathComponent("issued-certificates.json"))
         let admin = SigningKeyPair.generate()
-        let bob = try CertificateLedgerTests.forged("drbob").request
+        let bob = try await CertificateLedgerTests.forged("drbob").request
         try await ledger.admit(
             try Certificate.issue(
                 userID: bob.userID,

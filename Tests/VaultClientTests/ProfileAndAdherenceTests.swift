@@ -14,7 +14,7 @@ struct ProfileAndAdherenceTests {
             let device = try world.device("a")
             _ = try await device.accounts.register(username: "hana", password: "long enough pw", role: .patient)
             // Before approval the keys cannot be used.
-            #expect(throws: ClientError.self) { _ = try device.accounts.unlock(password: "long enough pw") }
+            await #expect(throws: ClientError.self) { _ = try await device.accounts.unlock(password: "long enough pw") }
             try await world.approveAll()
             let account = try await device.accounts.login(username: "hana", password: "long enough pw", remember: true)
             let vault = try PatientVault(account: account, transport: device.transport, adminKey: world.admin.publicKey)
@@ -31,18 +31,18 @@ struct ProfileAndAdherenceTests {
                 let bytes = try Data(contentsOf: file)
                 #expect(bytes.range(of: Data("Walk".utf8)) == nil, "\(file.lastPathComponent) holds plaintext")
             }
-            _ = try device.accounts.unlock(password: nil)
-            #expect(throws: ClientError.self) {
+            _ = try await device.accounts.unlock(password: nil)
+            await #expect(throws: ClientError.self) {
                 // A wrong password cannot unlock once the remembered key is gone.
                 try? FileManager.default.removeItem(at: store.deviceKeyURL)
-                _ = try device.accounts.unlock(password: "wrong password")
+                _ = try await device.accounts.unlock(password: "wrong password")
             }
             _ = try await device.accounts.login(username: "hana", password: "long enough pw", remember: true)
             try await device.accounts.logout()
             #expect(!FileManager.default.fileExists(atPath: store.deviceKeyURL.path))
             #expect(!FileManager.default.fileExists(atPath: store.sessionURL.path))
-            #expect(throws: ClientError.self) { _ = try device.accounts.unlock(password: nil) }
-            _ = try device.accounts.unlock(password: "long enough pw")
+            await #expect(throws: ClientError.self) { _ = try await device.accounts.unlock(password: nil) }
+            _ = try await device.accounts.unlock(password: "long enough pw")
         }
     }
 

@@ -29,8 +29,8 @@ struct RememberedDeviceTests {
         return forms.contains { data.range(of: Data($0)) != nil }
     }
 
-    static func wrappingKey(_ account: UnlockedAccount, _ password: String) throws -> SymmetricKey {
-        try PasswordKeys.derive(password: password, salt: account.profile.keyBundle.salt, parameters: account.profile.keyBundle.kdf).wrappingKey
+    static func wrappingKey(_ account: UnlockedAccount, _ password: String) async throws -> SymmetricKey {
+        try await PasswordKeys.derive(password: password, salt: account.profile.keyBundle.salt, parameters: account.profile.keyBundle.kdf).wrappingKey
     }
 
     @Test func theRememberedKeyIsRandomAndUnlocksWithoutThePassword() async throws {
@@ -44,7 +44,7 @@ struct RememberedDeviceTests {
             try await vault.addActivity(try Sample.activity("walk"))
             _ = try await vault.sync()
             let store = account.store
-            let wrapping = try Self.wrappingKey(account, password)
+            let wrapping = try await Self.wrappingKey(account, password)
             let deviceKey = try #require(try store.loadDeviceKey())
             #expect(deviceKey != wrapping, "the remembered key must not be the password-derived wrapping key")
             #expect(SecureFiles.permissions(store.rememberedIdentityURL) == 0o600)
@@ -66,7 +66,7 @@ struct RememberedDeviceTests {
             let bundle = profile.keyBundle
             profile.keyBundle.ciphertext = Base64URL.encode(RandomBytes.bytes(count: 128))
             try store.save(profile)
-            let unlocked = try device.accounts.unlock(password: nil)
+            let unlocked = try await device.accounts.unlock(password: nil)
             #expect(unlocked.identity.signing.publicKey == identity.signing.publicKey)
             #expect(unlocked.localStorageKey == account.localStorageKey)
             let reopened = try PatientVault(account: unlocked, transport: device.transport, adminKey: world.admin.publicKey)
@@ -80,10 +80,10 @@ struct RememberedDeviceTests {
             try await device.accounts.logout()
             #expect(!FileManager.default.fileExists(atPath: store.deviceKeyURL.path))
             #expect(!FileManager.default.fileExists(atPath: store.rememberedIdentityURL.path))
-            #expect(throws: ClientError.notPermitted(code: nil, "a password is needed to unlock the keys (or log in with --remember)")) {
-                _ = try device.accounts.unlock(password: nil)
+            await #expect(throws: ClientError.notPermitted(code: nil, "a password is needed to unlock the keys (or log in with --remember)")) {
+                _ = try await device.accounts.unlock(password: nil)
             }
-            #expect(try device.accounts.unlock(password: password).identity.signing.publicKey == identity.signing.publicKey)
+            #expect(try await device.accounts.unlock(password: password).identity.signing.publicKey == identity.signing.publicKey)
         }
     }
 
@@ -100,7 +100,7 @@ struct RememberedDeviceTests {
             copy.ciphertext = Base64URL.encode(sealed)
             for bytes in [try JSONEncoder().encode(copy), Data("{\"version\": 1".utf8), Data()] {
                 try SecureFiles.write(bytes, to: store.rememberedIdentityURL)
-                let error = #expect(throws: ClientError.self) { _ = try device.accounts.unlock(password: nil) }
+                let error = await #expect(throws: ClientError.self) { _ = try await device.accounts.unlock(password: nil) }
                 guard case let .integrity(message)? = error else {
                     Issue.record("expected an integrity failure, got \(String(describing: error))")
                     continue
@@ -108,7 +108,7 @@ struct RememberedDeviceTests {
                 #expect(message.contains("log in again"), "\(message)")
             }
             try SecureFiles.write(original, to: store.rememberedIdentityURL)
-            _ = try device.accounts.unlock(password: nil)
+            _ = try await device.accounts.unlock(password: nil)
 
             // The associated data binds the user id and the server: a copy opens for neither another
             // account nor the same account on another server.
@@ -126,7 +126,7 @@ struct RememberedDeviceTests {
             let (vault, password) = try await world.patient("olga", on: device)
             try await vault.addActivity(try Sample.activity("walk"))
             let store = vault.account.store
-            let wrapping = try Self.wrappingKey(vault.account, password)
+            let wrapping = try await Self.wrappingKey(vault.account, password)
             try SecureFiles.write(Data(Base64URL.encode(wrapping.copyBytes()).utf8), to: store.deviceKeyURL)
             #expect(!FileManager.default.fileExists(atPath: store.rememberedIdentityURL.path))
 
@@ -134,7 +134,7 @@ struct RememberedDeviceTests {
             #expect(account.identity.signing.publicKey == vault.account.identity.signing.publicKey)
             #expect(try store.loadDeviceKey() != wrapping, "the old key is overwritten")
             #expect(FileManager.default.fileExists(atPath: store.rememberedIdentityURL.path))
-            #expect(try device.accounts.unlock(password: nil).identity.box.publicKey == vault.account.identity.box.publicKey)
+            #expect(try await device.accounts.unlock(password: nil).identity.box.publicKey == vault.account.identity.box.publicKey)
 
             // A key without a copy that opens nothing (an interrupted --remember) is dropped, not trusted.
             store.forgetDevice()
@@ -184,7 +184,7 @@ struct RememberedDeviceTests {
             let ring = await vault.keyring
             #expect(Set(ring.tresors.keys) == ["interventions", "assessments"])
             #expect(!FileManager.default.fileExists(atPath: url.path), "the keyring is kept in the database")
-            let wrapping = try Self.wrappingKey(account, password)
+            let wrapping = try await Self.wrappingKey(account, password)
 
             for unlock in ["login", "unlock"] {
                 try Self.writeOldKeyring(Array(ring.tresors.values), wrappingKey: wrapping, ownerID: me, to: url)
@@ -192,7 +192,7 @@ struct RememberedDeviceTests {
                 let unlocked =
                     unlock == "login"
                     ? try await device.accounts.login(username: "kira", password: password)
-                    : try device.accounts.unlock(password: password)
+                    : try await device.accounts.unlock(password: password)
                 let migrated = try Keyring.load(from: url, key: unlocked.localStorageKey, ownerID: me)
                 #expect(Set(migrated.tresors.keys) == ["interventions", "assessments"], "after \(unlock)")
                 #expect(migrated["interventions"]?.keys == ring["interventions"]?.keys, "after \(unlock)")
@@ -271,15 +271,15 @@ struct RememberedDeviceTests {
             _ = try await device.accounts.register(username: "chloe", password: nfc, role: .patient)
             try await world.approveAll()
             let account = try await device.accounts.login(username: "chloe", password: nfd)
-            #expect(try device.accounts.unlock(password: nfd).identity.signing.publicKey == account.identity.signing.publicKey)
-            #expect(throws: ClientError.self) { _ = try device.accounts.unlock(password: "cafe-pass-1") }
+            #expect(try await device.accounts.unlock(password: nfd).identity.signing.publicKey == account.identity.signing.publicKey)
+            await #expect(throws: ClientError.self) { _ = try await device.accounts.unlock(password: "cafe-pass-1") }
 
             // An account registered before normalisation, from the raw NFD bytes, still logs in and unlocks.
             let legacy = try world.device("b")
             let identity = Identity.generate()
             let salt = Salt.random()
-            let raw = try PasswordKeys.derive(password: nfd, salt: salt, parameters: .interactive, form: .raw)
-            #expect(raw.wrappingKey != (try PasswordKeys.derive(password: nfd, salt: salt, parameters: .interactive).wrappingKey))
+            let raw = try await PasswordKeys.derive(password: nfd, salt: salt, parameters: .interactive, form: .raw)
+            #expect(raw.wrappingKey != (try await PasswordKeys.derive(password: nfd, salt: salt, parameters: .interactive).wrappingKey))
             let request = try RegistrationRequest.make(
                 identity: identity,
                 username: "leon",
@@ -294,8 +294,8 @@ struct RememberedDeviceTests {
             try await world.approveAll()
             let old = try await legacy.accounts.login(username: "leon", password: nfd)
             #expect(old.identity.signing.publicKey == identity.signing.publicKey)
-            #expect(try legacy.accounts.unlock(password: nfd).identity.box.publicKey == identity.box.publicKey)
-            #expect(throws: ClientError.self) { _ = try legacy.accounts.unlock(password: "cafe-pass-1") }
+            #expect(try await legacy.accounts.unlock(password: nfd).identity.box.publicKey == identity.box.publicKey)
+            await #expect(throws: ClientError.self) { _ = try await legacy.accounts.unlock(password: "cafe-pass-1") }
         }
     }
 }

@@ -39,7 +39,7 @@ struct SyncTests {
             // Wrong password on a new device: a clear "not permitted", nothing stored.
             let c = try world.device("c")
             await #expect(throws: ClientError.self) { _ = try await c.loginPatient("alice", password: "wrong password") }
-            #expect(throws: ClientError.self) { _ = try c.accounts.unlock(password: nil) }
+            await #expect(throws: ClientError.self) { _ = try await c.accounts.unlock(password: nil) }
         }
     }
 

@@ -25,8 +25,10 @@ struct TransportRestartTests {
         let again = NIOLockedValueBox<FakeServer?>(nil)
         let posts = NIOLockedValueBox(0)
         // On a thread of its own: the restart's timing must not wait for the test process's task pool.
+        // blocking: waited for by a suite that runs on its own thread (OnOwnThread)
         let restarted = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
+            // blocking: on a thread of its own
             Thread.sleep(forTimeInterval: 1.5)
             again.withLockedValue { $0 = try? Self.answeringPosts(port: port, count: posts) }
             restarted.signal()

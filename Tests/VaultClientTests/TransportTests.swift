@@ -98,6 +98,7 @@ final class FakeServer: @unchecked Sendable {
 
     /// Holds a connection open without answering until the test stops the server.
     func stayQuiet(_ fd: Int32) {
+        // blocking: on the fake server's own thread
         while !isStopped { Thread.sleep(forTimeInterval: 0.02) }
     }
 

@@ -266,13 +266,13 @@ struct GrantTests {
 struct KeyBundleTests {
     let params = KDFParameters.interactive
 
-    @Test func rightPasswordRestoresTheSameIdentity() throws {
+    @Test func rightPasswordRestoresTheSameIdentity() async throws {
         let identity = Identity.generate()
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: "hunter2 but longer", salt: salt, parameters: params)
+        let keys = try await PasswordKeys.derive(password: "hunter2 but longer", salt: salt, parameters: params)
         let bundle = KeyBundle.seal(identity, wrappingKey: keys.wrappingKey, kdf: params, salt: salt)
         let wire = try JSONDecoder().decode(KeyBundle.self, from: JSONEncoder().encode(bundle))
-        let (restored, again) = try wire.open(password: "hunter2 but longer")
+        let (restored, again) = try await wire.open(password: "hunter2 but longer")
         #expect(restored.userID == identity.userID)
         #expect(restored.signing.publicKey == identity.signing.publicKey)
         #expect(restored.box.publicKey == identity.box.publicKey)
@@ -281,17 +281,17 @@ struct KeyBundleTests {
         #expect(keys.loginKey != keys.wrappingKey)
     }
 
-    @Test func wrongPasswordIsAWrongPasswordErrorNotGarbage() throws {
+    @Test func wrongPasswordIsAWrongPasswordErrorNotGarbage() async throws {
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: "right", salt: salt, parameters: params)
+        let keys = try await PasswordKeys.derive(password: "right", salt: salt, parameters: params)
         let bundle = KeyBundle.seal(.generate(), wrappingKey: keys.wrappingKey, kdf: params, salt: salt)
-        #expect(throws: TrustError.wrongPassword) { try bundle.open(password: "wrong") }
-        #expect(try PasswordKeys.derive(password: "wrong", salt: salt, parameters: params).loginVerifier != keys.loginVerifier)
+        await #expect(throws: TrustError.wrongPassword) { try await bundle.open(password: "wrong") }
+        #expect(try await PasswordKeys.derive(password: "wrong", salt: salt, parameters: params).loginVerifier != keys.loginVerifier)
     }
 
-    @Test func bundleAlteredOnTheServerDoesNotOpen() throws {
+    @Test func bundleAlteredOnTheServerDoesNotOpen() async throws {
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: "pw", salt: salt, parameters: params)
+        let keys = try await PasswordKeys.derive(password: "pw", salt: salt, parameters: params)
         let bundle = KeyBundle.seal(.generate(), wrappingKey: keys.wrappingKey, kdf: params, salt: salt)
         var otherUser = bundle
         otherUser.userID = UUID()
@@ -306,16 +306,16 @@ struct KeyBundleTests {
         #expect(throws: TrustError.wrongPassword) { try flipped.open(wrappingKey: keys.wrappingKey) }
     }
 
-    @Test func weakenedParametersFromTheServerAreRefusedBeforeAnyWork() throws {
+    @Test func weakenedParametersFromTheServerAreRefusedBeforeAnyWork() async throws {
         // A server that serves a bundle claiming 1 pass and 8 KiB: the JSON decoder itself refuses it.
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: "pw", salt: salt, parameters: params)
+        let keys = try await PasswordKeys.derive(password: "pw", salt: salt, parameters: params)
         let bundle = KeyBundle.seal(.generate(), wrappingKey: keys.wrappingKey, kdf: params, salt: salt)
         var json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(bundle)) as! [String: Any]
         json["kdf"] = ["algorithm": "argon2id13", "opsLimit": 1, "memLimitBytes": 8192]
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(KeyBundle.self, from: JSONSerialization.data(withJSONObject: json)) }
-        #expect(throws: CryptoError.self) {
-            try PasswordKeys.derive(password: "pw", salt: salt, parameters: KDFParameters(opsLimit: 1, memLimitBytes: 8192))
+        await #expect(throws: CryptoError.self) {
+            try await PasswordKeys.derive(password: "pw", salt: salt, parameters: KDFParameters(opsLimit: 1, memLimitBytes: 8192))
         }
     }
 }

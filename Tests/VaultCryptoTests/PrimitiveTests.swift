@@ -137,19 +137,25 @@ struct KeyDerivationTests {
 
     // Known answers computed with the Argon2 reference implementation (argon2-cffi, Argon2id v1.3,
     // parallelism 1, which is what libsodium uses), so this checks libsodium against an independent one.
-    @Test func argon2idKnownAnswers() throws {
-        let interactive = try PasswordHasher.deriveKey(password: password, salt: salt, parameters: .interactive)
+    /// Argon2id on a thread of `OffPool`, as the product runs it.
+    func derive(_ password: String, _ salt: Salt, _ parameters: KDFParameters) async throws -> SymmetricKey {
+        // blocking: on a thread of OffPool
+        try await OffPool.run { try PasswordHasher.deriveKey(password: password, salt: salt, parameters: parameters) }
+    }
+
+    @Test func argon2idKnownAnswers() async throws {
+        let interactive = try await derive(password, salt, .interactive)
         #expect(Hex.encode(interactive.copyBytes()) == "c05ce4c4dd7e0e45ee6011cc59d068ade47df1b01fc0cf9cd4678bdf68a5b7b0")
         let threePasses = try KDFParameters(opsLimit: 3, memLimitBytes: 64 * 1_048_576)
-        let three = try PasswordHasher.deriveKey(password: password, salt: salt, parameters: threePasses)
+        let three = try await derive(password, salt, threePasses)
         #expect(Hex.encode(three.copyBytes()) == "0d1a3c6523c8f06e4e0af9c515aa5b5448cfebd6838f2d52c3d8b6ef8ddc3c2e")
     }
 
-    @Test func argon2idDependsOnPasswordAndSalt() throws {
-        let a = try PasswordHasher.deriveKey(password: password, salt: salt, parameters: .interactive)
-        #expect(a != (try PasswordHasher.deriveKey(password: password + "!", salt: salt, parameters: .interactive)))
-        #expect(a != (try PasswordHasher.deriveKey(password: password, salt: .random(), parameters: .interactive)))
-        _ = try PasswordHasher.deriveKey(password: "", salt: salt, parameters: .interactive)
+    @Test func argon2idDependsOnPasswordAndSalt() async throws {
+        let a = try await derive(password, salt, .interactive)
+        #expect(a != (try await derive(password + "!", salt, .interactive)))
+        #expect(a != (try await derive(password, .random(), .interactive)))
+        _ = try await derive("", salt, .interactive)
     }
 
     @Test func parametersBelowTheFloorOrAboveTheCeilingAreRefused() throws {

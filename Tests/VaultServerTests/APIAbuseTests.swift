@@ -39,7 +39,7 @@ struct AbuseAPITests {
 
     func rightKey(_ api: APIClient, _ user: TestUser, _ username: String) async throws -> LoginRequest {
         let params = try await api.loginParameters(username)
-        let keys = try PasswordKeys.derive(password: user.password, salt: params.salt, parameters: params.kdf)
+        let keys = try await PasswordKeys.derive(password: user.password, salt: params.salt, parameters: params.kdf)
         return LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes()))
     }
 

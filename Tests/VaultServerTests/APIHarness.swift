@@ -124,7 +124,7 @@ struct APIClient: Sendable {
     func register(_ username: String, role: Role, password: String = "correct horse") async throws -> (Identity, RegistrationRequest, TestResponse) {
         let identity = Identity.generate()
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
+        let keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
         let r = try RegistrationRequest.make(
             identity: identity,
             username: username,
@@ -187,7 +187,7 @@ struct APIClient: Sendable {
 
     func login(_ username: String, password: String) async throws -> TestResponse {
         let params = try await loginParameters(username)
-        let keys = try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf)
+        let keys = try await PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf)
         return try await send(.post, Routes.login, json: LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes())))
     }
 

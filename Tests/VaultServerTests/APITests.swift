@@ -44,7 +44,7 @@ struct AccountAPITests {
             let session = try api.decode(LoginResponse.self, login)
             try session.certificate.verify(adminKey: api.admin.publicKey, userID: identity.userID, role: .patient)
             #expect(session.certificate == cert)
-            let (restored, _) = try session.keyBundle.open(password: "pw-alice")
+            let (restored, _) = try await session.keyBundle.open(password: "pw-alice")
             #expect(restored.signing.publicKey == identity.signing.publicKey, "a new device gets the same keys")
 
             // Sessions are revocable.

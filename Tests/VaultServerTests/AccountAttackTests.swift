@@ -25,13 +25,13 @@ struct AccountAttackTests {
     /// The login key of `password` under the parameters the server gives for `username`.
     static func loginKey(_ api: APIClient, _ username: String, _ password: String) async throws -> String {
         let params = try await api.loginParameters(username)
-        return Base64URL.encode(try PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf).loginKey.copyBytes())
+        return Base64URL.encode(try await PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf).loginKey.copyBytes())
     }
 
     /// New credentials for `user` under `password`, signed by the account's key (Docs/envelope-v1.md §2.4).
-    static func update(_ user: TestUser, password: String, changedAt: UnixMillis) throws -> CredentialUpdate {
+    static func update(_ user: TestUser, password: String, changedAt: UnixMillis) async throws -> CredentialUpdate {
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
+        let keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
         var u = CredentialUpdate(
             userID: user.id,
             kdf: .interactive,
@@ -60,7 +60,7 @@ struct AccountAttackTests {
     static func patientWithRecovery(_ api: APIClient, _ username: String, password: String) async throws -> (TestUser, String) {
         let identity = Identity.generate()
         let salt = Salt.random()
-        let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
+        let keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
         let r = try RegistrationRequest.make(
             identity: identity,
             username: username,
@@ -207,6 +207,7 @@ struct AccountAttackTests {
                 db.sqliteConnection,
                 { context, tries in
                     Unmanaged<BusyCount>.fromOpaque(context!).takeUnretainedValue().calls.add(1, ordering: .sequentiallyConsistent)
+                    // blocking: in SQLite's busy handler, on the waiting connection's thread
                     usleep(2_000)
                     return tries < 10_000 ? 1 : 0
                 },
@@ -221,6 +222,7 @@ struct AccountAttackTests {
         try await held.writeWithoutTransaction { db in
             try db.inTransaction(.immediate) {
                 box.withLockedValue { $0 = Task { try await request() } }
+                // blocking: on GRDB's writer queue, holding the transaction the request waits for
                 for _ in 0..<5_000 where busy.calls.load(ordering: .sequentiallyConsistent) == 0 { usleep(2_000) }
                 #expect(busy.calls.load(ordering: .sequentiallyConsistent) > 0, "the request never waited for the held transaction")
                 try db.run { sql in try await change.run(sql, now: now) }
@@ -238,7 +240,7 @@ struct AccountAttackTests {
         try await APIHarness.run(backend) { api in
             let alice = try await api.user("alice", role: .patient, password: "the old password")
             let thief = LoginRequest(username: "alice", loginKey: try await Self.loginKey(api, "alice", "the old password"), deviceName: "thief")
-            let update = try Self.update(alice, password: "the new password", changedAt: api.harness.clock.millis)
+            let update = try await Self.update(alice, password: "the new password", changedAt: api.harness.clock.millis)
             let login = try await Self.holding(
                 api.repository,
                 while: { try await api.send(.post, Routes.login, json: thief) },
@@ -405,7 +407,7 @@ struct AccountAttackTests {
             let alice = try await api.user("alice", role: .patient, password: "password one")
             let request = PasswordChangeRequest(
                 currentLoginKey: try await Self.loginKey(api, "alice", "password one"),
-                update: try Self.update(alice, password: "password two", changedAt: api.harness.clock.millis)
+                update: try await Self.update(alice, password: "password two", changedAt: api.harness.clock.millis)
             )
             #expect(try await api.send(.post, Routes.passwordChange, json: request, token: alice.token).status == .noContent)
             _ = try await api.user("bob", role: .patient)

@@ -8,8 +8,25 @@ import Glibc
 /// ended through a descriptor the child inherits, and a PostgreSQL server another test starts meanwhile
 /// inherits that descriptor too, so the wait would last as long as that server (see `ThrowawayPostgres.run`).
 enum ChildProcess {
-    /// The exit status of `argv` (its output discarded), or -1 when it could not start or was killed.
-    static func run(_ argv: [String]) -> Int32 {
+    /// The exit status of `argv` (its output discarded), or -1 when it could not start or was killed. The
+    /// wait blocks a thread of its own, started for it, while the calling task is suspended: not one of the
+    /// cooperative pool's (two on a two-core machine, which every test running beside this one needs
+    /// meanwhile), nor Dispatch's shared ones.
+    static func run(_ argv: [String]) async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: runBlocking(argv)) }
+            thread.name = "carevault-test-child"
+            thread.start()
+        }
+    }
+
+    /// The same as `run`, under the name its older callers use.
+    static func runDetached(_ argv: [String]) async -> Int32 {
+        await run(argv)
+    }
+
+    /// `run`, on the calling thread: blocks it until the child ends.
+    private static func runBlocking(_ argv: [String]) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -26,14 +43,8 @@ enum ChildProcess {
         var pid = pid_t()
         guard posix_spawnp(&pid, argv[0], &actions, nil, cArguments, environ) == 0 else { return -1 }
         var status: Int32 = 0
+        // blocking: runBlocking runs on a thread of its own (run)
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         return status & 0x7f == 0 ? (status >> 8) & 0xff : -1
-    }
-
-    /// `run` off the cooperative threads, which the tests running beside this one need meanwhile.
-    static func runDetached(_ argv: [String]) async -> Int32 {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: run(argv)) }
-        }
     }
 }

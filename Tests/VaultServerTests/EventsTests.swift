@@ -297,7 +297,7 @@ struct EventsTests {
             let (d, e) = (try await w.open(doctor), try await w.open(stranger))
             for s in [d, e] { try await s.wait("ready") { !$0.named("ready").isEmpty } }
             let params = try await w.api.loginParameters("pat")
-            let key = try PasswordKeys.derive(password: patient.password, salt: params.salt, parameters: params.kdf).loginKey.copyBytes()
+            let key = try await PasswordKeys.derive(password: patient.password, salt: params.salt, parameters: params.kdf).loginKey.copyBytes()
             let body = DeleteAccountRequest(confirmUsername: "pat", currentLoginKey: Base64URL.encode(key))
             #expect(try await w.api.send(.post, Routes.deleteAccount, json: body, token: patient.token).status == .ok)
             try await d.wait("the end of the share") { !$0.named("share").isEmpty }

@@ -94,21 +94,22 @@ struct MonitoringTests {
         .timeLimit(.minutes(2))
     )
     func readyIs503WhileTheDatabaseIsDown() async throws {
-        let pg = try await ThrowawayPostgres.start()
-        defer { pg.destroy() }
-        let configuration = ServerConfiguration(port: 0, databaseURL: pg.url, adminKey: SigningKeyPair.generate().publicKey, logLevel: .critical)
-        let app = try await buildApplication(configuration)
-        try await app.test(.live) { client in
-            #expect(try await PostgresOutageTests.answersOK(client, "/ready"), "/ready before the outage")
-            try await pg.stopImmediately()
-            let down = try await client.execute(uri: "/ready", method: .get)
-            #expect(down.status == .serviceUnavailable)
-            #expect(down.headers[.retryAfter] == "1")
-            let body = try JSONSerialization.jsonObject(with: Data(String(buffer: down.body).utf8)) as? [String: String]
-            #expect(body == ["status": "not ready", "database": "postgres", "reason": "database is not reachable"])
-            #expect(try await client.execute(uri: "/metrics", method: .get).status == .ok, "/metrics does not need the database")
-            // Running again, so that the cluster's teardown (which stops it) succeeds.
-            try await pg.startServer()
+        // Destroyed after the body, whether it returns or throws (awaited, so not in a `defer`).
+        try await ThrowawayPostgres.with { pg in
+            let configuration = ServerConfiguration(port: 0, databaseURL: pg.url, adminKey: SigningKeyPair.generate().publicKey, logLevel: .critical)
+            let app = try await buildApplication(configuration)
+            try await app.test(.live) { client in
+                #expect(try await PostgresOutageTests.answersOK(client, "/ready"), "/ready before the outage")
+                try await pg.stopImmediately()
+                let down = try await client.execute(uri: "/ready", method: .get)
+                #expect(down.status == .serviceUnavailable)
+                #expect(down.headers[.retryAfter] == "1")
+                let body = try JSONSerialization.jsonObject(with: Data(String(buffer: down.body).utf8)) as? [String: String]
+                #expect(body == ["status": "not ready", "database": "postgres", "reason": "database is not reachable"])
+                #expect(try await client.execute(uri: "/metrics", method: .get).status == .ok, "/metrics does not need the database")
+                // Running again, so that the cluster's teardown (which stops it) succeeds.
+                try await pg.startServer()
+            }
         }
     }
 }

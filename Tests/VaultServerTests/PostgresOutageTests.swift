@@ -30,8 +30,28 @@ struct ThrowawayPostgres {
     let port: Int
     var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
 
-    /// Initialises a cluster in a new temporary folder and starts it on a free port.
-    static func start() async throws -> ThrowawayPostgres {
+    /// Starts a cluster, runs `body` on it, then destroys the cluster whether `body` returned or threw (an
+    /// explicit cleanup, awaited: a `defer` cannot await, and a synchronous wait there would hold a thread of
+    /// the cooperative pool for as long as `pg_ctl stop` takes).
+    static func with<T>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (ThrowawayPostgres) async throws -> T
+    ) async throws -> T {
+        let pg = try await start()
+        let result: T
+        do {
+            result = try await body(pg)
+        } catch {
+            await pg.destroy()
+            throw error
+        }
+        await pg.destroy()
+        return result
+    }
+
+    /// Initialises a cluster in a new temporary folder and starts it on a free port (`with` destroys it after
+    /// use; this destroys it when it does not start).
+    private static func start() async throws -> ThrowawayPostgres {
         let bin = try #require(binDirectory, Comment(rawValue: missing))
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("carevault-outage-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -41,8 +61,13 @@ struct ThrowawayPostgres {
             chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
         }
         let pg = ThrowawayPostgres(bin: bin, runAs: runAs, directory: directory, port: try freePort())
-        try await pg.run("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        try await pg.startServer()
+        do {
+            try await pg.run("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            try await pg.startServer()
+        } catch {
+            await pg.destroy()
+            throw error
+        }
         return pg
     }
 
@@ -71,8 +96,9 @@ struct ThrowawayPostgres {
         try await run("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
     }
 
-    func destroy() {
-        _ = ChildProcess.run(command("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"]))
+    /// Stops the cluster (if it runs) and removes its folder; waited for without holding a thread of the pool.
+    func destroy() async {
+        _ = await ChildProcess.run(command("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"]))
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -81,10 +107,10 @@ struct ThrowawayPostgres {
     /// posix_spawn rather than Foundation's Process: Process learns that a child ended through a file
     /// descriptor the child inherits, and the server `pg_ctl start` leaves behind inherits it too, so
     /// waiting for `pg_ctl` would last as long as the server.
-    /// Waited for off the test's pool (`ChildProcess.runDetached`): `pg_ctl start` takes seconds on a
-    /// loaded machine, and the in-process servers of the suites beside this one need the pool meanwhile.
+    /// Waited for off the test's pool (`ChildProcess.run`): `pg_ctl start` takes seconds on a loaded
+    /// machine, and the in-process servers of the suites beside this one need the pool meanwhile.
     func run(_ tool: String, _ arguments: [String]) async throws {
-        try #require(await ChildProcess.runDetached(command(tool, arguments)) == 0, "\(tool) \(arguments.last ?? "") failed")
+        try #require(await ChildProcess.run(command(tool, arguments)) == 0, "\(tool) \(arguments.last ?? "") failed")
     }
 
     /// The command line of `tool`, through runuser when it must not run as root.
@@ -149,50 +175,51 @@ struct PostgresOutageTests {
         .timeLimit(.minutes(2))
     )
     func outageIsAPrompt503AndRecoveryIsImmediate() async throws {
-        let pg = try await ThrowawayPostgres.start()
-        defer { pg.destroy() }
-        let configuration = ServerConfiguration(
-            host: "127.0.0.1",
-            port: 0,
-            databaseURL: pg.url,
-            adminKey: SigningKeyPair.generate().publicKey,
-            logLevel: .critical
-        )
-        let app = try await buildApplication(configuration)
-        try await app.test(.live) { client in
-            for path in [Routes.health, Routes.loginParameters] {
-                #expect(try await Self.answersOK(client, path), "\(path) before the outage")
-            }
-            try await pg.stopImmediately()
-            // Every request, the first one included, is refused promptly and says when to retry.
-            for attempt in 0..<4 {
-                for path in [Routes.loginParameters, Routes.health] {
-                    let (r, took) = try await Self.request(client, path)
-                    #expect(r.status == .serviceUnavailable, "\(path), attempt \(attempt)")
-                    #expect(Int(r.headers[.retryAfter] ?? "") ?? 0 >= 1, "\(path) says when to retry")
-                    // Far below postgres-nio's own 60 s queue; seconds on a loaded two-core machine.
-                    #expect(took < .seconds(10), "\(path) answered in \(took)")
-                }
-            }
-            // Long enough for postgres-nio's own reconnection back-off to have grown past seconds.
-            try await Task.sleep(for: .seconds(3))
-            try await pg.startServer()
-            // Measured from when the database itself takes a new connection again, so that a loaded machine
-            // (slow to start and connect) does not count against the server.
-            let (back, check) = try await Self.databaseAnswers(pg.url)
-            var answered = false
-            while !answered && ContinuousClock.now - back < .seconds(30) {
-                answered = try await Self.request(client, Routes.loginParameters).0.status == .ok
-                if !answered { try await Task.sleep(for: .milliseconds(100)) }
-            }
-            let recovery = ContinuousClock.now - back
-            // postgres-nio's own back-off would be several seconds by now; the watch retries every 250 ms, each
-            // try a connection and a query (as long as `check` took here; seconds on a loaded machine).
-            #expect(
-                answered && recovery < .seconds(3) + check * 2,
-                "answers again \(recovery) after PostgreSQL takes connections again (a connection and a query took \(check))"
+        // Destroyed after the body, whether it returns or throws (awaited, so not in a `defer`).
+        try await ThrowawayPostgres.with { pg in
+            let configuration = ServerConfiguration(
+                host: "127.0.0.1",
+                port: 0,
+                databaseURL: pg.url,
+                adminKey: SigningKeyPair.generate().publicKey,
+                logLevel: .critical
             )
-            #expect(try await Self.request(client, Routes.health).0.status == .ok)
+            let app = try await buildApplication(configuration)
+            try await app.test(.live) { client in
+                for path in [Routes.health, Routes.loginParameters] {
+                    #expect(try await Self.answersOK(client, path), "\(path) before the outage")
+                }
+                try await pg.stopImmediately()
+                // Every request, the first one included, is refused promptly and says when to retry.
+                for attempt in 0..<4 {
+                    for path in [Routes.loginParameters, Routes.health] {
+                        let (r, took) = try await Self.request(client, path)
+                        #expect(r.status == .serviceUnavailable, "\(path), attempt \(attempt)")
+                        #expect(Int(r.headers[.retryAfter] ?? "") ?? 0 >= 1, "\(path) says when to retry")
+                        // Far below postgres-nio's own 60 s queue; seconds on a loaded two-core machine.
+                        #expect(took < .seconds(10), "\(path) answered in \(took)")
+                    }
+                }
+                // Long enough for postgres-nio's own reconnection back-off to have grown past seconds.
+                try await Task.sleep(for: .seconds(3))
+                try await pg.startServer()
+                // Measured from when the database itself takes a new connection again, so that a loaded machine
+                // (slow to start and connect) does not count against the server.
+                let (back, check) = try await Self.databaseAnswers(pg.url)
+                var answered = false
+                while !answered && ContinuousClock.now - back < .seconds(30) {
+                    answered = try await Self.request(client, Routes.loginParameters).0.status == .ok
+                    if !answered { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                let recovery = ContinuousClock.now - back
+                // postgres-nio's own back-off would be several seconds by now; the watch retries every 250 ms, each
+                // try a connection and a query (as long as `check` took here; seconds on a loaded machine).
+                #expect(
+                    answered && recovery < .seconds(3) + check * 2,
+                    "answers again \(recovery) after PostgreSQL takes connections again (a connection and a query took \(check))"
+                )
+                #expect(try await Self.request(client, Routes.health).0.status == .ok)
+            }
         }
     }
 }

@@ -49,24 +49,25 @@ struct PostgresTLSTests {
         }
     }
 
-    /// Runs openssl in `dir` (file names relative to it).
-    static func openssl(_ args: [String], in dir: String) throws {
+    /// Runs openssl in `dir` (file names relative to it), waited for off the pool (`ChildProcess.run`).
+    static func openssl(_ args: [String], in dir: String) async throws {
         let absolute = args.map { $0.hasSuffix(".pem") || $0.hasSuffix(".key") || $0.hasSuffix(".csr") || $0.hasSuffix(".cnf") ? "\(dir)/\($0)" : $0 }
-        try #require(ChildProcess.run([try #require(openssl)] + absolute) == 0, "openssl \(args.joined(separator: " "))")
+        let tool = try #require(openssl)
+        try #require(await ChildProcess.run([tool] + absolute) == 0, "openssl \(args.joined(separator: " "))")
     }
 
     /// A throwaway CA and two certificates it signed, one for 127.0.0.1 and one for another name, with
     /// keys the cluster's account owns (PostgreSQL refuses a key others can read).
-    static func makePKI(in dir: String, owner: String?) throws {
+    static func makePKI(in dir: String, owner: String?) async throws {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         chmod(dir, 0o755)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try openssl(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=CareVault test CA", "-days", "2"], in: dir)
+        try await openssl(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=CareVault test CA", "-days", "2"], in: dir)
         for (name, san) in [("server", "IP:127.0.0.1"), ("other", "DNS:db.elsewhere.example"), ("named", "DNS:localhost")] {
             try Data("subjectAltName=\(san)\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".utf8)
                 .write(to: URL(fileURLWithPath: "\(dir)/\(name).cnf"))
-            try openssl(["req"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"], in: dir)
-            try openssl(
+            try await openssl(["req"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"], in: dir)
+            try await openssl(
                 [
                     "x509", "-req", "-in", "\(name).csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "\(name).pem",
                     "-days", "2", "-extfile", "\(name).cnf",
@@ -128,42 +129,43 @@ struct PostgresTLSTests {
         .timeLimit(.minutes(2))
     )
     func aRealClusterWithAPrivateCA() async throws {
-        let pg = try await ThrowawayPostgres.start()
-        defer { pg.destroy() }
-        let pki = "\(pg.directory)/pki"
-        try Self.makePKI(in: pki, owner: pg.runAs)
-        let verified = "\(pg.url)?sslmode=verify-full&sslrootcert=\(pki)/ca.pem"
+        // Destroyed after the body, whether it returns or throws (awaited, so not in a `defer`).
+        try await ThrowawayPostgres.with { pg in
+            let pki = "\(pg.directory)/pki"
+            try await Self.makePKI(in: pki, owner: pg.runAs)
+            let verified = "\(pg.url)?sslmode=verify-full&sslrootcert=\(pki)/ca.pem"
 
-        let plain = await Self.failure(verified)
-        #expect(plain?.contains("does not offer TLS, which sslmode=verify-full requires") == true, "\(plain ?? "connected")")
+            let plain = await Self.failure(verified)
+            #expect(plain?.contains("does not offer TLS, which sslmode=verify-full requires") == true, "\(plain ?? "connected")")
 
-        try await Self.useCertificate("server", pki: pki, url: pg.url)
-        #expect(await Self.failure(verified) == nil)
-        // verify-full as libpq means it: the certificate names the host as given. One for IP:127.0.0.1 only is
-        // refused for localhost, though that name leads to that address (NIOSSL alone accepts it).
-        let byName = verified.replacingOccurrences(of: "@127.0.0.1:", with: "@localhost:")
-        #expect(byName != verified)
-        let ipOnly = await Self.failure(byName)
-        #expect(ipOnly?.contains("is not issued for localhost (it names IP:127.0.0.1") == true, "\(ipOnly ?? "connected")")
-        #expect(try await Self.pooledConnectionIsEncrypted(verified))
-        let untrusted = await Self.failure("\(pg.url)?sslmode=verify-full")
-        #expect(untrusted?.contains("is not trusted: give the CA that issued it with sslrootcert=FILE") == true, "\(untrusted ?? "connected")")
-        #expect(await Self.failure("\(pg.url)?sslmode=require") == nil)
-        #expect(try await Self.pooledConnectionIsEncrypted("\(pg.url)?sslmode=require"))
-        #expect(try await !Self.pooledConnectionIsEncrypted(pg.url), "loopback defaults to disable")
+            try await Self.useCertificate("server", pki: pki, url: pg.url)
+            #expect(await Self.failure(verified) == nil)
+            // verify-full as libpq means it: the certificate names the host as given. One for IP:127.0.0.1 only is
+            // refused for localhost, though that name leads to that address (NIOSSL alone accepts it).
+            let byName = verified.replacingOccurrences(of: "@127.0.0.1:", with: "@localhost:")
+            #expect(byName != verified)
+            let ipOnly = await Self.failure(byName)
+            #expect(ipOnly?.contains("is not issued for localhost (it names IP:127.0.0.1") == true, "\(ipOnly ?? "connected")")
+            #expect(try await Self.pooledConnectionIsEncrypted(verified))
+            let untrusted = await Self.failure("\(pg.url)?sslmode=verify-full")
+            #expect(untrusted?.contains("is not trusted: give the CA that issued it with sslrootcert=FILE") == true, "\(untrusted ?? "connected")")
+            #expect(await Self.failure("\(pg.url)?sslmode=require") == nil)
+            #expect(try await Self.pooledConnectionIsEncrypted("\(pg.url)?sslmode=require"))
+            #expect(try await !Self.pooledConnectionIsEncrypted(pg.url), "loopback defaults to disable")
 
-        // A certificate the same CA issued for another name is refused: verify-full checks the host.
-        try await Self.useCertificate("other", pki: pki, url: pg.url)
-        let wrongName = await Self.failure(verified)
-        #expect(wrongName?.contains("is not issued for 127.0.0.1") == true, "\(wrongName ?? "connected")")
-        #expect(await Self.failure("\(pg.url)?sslmode=require") == nil, "require does not check the name")
-        // Refused; the names come from a second handshake made only to read them, which a loaded machine
-        // may not finish in time (the refusal stands either way).
-        let otherByName = await Self.failure(byName) ?? "connected"
-        #expect(otherByName.contains("is not issued for localhost"), "\(otherByName)")
-        #expect(!otherByName.contains("(it names") || otherByName.contains("(it names DNS:db.elsewhere.example"), "\(otherByName)")
-        // One that names localhost is taken under that name: the check speaks PostgreSQL's SSL request.
-        try await Self.useCertificate("named", pki: pki, url: pg.url)
-        #expect(await Self.failure(byName) == nil)
+            // A certificate the same CA issued for another name is refused: verify-full checks the host.
+            try await Self.useCertificate("other", pki: pki, url: pg.url)
+            let wrongName = await Self.failure(verified)
+            #expect(wrongName?.contains("is not issued for 127.0.0.1") == true, "\(wrongName ?? "connected")")
+            #expect(await Self.failure("\(pg.url)?sslmode=require") == nil, "require does not check the name")
+            // Refused; the names come from a second handshake made only to read them, which a loaded machine
+            // may not finish in time (the refusal stands either way).
+            let otherByName = await Self.failure(byName) ?? "connected"
+            #expect(otherByName.contains("is not issued for localhost"), "\(otherByName)")
+            #expect(!otherByName.contains("(it names") || otherByName.contains("(it names DNS:db.elsewhere.example"), "\(otherByName)")
+            // One that names localhost is taken under that name: the check speaks PostgreSQL's SSL request.
+            try await Self.useCertificate("named", pki: pki, url: pg.url)
+            #expect(await Self.failure(byName) == nil)
+        }
     }
 }

@@ -65,10 +65,20 @@ struct StreamedStoreTests {
         let rows = (0..<5).map { Fixtures.version(owner: UUID(), record: "r\($0)", tresor: UUID(), physical: 1) }
         let blocking = VersionChunks(count: 5)
         let waiting = VersionChunks(count: 5)
-        let onThread = Task.detached {
-            var got: [String] = []
-            while let chunk = try blocking.nextBlocking() { got += chunk.map(\.recordID) }
-            return got
+        // `nextBlocking` blocks its thread until the chunk comes: a thread of its own, not one of the pool's.
+        let onThread = Task {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String], any Error>) in
+                Thread {
+                    continuation.resume(
+                        with: Result {
+                            var got: [String] = []
+                            while let chunk = try blocking.nextBlocking() { got += chunk.map(\.recordID) }
+                            return got
+                        }
+                    )
+                }
+                .start()
+            }
         }
         let inTask = Task { try await waiting.rest().map(\.recordID) }
         for i in [3, 0, 4, 1, 2] {

@@ -26,9 +26,26 @@ public struct PasswordKeys: Sendable {
         Array(password.utf8) == Array(password.precomposedStringWithCanonicalMapping.utf8) ? [.nfc] : [.nfc, .raw]
     }
 
-    /// Runs Argon2id with `parameters` (validated against the floor first) and derives both keys.
-    public static func derive(password: String, salt: Salt, parameters: KDFParameters, form: Form = .nfc) throws(CryptoError) -> PasswordKeys {
+    /// Runs Argon2id with `parameters` (validated against the floor first) and derives both keys, on a
+    /// thread of `OffPool`: the task waits, the cooperative pool goes on with other work meanwhile.
+    public static func derive(password: String, salt: Salt, parameters: KDFParameters, form: Form = .nfc) async throws -> PasswordKeys {
+        // The count of runs (a task-local) follows the work onto its thread.
+        let runs = PasswordHasher.runs
+        return try await OffPool.run {
+            // blocking: on a thread of OffPool
+            try PasswordHasher.$runs.withValue(runs) { try deriveBlocking(password: password, salt: salt, parameters: parameters, form: form) }
+        }
+    }
+
+    /// `derive` on the calling thread: for synchronous code that already runs off the cooperative pool.
+    public static func deriveBlocking(
+        password: String,
+        salt: Salt,
+        parameters: KDFParameters,
+        form: Form = .nfc
+    ) throws(CryptoError) -> PasswordKeys {
         let input = form == .nfc ? password.precomposedStringWithCanonicalMapping : password
+        // blocking: deriveBlocking is for callers off the pool (derive runs it on OffPool)
         let master = try PasswordHasher.deriveKey(password: input, salt: salt, parameters: parameters)
         return PasswordKeys(
             loginKey: master.deriveSubkey(id: 1, context: loginContext),
@@ -92,8 +109,8 @@ public struct KeyBundle: Codable, Sendable, Hashable {
     }
 
     /// Derives the wrapping key from `password` with this bundle's own (validated) parameters and opens it.
-    public func open(password: String) throws -> (Identity, PasswordKeys) {
-        let keys = try PasswordKeys.derive(password: password, salt: salt, parameters: kdf)
+    public func open(password: String) async throws -> (Identity, PasswordKeys) {
+        let keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: kdf)
         return (try open(wrappingKey: keys.wrappingKey), keys)
     }
 }

@@ -45,8 +45,14 @@ public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginT
         return m
     }
 
+    /// Migrates on the pool's writer (GRDB's own queue), not on the calling task's thread: a migration
+    /// is dozens of statements and a foreign-key check of the whole database, too long to hold a thread of
+    /// the cooperative pool.
     public func migrate() async throws {
-        try Self.migrator.migrate(pool)
+        let migrator = Self.migrator
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            migrator.asyncMigrate(pool) { result in done.resume(with: result.map { _ in () }) }
+        }
         try await pool.write { db in
             if try Row.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'server_secret'") == nil {
                 try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('server_secret', ?)", arguments: [Data(RandomBytes.bytes(count: 32))])

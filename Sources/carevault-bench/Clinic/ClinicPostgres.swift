@@ -106,6 +106,7 @@ enum Spawn {
         var pid = pid_t()
         guard posix_spawnp(&pid, argv[0], &actions, nil, cArguments, environ) == 0 else { return -1 }
         var status: Int32 = 0
+        // blocking: Spawn.run runs on DispatchQueue.global, not the pool
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         return status & 0x7f == 0 ? (status >> 8) & 0xff : -1
     }

@@ -22,6 +22,11 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case unavailable = "unavailable"
     /// The client is older than the server serves (426): only upgrading the client helps (Docs/design.md §8).
     case upgradeRequired = "upgrade_required"
+    /// An `Idempotency-Key` sent again with another method, route or body (409; Docs/design.md §6.2).
+    case idempotencyKeyReused = "idempotency_key_reused"
+    /// A request with this `Idempotency-Key` is still running (409 with `Retry-After`): the same request,
+    /// sent again shortly, gets its answer.
+    case requestInProgress = "request_in_progress"
     case internalError = "internal"
 }
 

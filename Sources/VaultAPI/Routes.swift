@@ -97,3 +97,23 @@ public enum APILimits {
     public static let defaultListLimit = 200
     public static let maxListLimit = 1_000
 }
+
+/// The `Idempotency-Key` header of non-idempotent requests (Docs/design.md §6.2): a client sends one random
+/// key per logical request and the same key on each retry of it; the server answers a retry with the
+/// first answer instead of running the request again.
+public enum Idempotency {
+    /// The request header.
+    public static let header = "Idempotency-Key"
+    /// The response header set (to `true`) on an answer sent again from the store.
+    public static let replayedHeader = "Idempotent-Replayed"
+    /// Shortest and longest key accepted, in characters of `A-Z a-z 0-9 - _`.
+    public static let keyLength = 16...64
+
+    /// Whether `key` is a well-formed key.
+    public static func isValid(_ key: String) -> Bool {
+        keyLength.contains(key.utf8.count)
+            && key.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F
+            }
+    }
+}

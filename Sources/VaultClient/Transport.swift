@@ -140,6 +140,10 @@ public final class Transport: Sendable {
     func sendRaw(_ method: HTTPMethod, _ path: String, payload: [UInt8], auth: Auth, media: Media = .json) async throws -> Answer {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
+        // One key per logical request, sent with every try of it: a retry of a POST or PUT whose first try
+        // went through (its answer lost on the way) gets that first answer, not a second effect
+        // (Docs/design.md §6.2).
+        let idempotencyKey = method == .POST || method == .PUT ? Self.newIdempotencyKey() : nil
         var attempt = 0
         while true {
             attempt += 1
@@ -147,7 +151,15 @@ public final class Transport: Sendable {
             var restarting = false
             var atLeast = Duration.zero
             do {
-                return try await once(method, path, payload: payload, auth: auth, media: media, deadline: deadline)
+                return try await once(
+                    method,
+                    path,
+                    payload: payload,
+                    auth: auth,
+                    media: media,
+                    idempotencyKey: idempotencyKey,
+                    deadline: deadline
+                )
             } catch let error as ClientError {
                 guard case .temporary = error, attempt < maxAttempts else { throw error }
                 failure = error
@@ -183,12 +195,14 @@ public final class Transport: Sendable {
         payload: [UInt8],
         auth: Auth,
         media: Media,
+        idempotencyKey: String?,
         deadline: ContinuousClock.Instant
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
         request.headers.add(name: "Accept", value: media.accept)
         request.headers.add(name: CareVaultVersion.clientHeader, value: CareVaultVersion.release)
+        if let idempotencyKey { request.headers.add(name: Idempotency.header, value: idempotencyKey) }
         if !payload.isEmpty || method == .POST || method == .PUT {
             request.headers.add(name: "Content-Type", value: media.body)
             request.body = .bytes(ByteBuffer(bytes: payload))
@@ -374,6 +388,9 @@ public final class Transport: Sendable {
         return "the certificate of \(target) is not trusted or the secure connection failed (\(text)); check it, and --ca-cert"
     }
 
+    /// A random idempotency key: 128 bits, base64url (22 characters).
+    static func newIdempotencyKey() -> String { Base64URL.encode(RandomBytes.bytes(count: 16)) }
+
     /// The one mapping from HTTP status and API error code to `ClientError`. The server's message is
     /// printed, so it is made safe to print first.
     static func map(status: Int, body: [UInt8], retryAfter: String?) -> ClientError {
@@ -385,7 +402,8 @@ public final class Transport: Sendable {
             return .upgradeRequired(detail.map { ClientError.printable($0.message) } ?? "the server serves only newer clients (HTTP 426)")
         case (_, .pendingApproval?), (_, .accountRejected?), (_, .shareNotActive?), (_, .invalidCredentials?), (401, _), (403, _):
             return .notPermitted(code: code, message)
-        case (429, _), (500..<600, _):
+        // The first try of this request is still running on the server: the retry gets its answer shortly.
+        case (429, _), (500..<600, _), (409, .requestInProgress?):
             let wait = retryAfter.map { " (retry after \(ClientError.printable($0, limit: 20)) s)" } ?? ""
             return .temporary(message + wait)
         case (404, _): return .notFound(message)

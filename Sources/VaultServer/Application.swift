@@ -155,9 +155,15 @@ public func buildRouter(
     router.add(middleware: LogRequestsMiddleware(.debug))
     // Before every route group: an older client is told to upgrade, whatever it asked (Docs/design.md §8).
     router.add(middleware: ClientVersionMiddleware())
-    let open = router.group()
-    let session = router.group().add(middleware: SessionAuthenticator(service: service))
+    // A retried POST or PUT with an Idempotency-Key gets its first answer (Docs/design.md §6.2), claimed
+    // after authentication; on session routes a retry that the first try's logout or deletion left without
+    // a session is answered, reading only, before it.
+    let open = router.group().add(middleware: IdempotencyMiddleware(service: service, scope: .open))
+    let session = router.group().add(middleware: EndedSessionReplay(service: service))
+        .add(middleware: SessionAuthenticator(service: service))
+        .add(middleware: IdempotencyMiddleware(service: service, scope: .session))
     let admin = router.group().add(middleware: AdminSignatureAuthenticator(service: service))
+        .add(middleware: IdempotencyMiddleware(service: service, scope: .admin))
     HealthController(service: service).addRoutes(to: open)
     MonitoringController(service: service, metrics: metrics).addRoutes(to: open, metrics: servesMetrics)
     AccountController(service: service).addRoutes(to: open, authenticated: session)

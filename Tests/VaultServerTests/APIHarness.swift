@@ -67,9 +67,11 @@ struct APIClient: Sendable {
         token: String? = nil,
         rawBody: [UInt8]? = nil,
         contentType: String? = "application/json",
-        accept: String? = nil
+        accept: String? = nil,
+        idempotencyKey: String? = nil
     ) async throws -> TestResponse {
         var headers: HTTPFields = [.careVaultClient: CareVaultVersion.release]
+        if let idempotencyKey { headers[HTTPField.Name(Idempotency.header)!] = idempotencyKey }
         if let contentType { headers[.contentType] = contentType }
         if let accept { headers[.accept] = accept }
         if let token { headers[.authorization] = "Bearer \(token)" }
@@ -89,7 +91,8 @@ struct APIClient: Sendable {
         json: (any Encodable)? = nil,
         key: SigningKeyPair? = nil,
         timestamp: UnixMillis? = nil,
-        reuse: AdminRequestSignature.Headers? = nil
+        reuse: AdminRequestSignature.Headers? = nil,
+        idempotencyKey: String? = nil
     ) async throws -> (TestResponse, AdminRequestSignature.Headers) {
         let body = try json.map { Array(try Self.encoder.encode($0)) } ?? []
         let deployment = try await deploymentID()
@@ -107,6 +110,7 @@ struct APIClient: Sendable {
         headers[HTTPField.Name(AdminRequestSignature.timestampHeader)!] = signed.timestamp
         headers[HTTPField.Name(AdminRequestSignature.nonceHeader)!] = signed.nonce
         headers[HTTPField.Name(AdminRequestSignature.signatureHeader)!] = signed.signature
+        if let idempotencyKey { headers[HTTPField.Name(Idempotency.header)!] = idempotencyKey }
         let r = try await client.execute(uri: path, method: method, headers: headers, body: body.isEmpty ? nil : ByteBuffer(bytes: body))
         return (r, signed)
     }

@@ -43,6 +43,7 @@ struct SchemaTests {
         "tresor_commitments": ["tresor_id", "owner_id", "sequence", "statement", "updated_at"],
         "login_throttle": ["key", "failures", "last_failure", "expires_at"],
         "tresor_states": ["tresor_id", "owner_id", "lthash", "live", "deleted", "newest_physical", "newest_counter", "newest_device"],
+        "idempotency_keys": ["key_hash", "fingerprint", "claim", "status", "response", "created_at"],
     ]
 
     static let knownIndexes: [String: SchemaCatalog.Index] = [
@@ -59,6 +60,7 @@ struct SchemaTests {
         "tresor_states_owner": .init(table: "tresor_states", columns: ["owner_id"], unique: false, partial: false),
         "shares_state_expires": .init(table: "shares", columns: ["state", "expires_at"], unique: false, partial: false),
         "shares_approval_sequence": .init(table: "shares", columns: ["approval_sequence"], unique: false, partial: false),
+        "idempotency_keys_created": .init(table: "idempotency_keys", columns: ["created_at"], unique: false, partial: false),
     ]
 
     static func catalog(_ repo: any VaultRepository) async throws -> SchemaCatalog {
@@ -105,7 +107,7 @@ struct SchemaTests {
             migrations.map(\.id) == [
                 "v1-initial", "v2-audit-checkpoints", "v3-share-revocations", "v4-state-commitments", "v5-account-lifecycle", "v6-login-throttle",
                 "v7-heads-reference-kept-by-the-store", "v8-audit-patient-links", "v9-session-credential-generations", "v10-tresor-states",
-                "v11-share-indexes",
+                "v11-share-indexes", "v12-idempotency-keys",
             ]
         )
         let normalized = migrations[0].statements.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ";\n")

@@ -12,7 +12,7 @@ import VaultCrypto
 /// database, so several server instances can share one PostgreSQL. Each owner's pushes take that
 /// owner's row lock in `owner_sequences`, so change sequences commit in order and a cursor never skips.
 public final class PostgresRepository: VaultRepository, SQLAccountStore, SQLLoginThrottleStore, SQLShareStore, SQLAuditStore,
-    SQLListingStore, SQLRetentionStore
+    SQLListingStore, SQLRetentionStore, SQLIdempotencyStore
 {
     public let backendName = "postgres"
     /// The store waits for every chunk (see `storeVersions`).

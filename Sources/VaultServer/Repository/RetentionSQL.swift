@@ -10,20 +10,23 @@ public struct PurgedRows: Sendable, Equatable {
     public var loginThrottle = 0
     /// Admin request signatures older than the replay window needs (`admin_signatures`).
     public var adminSignatures = 0
-    public init(sessions: Int = 0, loginThrottle: Int = 0, adminSignatures: Int = 0) {
+    /// Idempotency keys first seen more than `IdempotencyKeys.retention` ago (`idempotency_keys`).
+    public var idempotencyKeys = 0
+    public init(sessions: Int = 0, loginThrottle: Int = 0, adminSignatures: Int = 0, idempotencyKeys: Int = 0) {
         self.sessions = sessions
         self.loginThrottle = loginThrottle
         self.adminSignatures = adminSignatures
+        self.idempotencyKeys = idempotencyKeys
     }
     /// The rows of every table.
-    public var total: Int { sessions + loginThrottle + adminSignatures }
+    public var total: Int { sessions + loginThrottle + adminSignatures + idempotencyKeys }
 }
 
 /// The deletion of rows that only grow and stop mattering at a known time (Docs/operations.md "Retention").
 public protocol RetentionRepository: Sendable {
     /// Deletes up to `batch` rows of each table that no longer matter at `now`: sessions expired by then,
     /// login back-off rows whose window has passed, admin request signatures seen before
-    /// `adminSignaturesBefore`. Each table's batch is one short statement; on PostgreSQL rows another
+    /// `adminSignaturesBefore`, idempotency keys first seen `IdempotencyKeys.retention` before `now`. Each table's batch is one short statement; on PostgreSQL rows another
     /// transaction holds are skipped (left for a later run), so two instances running it at once neither
     /// wait for each other nor delete a row twice.
     func purgeExpired(now: UnixMillis, adminSignaturesBefore: UnixMillis, batch: Int) async throws -> PurgedRows
@@ -69,7 +72,10 @@ extension SQLRetentionStore {
         return PurgedRows(
             sessions: try await deleted(RetentionSQL.sessions(now: now, batch: n)),
             loginThrottle: try await deleted(RetentionSQL.loginThrottle(now: now, batch: n)),
-            adminSignatures: try await deleted(RetentionSQL.adminSignatures(before: adminSignaturesBefore, batch: n))
+            adminSignatures: try await deleted(RetentionSQL.adminSignatures(before: adminSignaturesBefore, batch: n)),
+            idempotencyKeys: try await transaction(conflict: nil) { sql in
+                try await sql.rows(StoredNumber.self, IdempotencySQL.expired(before: now - IdempotencyKeys.retention, batch: n)).count
+            }
         )
     }
 }

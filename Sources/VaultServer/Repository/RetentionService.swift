@@ -55,6 +55,7 @@ public struct RetentionService: Service {
                             metadata: [
                                 "sessions": "\(purged.sessions)", "login_throttle": "\(purged.loginThrottle)",
                                 "admin_signatures": "\(purged.adminSignatures)",
+                                "idempotency_keys": "\(purged.idempotencyKeys)",
                             ]
                         )
                     }
@@ -85,7 +86,8 @@ public struct RetentionService: Service {
             total.sessions += purged.sessions
             total.loginThrottle += purged.loginThrottle
             total.adminSignatures += purged.adminSignatures
-            if max(purged.sessions, purged.loginThrottle, purged.adminSignatures) < schedule.batch { break }
+            total.idempotencyKeys += purged.idempotencyKeys
+            if max(purged.sessions, purged.loginThrottle, purged.adminSignatures, purged.idempotencyKeys) < schedule.batch { break }
         }
         return total
     }

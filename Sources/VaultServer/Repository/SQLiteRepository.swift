@@ -8,7 +8,7 @@ import VaultSQLite
 /// The embedded default backend: SQLite through GRDB, one database file, WAL mode so reads run beside
 /// the single writer. SQLite serialises writers, which is what keeps change sequences gap-free.
 public final class SQLiteRepository: VaultRepository, SQLAccountStore, SQLLoginThrottleStore, SQLShareStore, SQLAuditStore,
-    SQLListingStore, SQLRetentionStore
+    SQLListingStore, SQLRetentionStore, SQLIdempotencyStore
 {
     public let backendName = "sqlite"
     /// The single writer's store of one chunk runs beside the checks of the next (Docs/benchmarks.md §2).

@@ -36,6 +36,8 @@ enum Schema {
             // (Docs/commitment-pages.md §5).
             Migration(id: "v10-tresor-states", statements: v10TresorStates(dialect), compute: TresorStateSQL.rebuild),
             Migration(id: "v11-share-indexes", statements: v11ShareIndexes(dialect)),
+            // The keys of non-idempotent requests and their first answers (Docs/design.md §6.2).
+            Migration(id: "v12-idempotency-keys", statements: v12IdempotencyKeys(dialect)),
         ]
     }
 
@@ -299,6 +301,22 @@ enum Schema {
             """
             CREATE INDEX shares_state_expires ON shares (state, expires_at);
             CREATE INDEX shares_approval_sequence ON shares (approval_sequence);
+            """
+        )
+    }
+
+    static func v12IdempotencyKeys(_ t: SchemaDialect) -> [String] {
+        statements(
+            """
+            CREATE TABLE idempotency_keys (
+                key_hash \(t.bytes) PRIMARY KEY,
+                fingerprint \(t.bytes) NOT NULL,
+                claim \(t.bytes) NOT NULL,
+                status \(t.int64),
+                response \(t.bytes),
+                created_at \(t.int64) NOT NULL
+            );
+            CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
             """
         )
     }

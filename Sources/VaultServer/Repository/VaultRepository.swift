@@ -23,7 +23,7 @@ public enum RepositoryError: Error, Equatable, Sendable {
 /// them in the same transaction.
 public protocol VaultRepository:
     StoreRepository, AccountRepository, AccountLifecycleRepository, LoginThrottleRepository, ShareRepository, RecordRepository,
-    AuditRepository, ListingRepository, RetentionRepository
+    AuditRepository, ListingRepository, RetentionRepository, IdempotencyRepository
 {}
 
 /// The database itself: its schema, its secret, whether it answers.

@@ -89,7 +89,11 @@ struct ConvergenceWorld: Sendable {
             let admin = SigningKeyPair.generate()
             let faults = FaultInjector()
             let clock = TestClock()
-            let router = buildRouter(repository: repo, adminKey: admin.publicKey, clock: clock.function)
+            let start = clock.millis
+            // Real time, moved as far as the test moved `clock`, as the devices' clocks are: a frozen server
+            // clock fell outside the admin's ±5-minute signature window once a world ran five minutes (seen
+            // on a loaded machine).
+            let router = buildRouter(repository: repo, adminKey: admin.publicKey, clock: { Date().unixMillis + (clock.millis - start) })
             let app = Application(
                 responder: FaultyResponder(inner: router.buildResponder(), faults: faults),
                 configuration: .init(address: .hostname("127.0.0.1", port: 0))

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOConcurrencyHelpers
 import Testing
 import VaultAPI
 import VaultCrypto
@@ -127,8 +128,10 @@ struct APIClient: Sendable {
 
     func register(_ username: String, role: Role, password: String = "correct horse") async throws -> (Identity, RegistrationRequest, TestResponse) {
         let identity = Identity.generate()
-        let salt = Salt.random()
-        let keys = try await PasswordKeys.derive(password: password, salt: salt, parameters: .interactive)
+        // One salt per password (not per account) in these suites, so the derivation is made once per
+        // password and process (`DerivedPasswords`); salts themselves are tested where they matter.
+        let salt = DerivedPasswords.salt(for: password)
+        let keys = try await DerivedPasswords.keys(password: password, salt: salt, parameters: .interactive)
         let r = try RegistrationRequest.make(
             identity: identity,
             username: username,
@@ -191,7 +194,7 @@ struct APIClient: Sendable {
 
     func login(_ username: String, password: String) async throws -> TestResponse {
         let params = try await loginParameters(username)
-        let keys = try await PasswordKeys.derive(password: password, salt: params.salt, parameters: params.kdf)
+        let keys = try await DerivedPasswords.keys(password: password, salt: params.salt, parameters: params.kdf)
         return try await send(.post, Routes.login, json: LoginRequest(username: username, loginKey: Base64URL.encode(keys.loginKey.copyBytes())))
     }
 
@@ -333,4 +336,28 @@ struct PulledChanges {
 extension HTTPField.Name {
     /// The header in which every client names its release (Docs/design.md §8); the tests speak as the current one.
     static let careVaultClient = HTTPField.Name(CareVaultVersion.clientHeader)!
+}
+
+/// The password keys this process derived, by password, salt and parameters: the API suites register and
+/// log in hundreds of accounts with a few passwords, and each Argon2id run is 64 MiB and a tenth of a second
+/// of a core (on a loaded two-core machine a test of 17 of them waited minutes behind the others'). A
+/// derivation asked again while it runs waits for it.
+enum DerivedPasswords {
+    private static let derived = NIOLockedValueBox<[String: Task<PasswordKeys, any Error>]>([:])
+
+    /// A salt of `password`'s own: the first 16 bytes of its BLAKE2b hash.
+    static func salt(for password: String) -> Salt {
+        try! Salt(bytes: Array(try! BLAKE2b.hash(Array(("CareVault-test-salt:" + password).utf8)).prefix(Salt.byteCount)))
+    }
+
+    static func keys(password: String, salt: Salt, parameters: KDFParameters) async throws -> PasswordKeys {
+        let name = "\(password)\u{0}\(salt.base64URL)\u{0}\(parameters)"
+        let task = derived.withLockedValue { known in
+            if let task = known[name] { return task }
+            let task = Task { try await PasswordKeys.derive(password: password, salt: salt, parameters: parameters) }
+            known[name] = task
+            return task
+        }
+        return try await task.value
+    }
 }

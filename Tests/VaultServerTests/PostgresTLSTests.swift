@@ -109,8 +109,10 @@ struct PostgresTLSTests {
         return false
     }
 
-    /// Points the cluster at certificate `name` and turns TLS on (both reloadable without a restart).
+    /// Points the cluster at certificate `name` and turns TLS on (both reloadable without a restart), and
+    /// returns once the postmaster has reloaded: a new session's `pg_conf_load_time()` is later than before.
     static func useCertificate(_ name: String, pki: String, url: String) async throws {
+        let before = try await configurationLoadTime(url)
         let client = PostgresClient(configuration: try PostgresRepository.configuration(url: url), backgroundLogger: logger)
         let task = Task { await client.run() }
         defer { task.cancel() }
@@ -120,7 +122,28 @@ struct PostgresTLSTests {
         ] {
             try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger)
         }
-        try await Task.sleep(for: .milliseconds(500))
+        // The reload is the postmaster's, after pg_reload_conf returns; new sessions see it once it is done.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try await configurationLoadTime(url) <= before {
+            guard ContinuousClock.now < deadline else { throw ReloadNotSeen() }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    struct ReloadNotSeen: Error, CustomStringConvertible {
+        var description: String { "PostgreSQL did not reload its configuration within 60 s" }
+    }
+
+    /// `pg_conf_load_time()` of a new session, in microseconds since the epoch.
+    static func configurationLoadTime(_ url: String) async throws -> Int64 {
+        var config = try PostgresRepository.configuration(url: url)
+        config.options.maximumConnections = 1
+        let client = PostgresClient(configuration: config, backgroundLogger: logger)
+        let task = Task { await client.run() }
+        defer { task.cancel() }
+        let query = "SELECT (extract(epoch FROM pg_conf_load_time()) * 1000000)::int8"
+        for try await value in try await client.query(PostgresQuery(unsafeSQL: query), logger: logger).decode(Int64.self) { return value }
+        return 0
     }
 
     @Test(

@@ -7,7 +7,8 @@ import VaultCrypto
 /// Registration requests as the admin reviews them: decoded and their self-signature checked.
 func seeds() -> [[UInt8]] {
     let salt = try! Salt(bytes: [UInt8](repeating: 7, count: 16))
-    let keys = try! PasswordKeys.derive(password: "correct horse", salt: salt, parameters: .interactive)
+    // blocking: a fuzz target's seeds, made on its main thread before any task runs
+    let keys = try! PasswordKeys.deriveBlocking(password: "correct horse", salt: salt, parameters: .interactive)
     let request = try! RegistrationRequest.make(
         identity: FuzzFixture.doctor,
         username: "drbob",

@@ -88,7 +88,7 @@ struct IdempotencyRow: StoredRowDecodable, Sendable {
     init(stored r: some StoredRow) throws {
         fingerprint = try r.bytes("fingerprint")
         status = try r.optionalInt64("status")
-        response = try r.optionalInt64("status") == nil ? nil : try r.bytes("response")
+        response = status == nil ? nil : try r.bytes("response")
     }
 }
 

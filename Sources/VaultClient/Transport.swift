@@ -169,6 +169,13 @@ public final class Transport: Sendable {
                 guard attempt < maxAttempts else { throw busy.error }
                 failure = busy.error
                 atLeast = .seconds(busy.seconds)
+            } catch is PoolWait {
+                // Nothing was sent: every connection this process may open to the server was busy (a burst of
+                // concurrent requests). The wait was the back-off; the request queues again, within its budget,
+                // without spending a try.
+                attempt -= 1
+                guard clock.now < deadline else { throw ClientError.poolBusy }
+                continue
             } catch let refused as NotSent {
                 // Nothing was sent (the connection was refused or never made), so any request may be tried
                 // again, a POST too; only once the server has answered this transport before, and not when
@@ -272,6 +279,7 @@ public final class Transport: Sendable {
             let left = ContinuousClock.now.duration(to: deadline)
             response = try await http.execute(request, deadline: .now() + .nanoseconds(Self.nanoseconds(left)))
         } catch {
+            if let e = error as? HTTPClientError, e == .getConnectionFromPoolTimeout { throw PoolWait() }
             await forgetIdentity(after: error)
             let failure = classify(error)
             if case .serverUnreachable = failure, Self.neverSent(error) { throw NotSent(error: failure) }
@@ -304,6 +312,9 @@ public final class Transport: Sendable {
 
     /// A connection that was refused or never made: the request was not sent (`sendRaw` may try it again).
     struct NotSent: Error { let error: ClientError }
+
+    /// The request waited for a connection of this process's pool past the connect timeout and was never sent.
+    struct PoolWait: Error {}
 
     /// A temporary failure whose answer said how many seconds to wait (`Retry-After`).
     struct RetryAfter: Error {

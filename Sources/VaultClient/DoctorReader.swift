@@ -59,6 +59,8 @@ public struct PatientView: Sendable {
     /// while the cache still holds exactly that state: shown as of the accepted commitment, each with
     /// this note, until the patient's device brings the server up to date (Docs/design.md §5.2).
     public var serverBehind: [String] = []
+    /// The categories of `serverBehind`, sorted as they were read.
+    public var behind: [String] = []
 
     /// Records of categories whose check against the patient's commitment failed (`incomplete`): decrypted
     /// and signed by the patient, but not the set the patient committed to (an older version, a deleted
@@ -339,6 +341,7 @@ public actor DoctorReader {
             if let standing = refreshed.standing {
                 if try await cache.holdsAccepted(owner: cert.userID, tresor: share.tresor.id) {
                     view.serverBehind.append(standing.standingMessage)
+                    view.behind.append(share.share.category)
                 } else {
                     view.incomplete.append("the cached records of \(share.share.category) changed while they were read; view again")
                     unconfirmed.insert(share.share.category)

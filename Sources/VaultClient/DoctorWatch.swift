@@ -204,7 +204,7 @@ extension DoctorReader {
         let context = applier.checks.context
         let keys = share.tresor.keys
         let category = share.share.category
-        // Reported only once the pull ended: unconfirmed unless every commitment review passed.
+        // Reported only once the pull ended: unconfirmed unless every commitment review passed and one was accepted.
         let buffer = ChangeBuffer()
         applier.applied = { entries in
             for entry in entries {
@@ -245,7 +245,10 @@ extension DoctorReader {
             flush(true)
             throw error
         }
-        flush(!problems.isEmpty)
+        // Confirmed only by a commitment of the patient's this cache accepted: a pull with no problem but no
+        // commitment ever shown (withheld, or data from before commitments) is not (Docs/design.md §5.3).
+        let accepted = try await cache.acceptedCommitments(owner: patient.userID)[share.tresor.id]
+        flush(!problems.isEmpty || accepted == nil)
         let held = try await cache.quarantined(owner: patient.userID, tresor: share.tresor.id)
         if let message = QuarantinedRecord.message(held, subject: "of \(patient.username)", notDone: "shown", hint: "") {
             problems.append(message)

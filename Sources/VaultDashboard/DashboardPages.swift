@@ -146,6 +146,7 @@ enum DashboardPages {
         var awaitingKeys: String?
         var serverBehind: String?
         var csvLink: String
+        var downloadNote: String?
         var fhirLink: String
         var calendar: AdherenceCalendar
         var activities: [ActivityView]
@@ -179,6 +180,7 @@ enum DashboardPages {
             awaitingKeys: sheet.awaitingKeys.isEmpty ? nil : sheet.awaitingKeys.joined(separator: ", "),
             serverBehind: sheet.serverBehind.isEmpty ? nil : sheet.serverBehind.joined(separator: "; "),
             csvLink: DashboardPaths.export(sheet.username, .csv),
+            downloadNote: sheet.integrity.downloadNote,
             fhirLink: DashboardPaths.export(sheet.username, .fhir),
             calendar: AdherenceCalendar(sheet, now: now, timeZone: timeZone),
             activities: activities,

@@ -57,6 +57,9 @@ public enum IntegrityState: Sendable, Equatable {
     case ownDevice
     /// Some category has no commitment that matched yet: possibly incomplete or out of date.
     case notConfirmed
+    /// Every category matches a signed state of the patient's that this device accepted, but the server is
+    /// behind it (a restored backup, Docs/design.md §5.2): shown as of then, the notes say how old.
+    case behind(String)
     /// What verified is shown, but not everything shared: records this device holds no key for, or
     /// categories whose keys have not arrived (the message says which).
     case partial(String)
@@ -71,6 +74,7 @@ public enum IntegrityState: Sendable, Equatable {
         case .verified: "verified"
         case .ownDevice: "on this device"
         case .notConfirmed: "not confirmed"
+        case .behind: "server behind"
         case .partial: "partly readable"
         case .unreadable: "unreadable"
         case .failure: "integrity failure"
@@ -80,18 +84,29 @@ public enum IntegrityState: Sendable, Equatable {
     var cssClass: String {
         switch self {
         case .verified, .ownDevice: "ok"
-        case .notConfirmed, .partial: "warn"
+        case .notConfirmed, .partial, .behind: "warn"
         case .failure, .unreadable: "bad"
         }
     }
 
     /// What the label leaves out: the failure's message, or why "not confirmed".
+    /// What a download of the view carries (`meta.tag`, the CSV's integrity column), said beside its link;
+    /// nil when every row is verified (or the patient's own).
+    var downloadNote: String? {
+        switch self {
+        case .verified, .ownDevice, .failure, .unreadable: nil
+        case .notConfirmed: "Downloads are marked unconfirmed: no signed state of the patient's confirmed them."
+        case .partial: "Downloads hold only what this device can read; rows not confirmed are marked unconfirmed."
+        case .behind: "Downloads are marked behind: the patient's signed state as of the time above, not newer."
+        }
+    }
+
     var detail: String {
         switch self {
         case .verified: "matches the patient's newest signed state"
         case .ownDevice: "the records this device holds; 'carevault-patient sync' brings in other devices' changes"
         case .notConfirmed: "no signed state of the patient's matched yet: may be incomplete or out of date"
-        case let .partial(message), let .unreadable(message): message
+        case let .partial(message), let .unreadable(message), let .behind(message): message
         case let .failure(message): message
         }
     }

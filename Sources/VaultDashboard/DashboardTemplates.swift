@@ -70,7 +70,7 @@ enum DashboardTemplates {
         <p class="asof">As of <span id="as-of">{{asOf}}</span>{{#categories}} · categories: {{categories}}{{/categories}}</p>
         {{#awaitingKeys}}<p class="note">Approved, keys not delivered yet: {{awaitingKeys}} (the patient's device sends them at its next sync).</p>{{/awaitingKeys}}
         {{#serverBehind}}<p class="note" id="server-behind">{{serverBehind}}.</p>{{/serverBehind}}
-        <p class="exports">Download: <a href="{{base}}{{csvLink}}" download>CSV</a> · <a href="{{base}}{{fhirLink}}" download>FHIR R4 Bundle</a></p>
+        <p class="exports">Download: <a href="{{base}}{{csvLink}}" download>CSV</a> · <a href="{{base}}{{fhirLink}}" download>FHIR R4 Bundle</a>{{#downloadNote}} <span class="note" id="download-note">{{downloadNote}}</span>{{/downloadNote}}</p>
         <section aria-labelledby="calendar-heading"><h2 id="calendar-heading">Adherence, last 5 weeks</h2>
         {{#calendar}}{{> calendar}}{{/calendar}}
         </section>

@@ -81,37 +81,48 @@ public struct DoctorDashboardSource: DashboardSource {
             failure: view.quarantineMessage ?? view.completenessMessage,
             unreadable: view.unreadable,
             awaitingKeys: view.awaitingKeys,
-            unconfirmed: view.unconfirmed
+            unconfirmed: view.unconfirmed,
+            serverBehind: view.serverBehind
         )
     }
 
-    static func integrity(failure: String?, unreadable: Int, awaitingKeys: [String], unconfirmed: [String]) -> IntegrityState {
+    static func integrity(
+        failure: String?,
+        unreadable: Int,
+        awaitingKeys: [String],
+        unconfirmed: [String],
+        serverBehind: [String] = []
+    ) -> IntegrityState {
         if let failure { return .failure(failure) }
         var missing: [String] = []
         if unreadable > 0 { missing.append("\(unreadable) record\(unreadable == 1 ? "" : "s") this device holds no key for") }
         if !awaitingKeys.isEmpty { missing.append("keys not delivered yet for \(awaitingKeys.joined(separator: ", "))") }
         if !unconfirmed.isEmpty { missing.append("not confirmed: \(unconfirmed.joined(separator: ", "))") }
-        if missing.isEmpty { return .verified }
+        if missing.isEmpty { return serverBehind.isEmpty ? .verified : .behind(serverBehind.joined(separator: "; ")) }
         if unreadable == 0, awaitingKeys.isEmpty { return .notConfirmed }
         return .partial(missing.joined(separator: "; "))
     }
 
     /// The export, from one read of the view under the serial-read guard; refused when the view failed
-    /// its integrity check (`ExportRefused`), as `carevault-doctor export` exits 65.
+    /// its integrity check (`ExportRefused`), as `carevault-doctor export` exits 65. A browser has no
+    /// `--allow-unconfirmed`: the download is the clinician's explicit step, and it carries the marks.
     public func export(patient: String, format: ExportFormat) async throws -> Data? {
         try await reads.run {
             guard let summary = try await summary(patient) else { return nil }
             let view = try await reader.view(patient: summary.username)
             if let message = view.quarantineMessage ?? view.completenessMessage { throw ExportRefused(message: message) }
+            // Unconfirmed or behind data goes out marked, row by row and resource by resource (Docs/design.md §5.3);
+            // the page says so beside the links (`IntegrityState.downloadNote`).
             switch format {
             case .csv:
-                return CSVExport.document(activities: view.activities, outcomes: view.outcomes)
+                return CSVExport.document(activities: view.activities, outcomes: view.outcomes, integrity: view.integrity)
             case .fhir:
                 let bundle = FHIRExport.bundle(
                     patientID: view.patient.userID,
                     username: summary.username,
                     activities: view.activities,
-                    outcomes: view.outcomes
+                    outcomes: view.outcomes,
+                    integrity: view.integrity
                 )
                 return try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])
             }

@@ -52,7 +52,7 @@ public struct TriageList: Sendable {
         var urgency: Double {
             switch integrity {
             case .failure, .unreadable: return -2
-            case .notConfirmed, .partial: return -1 + (week ?? 0) / 10
+            case .notConfirmed, .partial, .behind: return -1 + (week ?? 0) / 10
             case .verified, .ownDevice: return (week ?? 1) - (trend.hasPrefix("▼") ? 0.1 : 0)
             }
         }

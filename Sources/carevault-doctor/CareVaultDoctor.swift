@@ -55,30 +55,6 @@ struct PatientSelection: ParsableArguments {
     }
 }
 
-/// Ends a command that showed what verified with exit status 65 when some records did not, or when the
-/// server's records are not the complete, current set the patient committed to (Docs/envelope-v1.md §3.4).
-func failIfQuarantined(_ view: PatientView) throws {
-    if let message = view.quarantineMessage {
-        throw CLIError(message, hint: "everything else was shown; every view fetches these records again", status: .integrity)
-    }
-    if let message = view.completenessMessage {
-        throw CLIError(message, hint: "what was shown may be out of date or have records missing; do not rely on it", status: .integrity)
-    }
-}
-
-/// On stderr, for `show`, `adherence` and `export`: the categories shown as of the state this device accepted
-/// while the server is behind it, and how old that state is (an adherence past it counts nothing as done).
-func noteServerBehind(_ view: PatientView) {
-    guard !view.serverBehind.isEmpty else { return }
-    for note in view.serverBehind { Output.note(note) }
-    Output.note("what is shown is as of the patient's commitments: \(asOfText(view.asOf)); nothing after that is known here")
-}
-
-/// "as of" per category, from the patient's commitments the view was checked against.
-func asOfText(_ asOf: [String: UnixMillis]) -> String {
-    asOf.sorted { $0.key < $1.key }.map { "\($0.key) as of \(Output.date(millis: $0.value))" }.joined(separator: ", ")
-}
-
 struct Range: ParsableArguments {
     @Option(help: ArgumentHelp("From this day (YYYY-MM-DD, today, yesterday; default 30 days ago).", valueName: "day")) var from: Day?
     @Option(help: ArgumentHelp("Up to this day, inclusive (YYYY-MM-DD, today, yesterday; default today).", valueName: "day")) var to: Day?
@@ -248,6 +224,8 @@ struct ShownPatient: Encodable {
     /// Categories shown as of the state this device accepted because the server is behind it (a restored
     /// backup): one plain-words note each.
     var serverBehind: [String]
+    /// Per category: `verified`, `behind` or `unconfirmed` (Docs/design.md §5.3).
+    var integrity: [String: CategoryIntegrity]
     /// With --show-unverified: the records of categories that contradict the patient's commitment.
     var unverified: UnverifiedRecords?
 
@@ -262,6 +240,7 @@ struct ShownPatient: Encodable {
         complete = view.complete
         notConfirmed = view.unconfirmed
         serverBehind = view.serverBehind
+        integrity = view.integrity.categories
         self.unverified = unverified
     }
 }
@@ -274,97 +253,5 @@ struct UnverifiedRecords: Encodable {
     init(activities: [Activity], outcomes: [Outcome], stream: StreamedJSON) {
         self.activities = stream.array(activities)
         self.outcomes = stream.array(outcomes)
-    }
-}
-
-struct Adherence: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Completion per activity: scheduled occurrences against recorded outcomes.",
-        discussion: """
-            An occurrence counts as done when the patient recorded an outcome for it, whatever its values (CareKit's
-            model: an outcome is the record that the event was done; a value of "no" is still an answer).
-
-            Example: carevault-doctor adherence alice --from 2026-11-01 --to 2026-11-14
-            """
-    )
-    @OptionGroup var selection: PatientSelection
-    func run() async throws {
-        let (from, to) = try selection.range.resolve()
-        let view = try await selection.view()
-        let rows: [AdherenceRow]
-        do { rows = try VaultCore.Adherence.rows(activities: view.activities, outcomes: view.outcomes, from: from, to: to) } catch {
-            throw ClientError.invalidRequest("cannot list the occurrences in that range: \(error.description)")
-        }
-        noteServerBehind(view)
-        if selection.options.json {
-            try Output.json(rows)
-            try failIfQuarantined(view)
-            return
-        }
-        Output.line("\(selection.patient): adherence \(Output.date(from, time: false)) to \(Output.date(to.addingTimeInterval(-1), time: false))")
-        print("")
-        Output.table(
-            ["ACTIVITY", "DONE", "RATE", "DAYS (one mark per day: # all done, + some, . none)"],
-            rows.map { r in
-                let chart = r.days.map { $0.completed == 0 ? "." : ($0.completed >= $0.expected ? "#" : "+") }.joined()
-                let tenths = Int((r.ratio * 10).rounded())
-                let bar = String(repeating: "█", count: tenths) + String(repeating: "░", count: 10 - tenths)
-                return [r.activityID, "\(r.completed)/\(r.expected)", "\(bar) \(Int((r.ratio * 100).rounded()))%", chart]
-            },
-            empty: "no activities shared"
-        )
-        try failIfQuarantined(view)
-    }
-}
-
-struct Export: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Export a patient's shared data as JSON, CSV or a FHIR R4 Bundle.",
-        discussion: "Example: carevault-doctor export alice --format fhir --output alice-fhir.json"
-    )
-    enum Format: String, ExpressibleByArgument, CaseIterable { case json, csv, fhir }
-    @Argument(help: "The patient's username.") var patient: String
-    @Option(help: "json, csv or fhir.") var format: Format = .json
-    @Option(help: "Write to this file (0600) instead of stdout.") var output: String?
-    @OptionGroup var options: GlobalOptions
-    func run() async throws {
-        let view = try await openReader(options).view(patient: patient)
-        noteServerBehind(view)
-        let data: Data
-        switch format {
-        case .json:
-            try writeJSON(view)
-            // What verified is exported; the records that did not are named, and the exit status says so.
-            try failIfQuarantined(view)
-            return
-        case .csv:
-            data = CSVExport.document(activities: view.activities, outcomes: view.outcomes)
-        case .fhir:
-            let bundle = FHIRExport.bundle(patientID: view.patient.userID, username: patient, activities: view.activities, outcomes: view.outcomes)
-            data = Data(Output.jsonText(try JSONSerialization.data(withJSONObject: bundle, options: [.prettyPrinted, .sortedKeys])).utf8)
-        }
-        if let output {
-            try SecureFiles.write(data, to: URL(fileURLWithPath: output))
-            Output.note("wrote \(format.rawValue) export of \(patient) to \(output)")
-        } else {
-            FileHandle.standardOutput.write(data)
-            if format == .fhir { print("") }
-        }
-        // What verified is exported; the records that did not are named, and the exit status says so.
-        try failIfQuarantined(view)
-    }
-
-    /// The JSON export, written as it is encoded: a large patient's records are never one document in memory.
-    func writeJSON(_ view: PatientView) throws {
-        let e = JSONEncoder()
-        e.outputFormatting = [.prettyPrinted, .sortedKeys]
-        e.dateEncodingStrategy = .iso8601
-        let stream = StreamedJSON()
-        let document = ShownPatient(patient, view: view, outcomes: view.outcomes, stream: stream)
-        guard let output else {
-            return try stream.writeToStandardOutput(document, encoder: e)
-        }
-        try SecureFiles.write(to: URL(fileURLWithPath: output)) { fd in try stream.write(document, encoder: e, to: fd) }
-        Output.note("wrote json export of \(patient) to \(output)")
     }
 }

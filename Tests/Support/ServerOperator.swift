@@ -64,6 +64,30 @@ public struct ServerOperator: Sendable {
         try await execute("DELETE FROM tresor_commitments")
     }
 
+    /// From now on forgets every state commitment as soon as it is stored (a trigger the operator adds): the
+    /// server accepts pushes and shows no commitment to anyone.
+    public func withholdCommitments() async throws {
+        switch backend {
+        case .sqlite:
+            try await execute(
+                """
+                CREATE TRIGGER withhold_commitments_i AFTER INSERT ON tresor_commitments BEGIN DELETE FROM tresor_commitments; END;
+                CREATE TRIGGER withhold_commitments_u AFTER UPDATE ON tresor_commitments BEGIN DELETE FROM tresor_commitments; END
+                """
+            )
+        case .postgres:
+            try await execute(
+                """
+                CREATE FUNCTION withhold_commitments() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN DELETE FROM tresor_commitments; RETURN NULL; END $$;
+                CREATE TRIGGER withhold_commitments AFTER INSERT OR UPDATE ON tresor_commitments
+                FOR EACH STATEMENT EXECUTE FUNCTION withhold_commitments()
+                """
+            )
+        }
+        try await dropCommitments()
+    }
+
     /// Stores `bytes` as the envelope of version `versionID` (the versions' guard must be dropped first).
     public func replaceStoredEnvelope(of versionID: String, with bytes: [UInt8]) async throws {
         let hex = bytes.map { String(format: "%02x", $0) }.joined()

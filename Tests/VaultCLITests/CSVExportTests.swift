@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultClient
 import VaultCore
 
 @testable import VaultCLI
@@ -19,7 +20,14 @@ struct CSVExportTests {
         #expect(lines.count == 3 && lines.last == "", "a header, one row, a final newline")
         #expect(
             lines[1]
-                == "\"walk\",\"Walk, \"\"brisk\"\"\",\"interventions\",1,2026-01-02T08:00:00Z,\"4200.0\",\"steps\",2026-01-01T08:00:00Z,\"'=cmd\""
+                == "\"walk\",\"Walk, \"\"brisk\"\"\",\"interventions\",1,2026-01-02T08:00:00Z,\"4200.0\",\"steps\",2026-01-01T08:00:00Z,\"'=cmd\",own-device"
         )
+        // A doctor's export: each row carries its category's state; an outcome of an activity not in the file
+        // carries the worst state of the view.
+        let view = ViewIntegrity(categories: ["interventions": .behind, "assessments": .unconfirmed])
+        let orphan = Outcome(activityID: "gone", occurrence: 2, values: [value], createdAt: start)
+        let marked = String(decoding: CSVExport.document(activities: [walk], outcomes: [outcome, orphan], integrity: view), as: UTF8.self)
+        let rows = marked.split(separator: "\n").dropFirst()
+        #expect(rows.map { $0.split(separator: ",").last.map(String.init) } == ["behind", "unconfirmed"])
     }
 }

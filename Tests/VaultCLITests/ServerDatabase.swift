@@ -134,3 +134,29 @@ extension ServerDatabase {
         }
     }
 }
+
+extension ServerDatabase {
+    /// The rows of one query, each column as text (SQLite: a text column; PostgreSQL: psql's unaligned output).
+    func strings(_ sql: String) async throws -> [[String]] {
+        if let sqlitePath {
+            let queue = try Self.reader(sqlitePath)
+            defer { try? queue.close() }
+            return try await queue.read { db in
+                try Row.fetchAll(db, sql: sql).map { row in
+                    (0..<row.count).map { i in
+                        let value: DatabaseValue = row[i]
+                        switch value.storage {
+                        case let .string(text): return text
+                        case let .int64(n): return String(n)
+                        case let .double(d): return String(d)
+                        case .blob, .null: return ""
+                        }
+                    }
+                }
+            }
+        }
+        return try await Self.psql(url, sql).split(separator: "\n").map {
+            $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+        }
+    }
+}

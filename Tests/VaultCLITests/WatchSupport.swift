@@ -89,6 +89,19 @@ extension FaultWorld {
         try await tools.run("carevault-admin", args, extra: common)
     }
 
+    /// Doctor "drbob" (home "bob") added, and alice's activity "walk" in interventions shared with him,
+    /// approved and synced.
+    func walkSharedWithDoctor() async throws {
+        try await addDoctor("drbob", home: "bob")
+        let add = try await patient([
+            "activity", "add", "--id", "walk", "--title", "Walk", "--category", "interventions", "--schedule", "daily@08:00",
+        ])
+        #expect(add.status == 0, "\(add.stderr)")
+        #expect(try await patient(["share", "grant", "--doctor", "drbob", "--category", "interventions"]).status == 0)
+        #expect(try await admin(["approve", "--all"]).status == 0)
+        #expect(try await patient(["sync"]).status == 0)
+    }
+
     /// Registers, approves and logs in a doctor in home `home`.
     func addDoctor(_ username: String, home: String) async throws {
         #expect(try await doctor(["register", "--username", username], home: home).status == 0)

@@ -33,6 +33,29 @@ struct DashboardPagesTests {
         }
     }
 
+    /// A view standing on the patient's accepted state while the server is behind it (a restored backup) is
+    /// never "verified" on the triage list, and its page says what its downloads carry.
+    @Test func aServerBehindIsSaidOnTheRowThePageAndBesideTheDownloads() {
+        let note = "the server is behind for vitals (it shows commitment 3): shown as the patient committed to it at 7"
+        let behind = DoctorDashboardSource.integrity(failure: nil, unreadable: 0, awaitingKeys: [], unconfirmed: [], serverBehind: [note])
+        #expect(behind == .behind(note))
+        // Not confirmed outranks behind: the category's records are not the accepted set.
+        #expect(
+            DoctorDashboardSource.integrity(failure: nil, unreadable: 0, awaitingKeys: [], unconfirmed: ["vitals"], serverBehind: [note])
+                == .notConfirmed
+        )
+        let list = TriageList([Self.sheet("alice", integrity: .verified), Self.sheet("bob", integrity: behind)], order: .attention)
+        #expect(list.rows.map(\.username) == ["bob", "alice"], "behind needs attention before a verified row")
+        let triage = DashboardPages.triage(list, role: .doctor)
+        #expect(triage.contains(">server behind<"))
+        #expect(triage.contains("the server is behind for vitals"))
+        let page = DashboardPages.patient(Self.sheet("bob", integrity: behind), role: .doctor)
+        #expect(page.contains("id=\"download-note\"") && page.contains("Downloads are marked behind"))
+        let unconfirmed = DashboardPages.patient(Self.sheet("carol", integrity: .notConfirmed), role: .doctor)
+        #expect(unconfirmed.contains("Downloads are marked unconfirmed"))
+        #expect(!DashboardPages.patient(Self.sheet("dan", integrity: .verified), role: .doctor).contains("download-note"))
+    }
+
     @Test func aPatientWhoseViewCouldNotBeReadIsAMarkedRowAndComesFirst() {
         let sheets = [Self.sheet("alice", integrity: .verified), Self.sheet("bob", integrity: .unreadable("the server refused the share"))]
         let list = TriageList(sheets, order: .attention)

@@ -32,11 +32,13 @@ public enum LiveEvent {
     }
 }
 
-/// `change`: an owner's newest stored sequence.
+/// `change`: records of an owner the caller reads changed; the owner's newest stored sequence only on the
+/// owner's own stream (a doctor is not told how many changes the patient made in categories it does not
+/// hold; servers of 0.10.0 and before send it to everyone).
 public struct ChangeEventData: Codable, Sendable, Equatable {
     public var owner: UUID
-    public var sequence: UInt64
-    public init(owner: UUID, sequence: UInt64) {
+    public var sequence: UInt64?
+    public init(owner: UUID, sequence: UInt64?) {
         self.owner = owner
         self.sequence = sequence
     }

@@ -11,8 +11,8 @@ public enum LiveUpdate: Sendable, Equatable {
     /// The stream is live. `resumed` is false when the server had nothing to resume from (a first
     /// connection, or a reconnection before any id arrived): the client pulls in full.
     case ready(resumed: Bool)
-    /// An owner the caller reads has a newer sequence.
-    case change(owner: UUID, sequence: UInt64)
+    /// An owner the caller reads has a newer sequence (given on the owner's own stream only).
+    case change(owner: UUID, sequence: UInt64?)
     /// A share the caller is party to changed state; `patient` is the share's patient as the server named
     /// it (nil from a server that does not), a hint of whom to re-read, nothing more.
     case share(id: UUID, state: String, patient: UUID?)

@@ -81,15 +81,47 @@ struct ShareAPITests {
         }
     }
 
+    /// A request the patient withdrew before the admin decided, or one the admin rejected, never reaches the
+    /// doctor: not in `GET /v1/shares` (with or without `patient`), not in the event stream (EventsTests).
+    @Test(arguments: Backend.allCases)
+    func aDoctorSeesNoRequestThatWasNeverApproved(backend: Backend) async throws {
+        try await APIHarness.run(backend) { api in
+            let (patient, doctor, a, b) = try await DoctorPatientListTests.patientWithTwoTresors(api)
+            let withdrawn = try await api.requestShare(patient, doctor, a)
+            let revocation = ShareRevocation.make(shareID: withdrawn.shareID, request: withdrawn.grant, patient: patient.identity, revokedAt: 1)
+            let revoked = try await api.send(
+                .post,
+                Routes.shareRevoke(withdrawn.shareID.uuidString),
+                json: RevokeShareRequest(revocation: revocation),
+                token: patient.token
+            )
+            #expect(try api.decode(ShareInfo.self, revoked).state == .revoked)
+            let pending = try await api.requestShare(patient, doctor, b)
+            for path in [Routes.shares, Routes.shares + "?patient=\(patient.id.uuidString.lowercased())"] {
+                let listed = try api.decode(ShareList.self, try await api.send(.get, path, token: doctor.token)).shares
+                #expect(listed.isEmpty, "the doctor learns of requests never approved: \(listed.map(\.state))")
+            }
+            let own = try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: patient.token)).shares
+            #expect(Set(own.map(\.shareID)) == [withdrawn.shareID, pending.shareID], "the patient sees both")
+
+            // Approved, then revoked: the doctor sees it, with the patient's revocation.
+            #expect(try await api.approveShare(pending).status == .ok)
+            let end = ShareRevocation.make(shareID: pending.shareID, request: pending.grant, patient: patient.identity, revokedAt: 2)
+            _ = try await api.send(
+                .post,
+                Routes.shareRevoke(pending.shareID.uuidString),
+                json: RevokeShareRequest(revocation: end),
+                token: patient.token
+            )
+            let after = try api.decode(ShareList.self, try await api.send(.get, Routes.shares, token: doctor.token)).shares
+            #expect(after.map(\.shareID) == [pending.shareID] && after.first?.revocation == end)
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func approvalsCannotBeForgedOrReplayedOntoAnotherShare(backend: Backend) async throws {
         try await APIHarness.run(backend) { api in
-            let patient = try await api.user("pat", role: .patient)
-            let doctor = try await api.user("doc", role: .doctor)
-            let a = Tresor.create(ownerID: patient.id, category: "interventions")
-            let b = Tresor.create(ownerID: patient.id, category: "assessments")
-            _ = try await api.declareTresor(patient, a)
-            _ = try await api.declareTresor(patient, b)
+            let (patient, doctor, a, b) = try await DoctorPatientListTests.patientWithTwoTresors(api)
             let shareA = try await api.requestShare(patient, doctor, a)
             let shareB = try await api.requestShare(patient, doctor, b)
             #expect(try await api.approveShare(shareA).status == .ok)
@@ -360,5 +392,16 @@ struct DoctorPatientListTests {
             listed = try await list()
             #expect(Set(listed.keys) == ["kira", "lena"])
         }
+    }
+
+    /// Patient "pat" with tresors of interventions (a) and assessments (b) declared, and doctor "doc".
+    static func patientWithTwoTresors(_ api: APIClient) async throws -> (TestUser, TestUser, Tresor, Tresor) {
+        let patient = try await api.user("pat", role: .patient)
+        let doctor = try await api.user("doc", role: .doctor)
+        let a = Tresor.create(ownerID: patient.id, category: "interventions")
+        let b = Tresor.create(ownerID: patient.id, category: "assessments")
+        _ = try await api.declareTresor(patient, a)
+        _ = try await api.declareTresor(patient, b)
+        return (patient, doctor, a, b)
     }
 }

@@ -38,7 +38,10 @@ struct EventsMemoryTests {
             close(fd)
             return -1
         }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n".utf8)
+        let request = Array(
+            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\(CareVaultVersion.clientHeader): \(CareVaultVersion.release)\r\n\r\n"
+                .utf8
+        )
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
         return fd
     }
@@ -47,9 +50,43 @@ struct EventsMemoryTests {
     /// since 2,000 connections slow every test beside it and their allocations blur the figure.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["CAREVAULT_MEASURE"] == "1"))
     func anIdleStreamCostsLittleMoreThanItsConnection() async throws {
+        try await Self.live(EventHub.Limits(perAccount: 2_000, perInstance: 2_000)) { hub, patient, port in
+            func idle(_ n: Int) async throws -> [Int32] {
+                let fds = (0..<n).map { _ in Self.openStream(port: port, path: Routes.health, token: patient.token) }
+                try await Task.sleep(for: .seconds(3))
+                return fds
+            }
+            func open(_ n: Int) async throws -> [Int32] {
+                let target = hub.openStreams + n
+                let fds = (0..<n).map { _ in Self.openStream(port: port, path: Routes.events, token: patient.token) }
+                let deadline = ContinuousClock.now + .seconds(60)
+                while hub.openStreams < target, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(hub.openStreams == target)
+                return fds
+            }
+            // Warm up (first connections allocate pools and caches), then measure 1,000 of each.
+            var fds = try await open(50) + idle(50)
+            func measure(_ body: () async throws -> [Int32]) async throws -> Double {
+                try await Task.sleep(for: .milliseconds(500))
+                let before = Self.residentBytes()
+                fds += try await body()
+                try await Task.sleep(for: .milliseconds(500))
+                return Double(Self.residentBytes() - before) / 1_024 / 1_000
+            }
+            let connection = try await measure { try await idle(1_000) }
+            let stream = try await measure { try await open(1_000) }
+            print("idle connection: \(String(format: "%.1f", connection)) KiB; idle event stream: \(String(format: "%.1f", stream)) KiB")
+            #expect(stream - connection <= 8, "an event stream adds at most 8 KiB to its connection")
+            for fd in fds { close(fd) }
+        }
+    }
+
+    /// A server on a real loopback socket with a hub of `limits`, and patient "pat": `body` gets the hub,
+    /// the patient and the port.
+    static func live(_ limits: EventHub.Limits, _ body: @escaping @Sendable (EventHub, TestUser, Int) async throws -> Void) async throws {
         try await TestDatabase.with(.sqlite) { repo in
             let h = APIHarness(repository: repo)
-            let hub = EventHub(limits: EventHub.Limits(perAccount: 2_000, perInstance: 2_000))
+            let hub = EventHub(limits: limits)
             var app = Application(
                 router: buildRouter(repository: repo, adminKey: h.admin.publicKey, clock: h.clock.function, events: hub),
                 configuration: .init(address: .hostname("127.0.0.1", port: 0))
@@ -57,34 +94,7 @@ struct EventsMemoryTests {
             app.addServices(hub)
             try await app.test(.live) { client in
                 let patient = try await APIClient(client: client, harness: h).user("pat", role: .patient)
-                let port = try #require(client.port)
-                func idle(_ n: Int) async throws -> [Int32] {
-                    let fds = (0..<n).map { _ in Self.openStream(port: port, path: Routes.health, token: patient.token) }
-                    try await Task.sleep(for: .seconds(3))
-                    return fds
-                }
-                func open(_ n: Int) async throws -> [Int32] {
-                    let target = hub.openStreams + n
-                    let fds = (0..<n).map { _ in Self.openStream(port: port, path: Routes.events, token: patient.token) }
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while hub.openStreams < target, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-                    #expect(hub.openStreams == target)
-                    return fds
-                }
-                // Warm up (first connections allocate pools and caches), then measure 1,000 of each.
-                var fds = try await open(50) + idle(50)
-                func measure(_ body: () async throws -> [Int32]) async throws -> Double {
-                    try await Task.sleep(for: .milliseconds(500))
-                    let before = Self.residentBytes()
-                    fds += try await body()
-                    try await Task.sleep(for: .milliseconds(500))
-                    return Double(Self.residentBytes() - before) / 1_024 / 1_000
-                }
-                let connection = try await measure { try await idle(1_000) }
-                let stream = try await measure { try await open(1_000) }
-                print("idle connection: \(String(format: "%.1f", connection)) KiB; idle event stream: \(String(format: "%.1f", stream)) KiB")
-                #expect(stream - connection <= 8, "an event stream adds at most 8 KiB to its connection")
-                for fd in fds { close(fd) }
+                try await body(hub, patient, try #require(client.port))
             }
         }
     }

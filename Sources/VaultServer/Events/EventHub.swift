@@ -95,7 +95,7 @@ public final class EventHub: Service, Sendable {
             s.ended = s.ended.filter { now - $0.value < .seconds(86_400) }
             return s.ended.updateValue(now, forKey: share) == nil
         }
-        if first { deliver(.share(id: share, patient: end.patient, doctor: end.doctor, state: .expired)) }
+        if first { deliver(.share(id: share, patient: end.patient, doctor: end.doctor, state: .expired, approved: true)) }
     }
 
     /// The text of an event id.
@@ -112,11 +112,24 @@ public final class EventHub: Service, Sendable {
         now: @escaping @Sendable () -> UnixMillis,
         lastEventID: String?
     ) throws -> Subscription {
-        try state.withLockedValue { s in
+        var evicted: Subscription?
+        defer { evicted?.close() }
+        return try state.withLockedValue { s in
             guard !s.closed else { throw Self.busy("the server is shutting down") }
-            guard s.streams.count < limits.perInstance else { throw Self.busy("this server has as many event streams open as it serves") }
-            guard s.perAccount[account, default: 0] < limits.perAccount else {
+            let mine = s.perAccount[account, default: 0]
+            guard mine < limits.perAccount else {
                 throw VaultService.tooManyRequests("this account has \(limits.perAccount) event streams open already", waitMs: 5_000)
+            }
+            if s.streams.count >= limits.perInstance {
+                // Full: the account holding the most streams gives up its oldest, if it holds at least two more
+                // than this one will, so that a few accounts cannot keep everyone else out (Docs/events.md §6).
+                guard let victim = Self.oldestOfHeaviest(s, above: mine + 1) else {
+                    throw Self.busy("this server has as many event streams open as it serves")
+                }
+                s.streams.removeValue(forKey: ObjectIdentifier(victim))
+                s.perAccount[victim.account, default: 1] -= 1
+                if s.perAccount[victim.account] == 0 { s.perAccount[victim.account] = nil }
+                evicted = victim
             }
             // Heartbeats spread over the interval, so that session checks do not all fall on one second.
             let phase = Duration.milliseconds(Int64(RandomBytes.uniform(UInt32(max(1, Self.milliseconds(limits.heartbeat))))))
@@ -130,6 +143,12 @@ public final class EventHub: Service, Sendable {
             if s.ticker == nil { s.ticker = Task { [weak self] in await self?.tick() } }
             return sub
         }
+    }
+
+    /// The oldest stream of the account with the most streams, when that account holds more than `count`.
+    private static func oldestOfHeaviest(_ s: State, above count: Int) -> Subscription? {
+        guard let (heaviest, held) = s.perAccount.max(by: { $0.value < $1.value }), held > count else { return nil }
+        return s.streams.values.filter { $0.account == heaviest }.min { $0.openedAt < $1.openedAt }
     }
 
     /// The events after `id` if this process issued it and still holds them all, else one `resync`.

@@ -7,7 +7,9 @@ import VaultCore
 enum EventNotice: Sendable, Equatable {
     /// A push stored versions in `tresors`; `sequence` is the owner's newest.
     case change(owner: UUID, sequence: UInt64, tresors: [UUID])
-    case share(id: UUID, patient: UUID, doctor: UUID, state: ShareState)
+    /// A share changed; its doctor hears of it only once it was approved (`approved`): a request the admin
+    /// never approved, withdrawn or not, is the patient's business alone (Docs/events.md §3).
+    case share(id: UUID, patient: UUID, doctor: UUID, state: ShareState, approved: Bool)
     /// The account's standing or sessions changed: its streams check their session at once.
     case account(UUID)
     /// Every subscriber may have missed something.
@@ -27,6 +29,8 @@ enum EventNotice: Sendable, Equatable {
         var st: String?
         var a: UUID?
         var r: String?
+        /// Whether the share was approved; absent (an instance from before) is read as approved.
+        var ap: Bool?
     }
 
     /// The notification payload (compact JSON).
@@ -34,7 +38,8 @@ enum EventNotice: Sendable, Equatable {
         var w: Wire
         switch self {
         case let .change(owner, sequence, tresors): w = Wire(k: "change", o: owner, s: sequence, t: tresors)
-        case let .share(id, patient, doctor, state): w = Wire(k: "share", id: id, p: patient, d: doctor, st: state.rawValue)
+        case let .share(id, patient, doctor, state, approved):
+            w = Wire(k: "share", id: id, p: patient, d: doctor, st: state.rawValue, ap: approved)
         case let .account(a): w = Wire(k: "account", a: a)
         case let .resync(reason): w = Wire(k: "resync", r: reason)
         }
@@ -50,7 +55,7 @@ enum EventNotice: Sendable, Equatable {
             self = .change(owner: o, sequence: s, tresors: t)
         case "share":
             guard let id = w.id, let p = w.p, let d = w.d, let st = w.st.flatMap(ShareState.init(rawValue:)) else { return nil }
-            self = .share(id: id, patient: p, doctor: d, state: st)
+            self = .share(id: id, patient: p, doctor: d, state: st, approved: w.ap ?? true)
         case "account":
             guard let a = w.a else { return nil }
             self = .account(a)

@@ -74,7 +74,7 @@ final class Subscription: Sendable {
             guard owner != account else { return true }
             let now = now()
             return state.withLockedValue { s in tresors.contains { (s.watch[$0] ?? .min) > now } }
-        case let .share(_, patient, doctor, _): return patient == account || doctor == account
+        case let .share(_, patient, doctor, _, approved): return patient == account || (approved && doctor == account)
         case let .account(a): return a == account
         case .resync: return true
         }

@@ -19,7 +19,7 @@ extension VaultService {
 
     /// After a share changed state or grant: a `share` for both parties; returns `row` for the answer.
     func announce(_ row: ShareRow) -> ShareRow {
-        events.publish(.share(id: row.id, patient: row.patientID, doctor: row.doctorID, state: row.state))
+        events.publish(.share(id: row.id, patient: row.patientID, doctor: row.doctorID, state: row.state, approved: row.approval != nil))
         return row
     }
 
@@ -148,20 +148,23 @@ struct EventStreamWriter: Sendable {
                 guard case let .notice(notice) = event.kind, case .change = notice else { return true }
                 return subscription.wants(notice)
             }
-            var text = events.map { Self.render($0, hub) }.joined()
+            var text = events.map { Self.render($0, hub, to: caller.id) }.joined()
             if text.isEmpty, step.heartbeat { text = ": hb\n\n" }
             if !text.isEmpty { try await write(ByteBuffer(string: text)) }
             if ContinuousClock.now - subscription.openedAt >= hub.limits.lifetime { return }
         }
     }
 
-    static func render(_ event: Subscription.Outgoing, _ hub: EventHub) -> String {
+    static func render(_ event: Subscription.Outgoing, _ hub: EventHub, to subscriber: UUID) -> String {
         let id = hub.eventID(event.id)
         switch event.kind {
         case .ready: return Self.event(id, .ready, [String: String]())
         case let .resync(reason): return Self.event(id, .resync, ReasonEventData(reason: reason))
-        case let .notice(.change(owner, sequence, _)): return Self.event(id, .change, ChangeEventData(owner: owner, sequence: sequence))
-        case let .notice(.share(share, patient, _, state)):
+        case let .notice(.change(owner, sequence, _)):
+            // The owner's overall change counter is the owner's own: a doctor hears only that something it
+            // holds changed (Docs/events.md §3).
+            return Self.event(id, .change, ChangeEventData(owner: owner, sequence: owner == subscriber ? sequence : nil))
+        case let .notice(.share(share, patient, _, state, _)):
             // The patient is named once the share was approved (active, or expired after being active): a
             // doctor learns nothing of a patient whose request the admin has not approved (Docs/events.md §3).
             let named = state == .active || state == .expired ? patient : nil

@@ -21,7 +21,14 @@ struct EventsController: APIController {
             status: .ok,
             headers: headers,
             body: ResponseBody { body in
-                try await writer.run { try await body.write($0) }
+                // A client that closes its end (FIN: the socket would sit in CLOSE-WAIT until the next
+                // heartbeat's write failed, 15-36 s) ends its stream at once and gives its slot back
+                // (Docs/events.md §6). No middleware reads the body of this GET, which this needs untouched.
+                try await request.body.consumeWithInboundCloseHandler { _ in
+                    try await writer.run { try await body.write($0) }
+                } onInboundClosed: { [subscription = writer.subscription] in
+                    subscription.close()
+                }
                 try await body.finish(nil)
             }
         )

@@ -328,7 +328,7 @@ extension VaultService {
         announceAccount(caller.id)
         // The shares went with the account: each doctor that was party to a pending or active one hears so.
         for row in shares where row.state == .pending || row.state == .active {
-            events.publish(.share(id: row.id, patient: row.patientID, doctor: row.doctorID, state: .revoked))
+            events.publish(.share(id: row.id, patient: row.patientID, doctor: row.doctorID, state: .revoked, approved: row.approval != nil))
         }
         return DeleteAccountResponse(versions: d.versions, tresors: d.tresors, shares: d.shares)
     }

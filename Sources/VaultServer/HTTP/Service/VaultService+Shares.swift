@@ -77,16 +77,17 @@ extension VaultService {
     /// The caller's shares; with `patient`, only those of that patient (a doctor opening one patient reads
     /// that patient's shares, not every patient's: Docs/design.md §3).
     func shares(_ caller: Caller, patient: UUID? = nil) async throws -> ShareList {
-        // A doctor sees active shares, and ended ones that carry the patient's revocation (so the doctor's
-        // client learns the end from the patient, not from the server). Shares made before keys waited for
-        // approval carry keys in their request: a doctor never sees those before approval.
+        // A doctor sees approved shares only: active ones, and ended ones that carry the patient's revocation
+        // (so the doctor's client learns the end from the patient, not from the server). A request the admin
+        // never approved, withdrawn or not, is never shown to the doctor (Docs/design.md §3.1). Shares made
+        // before keys waited for approval carry keys in their request: a doctor never sees those before approval.
         var rows: [ShareRow]
         switch (caller.user.role, patient) {
         case (.patient, _): rows = try await repository.shares(patientID: caller.id, asOf: clock())
         case let (.doctor, patient?): rows = try await repository.shares(doctorID: caller.id, patientID: patient, asOf: clock())
         case (.doctor, nil): rows = try await repository.shares(doctorID: caller.id, asOf: clock())
         }
-        if caller.user.role == .doctor { rows = rows.filter { $0.state == .active || $0.revocation != nil } }
+        if caller.user.role == .doctor { rows = rows.filter { $0.approval != nil && ($0.state == .active || $0.revocation != nil) } }
         if let patient { rows = rows.filter { $0.patientID == patient } }
         var out: [ShareInfo] = []
         var names: [UUID: String] = [:]

@@ -114,4 +114,18 @@ struct ListingPagesTests {
             #expect(try await admin.users().users.count == 6)
         }
     }
+
+    /// A page without `done` comes from a server from before paging, which sent everything: the last page.
+    @Test func aPageWithoutDoneIsTheLast() throws {
+        let id = "0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f0"
+        let decoder = JSONDecoder()
+        #expect(try decoder.decode(PatientList.self, from: Data(#"{"patients":[]}"#.utf8)).done)
+        #expect(try decoder.decode(UserList.self, from: Data(#"{"users":[]}"#.utf8)).done)
+        #expect(try decoder.decode(SessionList.self, from: Data(#"{"sessions":[]}"#.utf8)).done)
+        let pending = try decoder.decode(PendingResponse.self, from: Data(#"{"registrations":[],"shares":[],"nextSequence":3}"#.utf8))
+        #expect(pending.done && pending.nextSequence == 3)
+        // Present, it is read as sent.
+        let more = try decoder.decode(PatientList.self, from: Data(#"{"patients":[],"nextCursor":"\#(id)","done":false}"#.utf8))
+        #expect(!more.done && more.nextCursor == UUID(uuidString: id))
+    }
 }

@@ -32,9 +32,9 @@ public enum LiveEvent {
     }
 }
 
-/// `change`: records of an owner the caller reads changed; the owner's newest stored sequence only on the
-/// owner's own stream (a doctor is not told how many changes the patient made in categories it does not
-/// hold; servers of 0.10.0 and before send it to everyone).
+/// `change`: records of an owner the caller reads changed; the owner's newest stored sequence on the owner's
+/// own stream, 0 on a doctor's (a doctor is not told how many changes the patient made in categories it does
+/// not hold). Absent is read as unknown.
 public struct ChangeEventData: Codable, Sendable, Equatable {
     public var owner: UUID
     public var sequence: UInt64?

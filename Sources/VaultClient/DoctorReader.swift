@@ -67,6 +67,8 @@ public struct PatientView: Sendable {
     /// record brought back). Never mixed with the verified ones; shown only on request, marked.
     public var unverifiedActivities: [Activity] = []
     public var unverifiedOutcomes: [Outcome] = []
+    /// The categories whose records are kept apart in `unverifiedActivities` and `unverifiedOutcomes`.
+    public var unverifiedCategories: [String] = []
 
     /// The categories not confirmed complete and current: no commitment of the patient's matched what the
     /// server sent (none shown, or its check failed). A fresh reader cannot tell a tresor from before
@@ -349,6 +351,7 @@ public actor DoctorReader {
                 }
             }
             if mismatched {
+                view.unverifiedCategories.append(share.share.category)
                 view.unverifiedActivities += activities
                 view.unverifiedOutcomes += outcomes
             } else {

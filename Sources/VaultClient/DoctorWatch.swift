@@ -245,11 +245,12 @@ extension DoctorReader {
             flush(true)
             throw error
         }
-        // Confirmed only by a commitment of the patient's this cache accepted: a pull with no problem but no
-        // commitment ever shown (withheld, or data from before commitments) is not (Docs/design.md §5.3).
+        // Confirmed only by a commitment of the patient's this cache accepted and a set it could compare: a
+        // pull with no problem but no commitment ever shown (withheld, or data from before commitments), or
+        // with records held aside (the set was not compared), is not (Docs/design.md §5.3).
         let accepted = try await cache.acceptedCommitments(owner: patient.userID)[share.tresor.id]
-        flush(!problems.isEmpty || accepted == nil)
         let held = try await cache.quarantined(owner: patient.userID, tresor: share.tresor.id)
+        flush(!problems.isEmpty || accepted == nil || !held.isEmpty)
         if let message = QuarantinedRecord.message(held, subject: "of \(patient.username)", notDone: "shown", hint: "") {
             problems.append(message)
         }

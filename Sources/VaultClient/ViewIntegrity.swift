@@ -55,10 +55,11 @@ extension PatientView {
         return ViewIntegrity(categories: states)
     }
 
-    /// The categories whose records would leave the tool unconfirmed: not confirmed, and not merely waiting
-    /// for their keys (those show nothing). `adherence` and `export` need `--allow-unconfirmed` for them.
+    /// The categories whose records would leave the tool unconfirmed: not confirmed (records held aside
+    /// included), and neither merely waiting for their keys nor kept apart as contradicting the commitment
+    /// (neither shows a record). `adherence` and `export` need `--allow-unconfirmed` for them.
     public var unconfirmedData: [String] {
-        let waiting = Set(awaitingKeys)
-        return unconfirmed.filter { !waiting.contains($0) }
+        let nothingShown = Set(awaitingKeys).union(unverifiedCategories)
+        return unconfirmed.filter { !nothingShown.contains($0) }
     }
 }

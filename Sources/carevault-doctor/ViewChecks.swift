@@ -40,11 +40,10 @@ struct UnconfirmedOption: ParsableArguments {
     )
     var allowUnconfirmed = false
 
-    /// Before anything leaves the tool (Docs/design.md §5.3): a view whose check failed or that holds records
-    /// aside ends as before (`failIfQuarantined`, after what verified); otherwise data of categories not
-    /// confirmed is refused (65) unless allowed, and then said on stderr.
+    /// Before anything leaves the tool (Docs/design.md §5.3): data of categories not confirmed (records held
+    /// aside included) is refused (65, nothing written) unless allowed, and then said on stderr. Whatever
+    /// else failed ends the command afterwards as before (`failIfQuarantined`, after what verified).
     func check(_ view: PatientView, doing: String) throws {
-        guard view.quarantineMessage == nil, view.completenessMessage == nil else { return }
         let categories = view.unconfirmedData
         guard !categories.isEmpty else { return }
         let what =

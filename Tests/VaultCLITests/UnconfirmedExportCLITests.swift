@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import VaultTestSupport
 
@@ -100,6 +101,39 @@ struct UnconfirmedExportCLITests {
             let text = bob.objects.filter { $0["event"] as? String == "change" }
             #expect(text.allSatisfy { $0["unconfirmed"] as? Bool == true }, "\(text)")
             #expect(try await bob.terminate() == 0, "no check failed: \(bob.stderr)")
+        }
+    }
+
+    /// With records held aside (one the operator broke) the set cannot be compared with any commitment: the
+    /// rest is still unconfirmed, so export writes nothing without the flag, and marks every row with it.
+    @Test func recordsHeldAsideLeaveTheRestUnconfirmed() async throws {
+        try await FaultWorld.run(.sqlite) { world in
+            try await world.walkSharedWithDoctor()
+            for occurrence in ["1", "2"] {
+                let record = try await world.patient(["outcome", "record", "--activity", "walk", "--occurrence", occurrence, "--value", "30"])
+                #expect(record.status == 0, "\(record.stderr)")
+            }
+            let queue = try ServerDatabase.reader(try #require(world.server.database.sqlitePath))
+            let broken = try await queue.read { db in
+                try Row.fetchOne(db, sql: "SELECT v.version_id, v.envelope FROM versions v JOIN heads h ON h.version_id = v.version_id LIMIT 1")
+                    .map { ($0[0] as String, $0[1] as Data) }
+            }
+            try queue.close()
+            let (versionID, bytes) = try #require(broken)
+            let op = ServerOperator.of(world.server.database)
+            try await op.dropGuard(of: .versions)
+            let edited = try StoredEnvelopeText.edit(bytes) { $0.replacingOccurrences(of: #""ciphertext":""#, with: #""ciphertext":"*"#) }
+            try await op.replaceStoredEnvelope(of: versionID, with: [UInt8](edited))
+
+            let file = world.tools.root.appendingPathComponent("held.csv")
+            let export = try await world.doctor(["export", "alice", "--format", "csv", "--output", file.path])
+            #expect(export.status == 65, "\(export.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: file.path), "unconfirmed rows written without --allow-unconfirmed")
+            let allowed = try await world.doctor(["export", "alice", "--format", "csv", "--output", file.path, "--allow-unconfirmed"])
+            #expect(allowed.status == 65, "the held record still ends it with 65: \(allowed.stderr)")
+            let rows = try Self.rows(file)
+            // Of three heads one is broken: at least one outcome is left, and every row says unconfirmed.
+            #expect(!rows.isEmpty && rows.allSatisfy { $0.hasSuffix(",unconfirmed") }, "\(rows)")
         }
     }
 

@@ -17,7 +17,10 @@ import Glibc
 @Suite("Live events: a closed stream frees its slot at once")
 struct EventSlotTests {
     @Test func streamsClosedByTheirClientEndAndTheAccountCanOpenAsManyAgain() async throws {
-        try await EventsMemoryTests.live(EventHub.Limits(perAccount: 3, perInstance: 16)) { hub, patient, port in
+        var limits = EventHub.Limits(perAccount: 3, perInstance: 16)
+        // No heartbeat within the test: only the closed sockets themselves can end the streams.
+        limits.heartbeat = .seconds(120)
+        try await EventsMemoryTests.live(limits) { hub, patient, port in
             func open() async throws -> [Int32] {
                 let fds = (0..<3).map { _ in EventsMemoryTests.openStream(port: port, path: Routes.events, token: patient.token) }
                 #expect(fds.allSatisfy { $0 >= 0 })

@@ -91,7 +91,7 @@ struct EventsMultiInstanceTests {
             try await a.push(patient, tresor, "walk")
             try await watcher.wait("the change from the other instance") { !$0.named("change").isEmpty }
             // A doctor's change names the owner only (Docs/events.md §3).
-            #expect(watcher.named("change").first?.change == ChangeEventData(owner: patient.id, sequence: nil))
+            #expect(watcher.named("change").first?.change == ChangeEventData(owner: patient.id, sequence: 0))
 
             // The database connections are cut: the relay listens again and the watcher is told to resync. A
             // heartbeat that falls in the cut cannot check the session, so that stream ends (Docs/events.md §5)

@@ -25,6 +25,9 @@ public final class EventHub: Service, Sendable {
         public var heartbeat: Duration = LiveEvent.heartbeatInterval
         /// A stream ends after this long; its client reconnects with `Last-Event-ID`.
         public var lifetime: Duration = .seconds(3_600)
+        /// A full instance ends a stream for a newcomer only once it is this old, so that an account cannot
+        /// make others churn by opening and closing (each reconnection makes a client pull everything).
+        public var evictableAfter: Duration = .seconds(60)
 
         public init(perAccount: Int = 8, perInstance: Int = 256) {
             self.perAccount = perAccount
@@ -123,7 +126,7 @@ public final class EventHub: Service, Sendable {
             if s.streams.count >= limits.perInstance {
                 // Full: the account holding the most streams gives up its oldest, if it holds at least two more
                 // than this one will, so that a few accounts cannot keep everyone else out (Docs/events.md §6).
-                guard let victim = Self.oldestOfHeaviest(s, above: mine + 1) else {
+                guard let victim = Self.oldestOfHeaviest(s, above: mine + 1, openedBefore: .now - limits.evictableAfter) else {
                     throw Self.busy("this server has as many event streams open as it serves")
                 }
                 s.streams.removeValue(forKey: ObjectIdentifier(victim))
@@ -145,10 +148,12 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// The oldest stream of the account with the most streams, when that account holds more than `count`.
-    private static func oldestOfHeaviest(_ s: State, above count: Int) -> Subscription? {
+    /// The oldest stream of the account with the most streams, when that account holds more than `count`
+    /// and that stream was opened before `openedBefore`.
+    private static func oldestOfHeaviest(_ s: State, above count: Int, openedBefore: ContinuousClock.Instant) -> Subscription? {
         guard let (heaviest, held) = s.perAccount.max(by: { $0.value < $1.value }), held > count else { return nil }
-        return s.streams.values.filter { $0.account == heaviest }.min { $0.openedAt < $1.openedAt }
+        let oldest = s.streams.values.filter { $0.account == heaviest }.min { $0.openedAt < $1.openedAt }
+        return oldest.flatMap { $0.openedAt < openedBefore ? $0 : nil }
     }
 
     /// The events after `id` if this process issued it and still holds them all, else one `resync`.

@@ -162,8 +162,8 @@ struct EventStreamWriter: Sendable {
         case let .resync(reason): return Self.event(id, .resync, ReasonEventData(reason: reason))
         case let .notice(.change(owner, sequence, _)):
             // The owner's overall change counter is the owner's own: a doctor hears only that something it
-            // holds changed (Docs/events.md §3).
-            return Self.event(id, .change, ChangeEventData(owner: owner, sequence: owner == subscriber ? sequence : nil))
+            // holds changed, with sequence 0, which every client reads and none takes as a cursor (Docs/events.md §3).
+            return Self.event(id, .change, ChangeEventData(owner: owner, sequence: owner == subscriber ? sequence : 0))
         case let .notice(.share(share, patient, _, state, _)):
             // The patient is named once the share was approved (active, or expired after being active): a
             // doctor learns nothing of a patient whose request the admin has not approved (Docs/events.md §3).

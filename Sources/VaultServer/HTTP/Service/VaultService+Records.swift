@@ -225,7 +225,11 @@ extension VaultService {
         // Only a share active at `now` lets the doctor in, whether or not its end has been recorded yet.
         let open = try await repository.activeShare(doctorID: caller.id, patientID: owner, tresorID: tresor, now: now)
         guard let share = open else {
-            let mine = try await repository.shares(doctorID: caller.id, patientID: owner, asOf: now).filter { $0.tresorID == tresor }
+            // Named only for a share the admin approved: a request never approved (pending, rejected, withdrawn)
+            // is the patient's business alone, so it answers like no share at all (Docs/design.md §3.1).
+            let mine = try await repository.shares(doctorID: caller.id, patientID: owner, asOf: now).filter {
+                $0.tresorID == tresor && $0.approval != nil
+            }
             if let s = mine.last {
                 throw APIError(.forbidden, .shareNotActive, "the share of \(s.category) is \(s.state.rawValue); access is not permitted")
             }

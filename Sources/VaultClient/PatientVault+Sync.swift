@@ -59,7 +59,8 @@ extension PatientVault {
         progress?(SyncProgress(phase: .keys, done: 0, total: nil))
         // Another process on this home (a `log` beside a `sync --watch`) may have changed the keys.
         try reloadKeyring()
-        try await reconcileTresors()
+        // A server behind this device's key declarations (a restored backup) gets them again first.
+        summary.healed += try await reconcileTresors()
         // Keys to approved doctors, new epochs past expired ones: before anything is written or pushed.
         summary.keysDelivered = try await maintainShares()
         // After the keys: a record quarantined for a key this device lacked may open now.

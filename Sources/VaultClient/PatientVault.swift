@@ -84,7 +84,7 @@ public actor PatientVault {
     }
 
     /// Declares `t`'s keys and `ledger` to the server with a fresh self-grant at `ledger.version`, which
-    /// must be the server's version plus one; another device's change of that version is a conflict.
+    /// must be above the server's version; another device's change of that version is a conflict.
     func declare(_ t: Tresor, ledger: TresorLedger) async throws {
         _ = try await transport.send(TresorEndpoints.put, PutTresorRequest(selfGrant: try selfGrant(t, ledger: ledger)), auth: try auth)
         try store.saveLedgerState(
@@ -105,7 +105,8 @@ public actor PatientVault {
     /// Another process of this device (a `share grant` beside a `sync --watch`) may raise the marks while
     /// the list is on its way: a self-grant older than a mark raised since the marks were read before the
     /// fetch is fetched again, not refused (a server that keeps serving it is refused on the next pass).
-    func reconcileTresors(attempt: Int = 0) async throws {
+    @discardableResult
+    func reconcileTresors(attempt: Int = 0) async throws -> [String] {
         let marksBefore = try store.ledgerMarks()
         let list = try await transport.send(TresorEndpoints.list, auth: try auth)
         let served = try list.tresors.map(openSelfGrant)
@@ -118,25 +119,43 @@ public actor PatientVault {
                 legacy[s.tresor.category] = try await legacyLedger(category: s.tresor.category, tresorID: s.tresor.id)
             }
         }
-        let declarations: [(Tresor, TresorLedger)]
+        let plan: Adoption
         do {
             // The last attempt refuses outright: a server that keeps timing stale lists against this
             // device's own changes gets the integrity refusal, not an endless "try again".
-            declarations = try adopt(served, legacy: legacy, marksBefore: attempt < 3 ? marksBefore : nil)
+            plan = try adopt(served, legacy: legacy, marksBefore: attempt < 3 ? marksBefore : nil)
         } catch is MarksRaisedMeanwhile {
             guard attempt < 3 else { throw ClientError.temporary("the category keys keep changing on this device; sync again") }
-            try await reconcileTresors(attempt: attempt + 1)
-            return
+            return try await reconcileTresors(attempt: attempt + 1)
         }
-        for (t, ledger) in declarations {
+        for (t, ledger) in plan.declarations {
             do {
                 try await declare(t, ledger: ledger)
             } catch ClientError.conflict {
                 // Another device declared this version first: merge theirs and try again.
                 guard attempt < 3 else { throw ClientError.temporary("the category keys keep changing on the server; sync again") }
-                try await reconcileTresors(attempt: attempt + 1)
-                return
+                return try await reconcileTresors(attempt: attempt + 1)
             }
+        }
+        return plan.behind.map { $0.note }
+    }
+
+    /// What `adopt` decided: the self-grants to declare, and the categories whose server was behind this
+    /// device (a restored backup) and get this device's declaration again.
+    struct Adoption {
+        var declarations: [(Tresor, TresorLedger)]
+        var behind: [DeclarationBehind]
+    }
+
+    /// A category whose server serves an older self-grant than this device has seen.
+    struct DeclarationBehind: Sendable {
+        var category: String
+        var shownVersion: UInt64
+        var seenVersion: UInt64
+
+        var note: String {
+            "the server is behind what this device last saw (the key declaration of \(category): it shows version \(shownVersion), "
+                + "this device has seen \(seenVersion)), as after a restored backup; re-sent this device's declaration"
         }
     }
 
@@ -164,15 +183,16 @@ public actor PatientVault {
         _ served: [(tresor: Tresor, ledger: TresorLedger)],
         legacy: [String: TresorLedger],
         marksBefore: [String: LedgerMarks]? = nil
-    ) throws -> [(Tresor, TresorLedger)] {
+    ) throws -> Adoption {
         let seal = keyringSeal
         let cert = account.certificate
         let signing = account.identity.signing
-        let (ring, declarations) = try store.write { tx -> (Keyring, [(Tresor, TresorLedger)]) in
+        let (ring, plan) = try store.write { tx -> (Keyring, Adoption) in
             // The row as committed, not this process's copy (see `tresor`): the row is replaced whole.
             var ring = try tx.keyring(seal)
             var changed = false
             var onServer: [String: (ledger: TresorLedger, top: UInt32)] = [:]
+            var behind: [DeclarationBehind] = []
             for (remote, remoteLedger) in served {
                 let category = remote.category
                 let stored = try tx.ledgerState(category: category)
@@ -192,7 +212,15 @@ public actor PatientVault {
                     {
                         throw MarksRaisedMeanwhile()
                     }
-                    throw error
+                    // Behind, not forged: an older declaration of the very tresor this device holds, whose keys
+                    // this device holds up to every epoch it has seen. Nothing of it is taken; this device's own
+                    // ledger and keys are declared again below (Docs/design.md §5.2).
+                    guard Self.canRedeclare(remote, remoteVersion: remoteLedger.version, local: ring[category], state: state) else {
+                        throw error
+                    }
+                    behind.append(DeclarationBehind(category: category, shownVersion: remoteLedger.version, seenVersion: state.seenVersion))
+                    onServer[category] = (remoteLedger, remote.currentEpoch)
+                    continue
                 }
                 if let local = ring[category] {
                     if remote.keys.contains(where: { epoch, key in local.keys[epoch].map { $0 != key } ?? false }) {
@@ -219,17 +247,31 @@ public actor PatientVault {
             for t in ring.tresors.values.sorted(by: { $0.category < $1.category }) {
                 var state = try tx.ledgerState(category: t.category) ?? .none
                 let server = onServer[t.category]
-                guard server == nil || t.currentEpoch > server!.top || state.ledger.members != server!.ledger.members else { continue }
+                let redeclare = behind.contains { $0.category == t.category }
+                guard server == nil || redeclare || t.currentEpoch > server!.top || state.ledger.members != server!.ledger.members else {
+                    continue
+                }
                 // Checked: the versions come from the server's self-grant and the local store.
                 let (next, overflow) = max(server?.ledger.version ?? 0, state.seenVersion).addingReportingOverflow(1)
                 guard !overflow else { throw ClientError.integrity("the tresor for \(t.category) is at its last version number") }
                 state.ledger.version = next
                 declarations.append((t, state.ledger))
             }
-            return (ring, declarations)
+            return (ring, Adoption(declarations: declarations, behind: behind))
         }
         keyring = ring
-        return declarations
+        return plan
+    }
+
+    /// Whether an older self-grant the server serves is one this device can bring up to date by declaring
+    /// its own state again: the same tresor as this device's, no newer in version or epoch than what this
+    /// device has seen, and this device holds the keys of every epoch it has seen (a newer epoch known only
+    /// from a record's header cannot be declared here; another of the patient's devices must).
+    static func canRedeclare(_ remote: Tresor, remoteVersion: UInt64, local: Tresor?, state: TresorLedgerState) -> Bool {
+        guard let local, local.id == remote.id, local.category == remote.category else { return false }
+        guard local.currentEpoch >= 1 else { return false }
+        return remoteVersion <= state.seenVersion && remote.currentEpoch <= state.topEpoch && local.currentEpoch >= state.topEpoch
+            && (1...local.currentEpoch).allSatisfy { local.keys[$0] != nil }
     }
 
     /// A mark of this device went up between the fetch and the local transaction (see `reconcileTresors`).

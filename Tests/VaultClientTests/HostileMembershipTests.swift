@@ -161,7 +161,7 @@ struct HostileMembershipTests {
     func aDeviceServedAnOldSelfGrantRefusesToWriteUnderTheOldEpoch(backend: Backend) async throws {
         try await ClientWorld.run(backend) { world in
             let (a, password) = try await world.patient("pat", on: try world.device("a"))
-            _ = try await world.doctor("doc", on: try world.device("d"))
+            let doc = try await world.doctor("doc", on: try world.device("d"))
             try await a.addActivity(try Sample.activity("walk", title: "before"))
             _ = try await a.sync()
             _ = try await a.grant(doctor: "doc", category: "interventions")
@@ -178,15 +178,12 @@ struct HostileMembershipTests {
 
             // The server puts back the self-grant from before the revocation: the doctor holds its keys.
             try await world.repository.databaseOperator.setSelfGrant(owner: "pat", category: "interventions", old.selfGrant, epoch: old.currentEpoch)
-            // (a) The device that saw the newer version refuses, naming the older one.
-            let message = await Self.expectFailure([.integrity], "device A") { _ = try await a.sync() }
-            #expect(message?.contains("version \(oldVersion)") == true, "\(message ?? "")")
 
             // (b) A new device sees only the old self-grant, but a record the patient signed under the newer
-            // epoch proves that epoch exists: it writes nothing under the old one. A device shown neither
-            // the newer self-grant nor any record after it (a fork of everything) cannot tell, and would
-            // write under the old epoch, readable by the removed doctor: the documented limit of
-            // Docs/design.md §3, narrowed by every device that has seen the newer state refusing.
+            // epoch proves that epoch exists: it writes nothing under the old one, and holds no key to declare
+            // it again. A device shown neither the newer self-grant nor any record after it (a fork of
+            // everything) cannot tell, and would write under the old epoch, readable by the removed doctor: the
+            // documented limit of Docs/design.md §3, narrowed by every device that has seen the newer state.
             let b = try await world.device("b").loginPatient("pat", password: password)
             await Self.expectFailure([.integrity], "device B sync") { _ = try await b.sync() }
             let refused = await Self.expectFailure([.integrity], "device B write") {
@@ -194,6 +191,19 @@ struct HostileMembershipTests {
             }
             #expect(refused?.contains("epoch \(old.currentEpoch + 1)") == true, "\(refused ?? "")")
             #expect(try b.store.outboxCount() == 0, "nothing waits to be sent")
+
+            // (a) The device that saw the newer version takes nothing of the older one: it declares its own again
+            // (as after a restored backup, which it cannot tell from this), naming the older version, and the
+            // server holds the newer epoch once more; the removed doctor gets no key of it.
+            let healed = try await a.sync()
+            #expect(healed.healed.contains { $0.contains("key declaration of interventions: it shows version \(oldVersion)") }, "\(healed)")
+            #expect(try await Self.serverEpoch(world, a) == old.currentEpoch + 1)
+            #expect(try await Self.shareRow(world, doctor: doc).latestGrant?.epochs.contains(old.currentEpoch + 1) != true)
+            // And device B, shown the newer declaration, writes under the newer epoch.
+            _ = try await b.sync()
+            try await b.addActivity(try Sample.activity("new", title: "under the new epoch"))
+            _ = try await b.sync()
+            #expect(try b.store.outboxCount() == 0)
         }
     }
 

@@ -126,7 +126,8 @@ struct KeyringMoveTests {
     }
 
     /// Keys, ledgers and marks are taken in one transaction: when the server rolls back one category's
-    /// self-grant, what it shows of another category is not kept either.
+    /// self-grant in a way this device cannot declare again (a new device that knows the newer epoch only from
+    /// a record's header), what it shows of another category is not kept either.
     @Test func aRefusedSelfGrantKeepsNothingOfTheSameReconcile() async throws {
         typealias H = HostileMembershipTests
         try await ClientWorld.run(.sqlite) { world in
@@ -137,17 +138,31 @@ struct KeyringMoveTests {
             let tresorID = Tresor.id(ownerID: a.account.profile.userID, category: "interventions")
             let old = try #require(try await world.repository.tresor(id: tresorID))
             try await a.rotate(category: "interventions", reencrypt: false)
-            // Another device starts a new epoch of assessments; then the server puts back the old self-grant
-            // of interventions.
-            let b = try await world.device("b").loginPatient("pat", password: password)
-            try await b.rotate(category: "assessments", reencrypt: false)
-            try await world.repository.databaseOperator.setSelfGrant(owner: "pat", category: "interventions", old.selfGrant, epoch: old.currentEpoch)
-            let before = try a.store.ledgerState(category: "assessments")
-            await #expect(throws: ClientError.self) { _ = try await a.sync() }
-            let seal = Keyring.Seal(key: a.account.localStorageKey, ownerID: a.account.profile.userID)
-            #expect(try a.store.read { tx in try tx.keyring(seal) }["assessments"]?.currentEpoch == 1, "no key of that reconcile kept")
-            #expect(await a.keyring["assessments"]?.currentEpoch == 1)
-            #expect(try a.store.ledgerState(category: "assessments") == before, "no mark of that reconcile kept")
+            try await a.addActivity(try Sample.activity("run"))
+            _ = try await a.sync()
+            // The server puts back the old self-grant of interventions; a new device then sees the record under
+            // the newer epoch but holds no key of it.
+            let rollBack = {
+                try await world.repository.databaseOperator.setSelfGrant(
+                    owner: "pat",
+                    category: "interventions",
+                    old.selfGrant,
+                    epoch: old.currentEpoch
+                )
+            }
+            try await rollBack()
+            let c = try await world.device("c").loginPatient("pat", password: password)
+            await #expect(throws: ClientError.self) { _ = try await c.sync() }
+            // Device A starts a new epoch of assessments (declaring interventions again on the way: it holds its
+            // keys), and the server rolls interventions back once more.
+            try await a.rotate(category: "assessments", reencrypt: false)
+            try await rollBack()
+            let before = try c.store.ledgerState(category: "assessments")
+            await #expect(throws: ClientError.self) { _ = try await c.sync() }
+            let seal = Keyring.Seal(key: c.account.localStorageKey, ownerID: c.account.profile.userID)
+            #expect(try c.store.read { tx in try tx.keyring(seal) }["assessments"]?.currentEpoch ?? 1 == 1, "no key of that reconcile kept")
+            #expect(await c.keyring["assessments"]?.currentEpoch ?? 1 == 1)
+            #expect(try c.store.ledgerState(category: "assessments") == before, "no mark of that reconcile kept")
         }
     }
 }

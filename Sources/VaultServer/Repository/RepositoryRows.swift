@@ -194,12 +194,13 @@ extension TresorRow {
         }
         guard t.currentEpoch >= existing.currentEpoch else { throw RepositoryError.conflict("tresor is already at epoch \(existing.currentEpoch)") }
         if t.selfGrant == existing.selfGrant { return true }
-        // Each self-grant names the tresor version it extends by one (Docs/envelope-v1.md §3.2): two devices
-        // that changed the same version concurrently conflict, and the second merges and tries again.
+        // A new self-grant is above the stored tresor version (Docs/envelope-v1.md §3.2): two devices that
+        // changed the same version concurrently propose the same next one, the second conflicts, merges and
+        // tries again. A version may skip numbers: a device declaring again after a restore to an older
+        // backup goes on from the newest version it saw (Docs/design.md §5.2).
         let stored = existing.selfGrant.tresorVersion ?? 0
-        let (next, overflow) = stored.addingReportingOverflow(1)
-        guard !overflow, (t.selfGrant.tresorVersion ?? 0) == next else {
-            throw RepositoryError.conflict("tresor is at version \(stored); merge and declare the version after it")
+        guard (t.selfGrant.tresorVersion ?? 0) > stored else {
+            throw RepositoryError.conflict("tresor is at version \(stored); merge and declare a version after it")
         }
         return false
     }

@@ -182,7 +182,7 @@ struct EventsTests {
     @Test(arguments: Backend.allCases)
     func capsAnswer429PerAccountAnd503PerInstanceAndBadRequestsAreRefused(_ backend: Backend) async throws {
         var limits = EventHub.Limits(perAccount: 2, perInstance: 3)
-        limits.evictableAfter = .seconds(5)
+        limits.evictableAfter = .zero
         try await EventsWorld.run(backend, limits: limits) { w in
             let (a, b, c) = (
                 try await w.api.user("pat", role: .patient), try await w.api.user("doc", role: .doctor), try await w.api.user("eve", role: .doctor)
@@ -193,12 +193,7 @@ struct EventsTests {
             #expect(perAccount.headers[.retryAfter] == "5")
             #expect(w.api.errorCode(perAccount) == .rateLimited)
             let third = try await w.open(b)
-            // The instance is full, and the streams are younger than may be ended for a newcomer: refused. (Opened
-            // through the service, not a request: a stream that opened would be an answer that never ends.)
-            await #expect(throws: APIError.self) { _ = try await w.writer(c) }
-            #expect(w.hub.openStreams == 3)
-            try await Task.sleep(for: .seconds(5))
-            // Once they are old enough, an account with none gets one: the heaviest account (2) gives up its oldest,
+            // The instance is full: an account with none gets one, and the heaviest account (2) gives up its oldest,
             // which ends without an account event (its client reconnects as after any end).
             #expect(!streams[0].hasEnded)
             let fairShare = try await w.open(c)
@@ -358,5 +353,18 @@ struct EventsTests {
             }
             #expect(w.hub.openStreams == 0)
         }
+    }
+
+    /// A full instance never ends a stream younger than `evictableAfter` for a newcomer (Docs/events.md §6).
+    @Test func aYoungStreamIsNotEndedForANewcomer() throws {
+        var limits = EventHub.Limits(perAccount: 4, perInstance: 2)
+        limits.evictableAfter = .seconds(3_600)
+        let hub = EventHub(limits: limits)
+        let (heavy, newcomer) = (UUID(), UUID())
+        let held = try (0..<2).map { _ in try hub.subscribe(account: heavy, tokenHash: "h", watch: [:], now: { 0 }, lastEventID: nil) }
+        #expect(throws: APIError.self) { _ = try hub.subscribe(account: newcomer, tokenHash: "n", watch: [:], now: { 0 }, lastEventID: nil) }
+        #expect(hub.openStreams == 2)
+        for sub in held { hub.unsubscribe(sub) }
+        #expect(hub.openStreams == 0)
     }
 }
